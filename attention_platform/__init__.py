@@ -1,0 +1,2 @@
+"""Tooling for the self-attention course: nbgrader preprocessors, sample
+submissions, the demo grading run and the command line."""

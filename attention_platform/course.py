@@ -1,0 +1,77 @@
+"""Driving a course directory with the real nbgrader commands.
+
+Used by the demo run and the end-to-end tests: copy the course, drop
+submissions into ``submitted/``, run nbgrader, read scores from the gradebook.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import nbformat
+
+from .notebooks import ASSIGNMENT, COURSE_ROOT, NOTEBOOK
+
+COURSE_FILES = ("source", "nbgrader_config.py")
+
+
+def copy_course(dest: Path, course_root: Path = COURSE_ROOT) -> Path:
+    """A fresh course directory at ``dest`` holding only the instructor's files."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    for name in COURSE_FILES:
+        src = course_root / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+        else:
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+def nbgrader(course: Path, *args: str, check: bool = False, timeout: float = 1800) -> subprocess.CompletedProcess:
+    """Run ``nbgrader ARGS`` in ``course`` with this interpreter's environment."""
+    bindir = str(Path(sys.executable).parent)
+    env = dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", ""))
+    return subprocess.run(
+        [str(Path(bindir) / "nbgrader"), *args],
+        cwd=course, env=env, capture_output=True, text=True, check=check, timeout=timeout,
+    )
+
+
+def write_submission(course: Path, student: str, notebook, *, timestamp: datetime | None = None) -> Path:
+    """File a submission as ``nbgrader collect`` would. ``notebook`` is a
+    NotebookNode, or raw bytes/str to store verbatim (for broken files)."""
+    folder = course / "submitted" / student / ASSIGNMENT
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / NOTEBOOK
+    if isinstance(notebook, (bytes, bytearray)):
+        path.write_bytes(notebook)
+    elif isinstance(notebook, str):
+        path.write_text(notebook)
+    else:
+        nbformat.write(notebook, path)
+    stamp = (timestamp or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M:%S.%f %Z")
+    (folder / "timestamp.txt").write_text(stamp)
+    return path
+
+
+def check_scores(course: Path, course_id: str | None = None) -> dict[str, dict[str, float | None]]:
+    """``{student: {grade_id: score}}`` for every autograded submission in the gradebook."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    db_url = "sqlite:///" + str(course / "gradebook.db")
+    table: dict[str, dict[str, float | None]] = {}
+    with Gradebook(db_url) as gb:
+        for student in gb.students:
+            try:
+                notebook = gb.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, student.id)
+            except MissingEntry:
+                continue
+            table[student.id] = {grade.name: grade.score for grade in notebook.grades}
+    return table

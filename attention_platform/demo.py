@@ -1,0 +1,55 @@
+"""The main job on its embedded default: a whole grading round on sample work.
+
+Copies the course to a scratch directory, generates the student release, files
+the bundled sample submissions, runs ``nbgrader autograde`` and
+``generate_feedback`` there, and prints a per-student, per-check grade table.
+The real course's gradebook is never touched.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import nbformat
+
+from . import samples
+from .course import check_scores, copy_course, nbgrader, write_submission
+from .notebooks import ASSIGNMENT, NOTEBOOK, with_answer
+from grader_tests.registry import ALL_CHECKS, GRADE_ID_PREFIX
+
+
+def grade_table(scores: dict[str, dict[str, float | None]]) -> str:
+    ids = [check.id for check in ALL_CHECKS]
+    total = sum(check.points for check in ALL_CHECKS)
+    width = max(len(s) for s in scores) if scores else 7
+    head = f"{'student':<{width}} " + " ".join(f"{i[:8]:>8}" for i in ids) + f" {'total':>8}"
+    lines = [head, "-" * len(head)]
+    for student in sorted(scores):
+        row = scores[student]
+        cells = [row.get(GRADE_ID_PREFIX + i) for i in ids]
+        got = sum(c or 0 for c in cells)
+        lines.append(f"{student:<{width}} " + " ".join(f"{'-' if c is None else format(c, 'g'):>8}" for c in cells)
+                     + f" {format(got, 'g') + '/' + format(total, 'g'):>8}")
+    return "\n".join(lines)
+
+
+def run_demo(workdir: Path, log=print) -> dict[str, dict[str, float | None]]:
+    started = time.monotonic()
+    course = copy_course(workdir)
+    log(f"course copied to {course}")
+    nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", check=True)
+    release = nbformat.read(course / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    log(f"release generated: {course / 'release' / ASSIGNMENT / NOTEBOOK}")
+    for student in samples.SAMPLE_CLASS:
+        write_submission(course, student, with_answer(release, samples.sample_answer(student)))
+    log(f"{len(samples.SAMPLE_CLASS)} sample submissions filed; autograding (real kernels)…")
+    nbgrader(course, "autograde", ASSIGNMENT, "--force", check=True)
+    nbgrader(course, "generate_feedback", ASSIGNMENT, "--force", check=True)
+    scores = check_scores(course)
+    log("")
+    log(grade_table(scores))
+    log("")
+    log(f"feedback: {course / 'feedback'}/<student>/{ASSIGNMENT}/{NOTEBOOK.replace('.ipynb', '.html')}")
+    log(f"done in {time.monotonic() - started:.1f} s")
+    return scores

@@ -1,0 +1,75 @@
+"""Reading the course notebooks and writing answers into them.
+
+A student's answer is Python source defining ``forward`` and
+``attention_weights`` (and any helpers) at column 0. ``with_answer`` puts it in
+place of the two stubbed methods of the released ``SelfAttention`` cell, which is
+what a student does by typing into the notebook.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+import nbformat
+
+COURSE_ROOT = Path(__file__).resolve().parents[1]
+ASSIGNMENT = "self_attention"
+NOTEBOOK = "self_attention.ipynb"
+CLASS_CELL_ID = "self_attention_class"
+ANSWERED_METHODS = ("forward", "attention_weights")
+
+
+def release_notebook(course_root: Path = COURSE_ROOT) -> nbformat.NotebookNode:
+    return nbformat.read(course_root / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
+
+
+def source_notebook(course_root: Path = COURSE_ROOT) -> nbformat.NotebookNode:
+    return nbformat.read(course_root / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
+
+
+def class_cell(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == CLASS_CELL_ID:
+            return cell
+    raise LookupError(f"no cell with grade_id {CLASS_CELL_ID!r}")
+
+
+def with_methods(class_source: str, answer: str) -> str:
+    """Replace ``forward`` and ``attention_weights`` of the class in ``class_source``
+    by the definitions in ``answer`` (column-0 defs, helpers allowed)."""
+    tree = ast.parse(class_source)
+    cls = next(node for node in tree.body if isinstance(node, ast.ClassDef))
+    methods = [n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name in ANSWERED_METHODS]
+    if {m.name for m in methods} != set(ANSWERED_METHODS):
+        raise ValueError("the class cell must define forward and attention_weights")
+    lines = class_source.splitlines()
+    first = min(m.lineno - 1 - len(m.decorator_list) for m in methods)
+    drop = set()
+    for method in methods:
+        drop.update(range(method.lineno - 1 - len(method.decorator_list), method.end_lineno))
+    indented = textwrap.indent(textwrap.dedent(answer).strip("\n"), "    ").splitlines()
+    kept = [line for i, line in enumerate(lines) if i not in drop]
+    insert_at = first - sum(1 for i in drop if i < first)
+    out = kept[:insert_at] + indented + kept[insert_at:]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def with_answer(nb: nbformat.NotebookNode, answer: str | None) -> nbformat.NotebookNode:
+    """A copy of ``nb`` whose class cell carries ``answer`` (None: left as released)."""
+    copy = nbformat.from_dict(nb)
+    if answer is not None:
+        cell = class_cell(copy)
+        cell.source = with_methods(cell.source, answer)
+    return copy
+
+
+def class_namespace(nb: nbformat.NotebookNode) -> dict:
+    """Execute the notebook's import and class cells; return the resulting globals."""
+    namespace: dict = {"__name__": "__student__"}
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in ("imports", CLASS_CELL_ID):
+            exec(compile(cell.source, f"<{grade_id}>", "exec"), namespace)
+    return namespace

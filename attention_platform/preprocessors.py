@@ -1,0 +1,123 @@
+"""nbgrader preprocessors that keep hidden checks hidden and grades fair.
+
+Registered in ``nbgrader_config.py``: ``SanitizeCheckOutputs`` runs in autograde
+right after execution and again in generate_feedback; ``HideCheckCode`` runs in
+generate_feedback.
+"""
+
+from __future__ import annotations
+
+from nbformat.notebooknode import NotebookNode
+from nbgrader.preprocessors import NbGraderPreprocessor
+from nbgrader.utils import is_grade, is_solution
+from traitlets import Bool, Unicode
+
+
+def is_check_cell(cell: NotebookNode) -> bool:
+    """An autograded test cell: a grade cell that is not a student's answer."""
+    return cell.cell_type == "code" and is_grade(cell) and not is_solution(cell)
+
+
+class SanitizeCheckOutputs(NbGraderPreprocessor):
+    """Reduce every check cell's outputs to what a student may see.
+
+    nbgrader scores a test cell 0 if it wrote anything to stderr, so a correct
+    answer that emits a harmless warning would lose its points; and a traceback
+    shows the hidden check's code. This keeps the stdout, turns each error into
+    one line ``Name: message`` and drops stderr."""
+
+    drop_stderr = Bool(
+        True, help="Remove stderr streams from check cells so a warning does not zero a passing check."
+    ).tag(config=True)
+    one_line_errors = Bool(
+        True, help="Replace each check cell's traceback by 'ErrorName: message', hiding the check's code."
+    ).tag(config=True)
+
+    def preprocess_cell(self, cell, resources, index):
+        if not is_check_cell(cell):
+            return cell, resources
+        outputs = []
+        for output in cell.get("outputs", []):
+            if self.drop_stderr and output.output_type == "stream" and output.name == "stderr":
+                continue
+            if self.one_line_errors and output.output_type == "error":
+                output.traceback = [f"{output.ename}: {output.evalue}"]
+            outputs.append(output)
+        cell.outputs = outputs
+        return cell, resources
+
+
+class HideCheckCode(NbGraderPreprocessor):
+    """Remove the hidden-test region from check cells of a feedback notebook.
+
+    Only the comment naming the check and its points stays; nbgrader's own
+    feedback keeps the hidden code (jupyter/nbgrader#917, #1363)."""
+
+    begin = Unicode("### BEGIN HIDDEN TESTS", help="Line that opens a hidden-test region.").tag(config=True)
+    end = Unicode("### END HIDDEN TESTS", help="Line that closes a hidden-test region.").tag(config=True)
+
+    def preprocess_cell(self, cell, resources, index):
+        if not is_check_cell(cell):
+            return cell, resources
+        kept, hidden = [], False
+        for line in cell.source.splitlines():
+            stripped = line.strip()
+            if stripped == self.begin:
+                hidden = True
+            elif stripped == self.end:
+                hidden = False
+            elif not hidden:
+                kept.append(line)
+        cell.source = "\n".join(kept)
+        return cell, resources
+
+
+class RestoreCellMetadata(NbGraderPreprocessor):
+    """Put the instructor's nbgrader metadata back on every known cell.
+
+    A submission whose cell metadata was edited (points raised, a check cell
+    turned into an ordinary cell, a grade id invented) is otherwise rejected by
+    nbgrader with "Inconsistent checksums". Cells are matched by grade id; an
+    id the instructor never wrote loses its nbgrader metadata, and cells that
+    are gone are restored later by ``OverwriteCells.add_missing_cells``."""
+
+    def preprocess(self, nb, resources):
+        from nbgrader.api import Gradebook
+
+        info = resources["nbgrader"]
+        with Gradebook(info["db_url"]) as gb:
+            source_nb = gb.find_notebook(info["notebook"], info["assignment"])
+            source = {c.name: (c.cell_type, c.locked) for c in source_nb.source_cells}
+            points = {c.name: c.max_score for c in source_nb.grade_cells}
+            solutions = {c.name for c in source_nb.solution_cells}
+            tasks = {c.name for c in source_nb.task_cells}
+        for cell in nb.cells:
+            meta = cell.metadata.get("nbgrader")
+            if not isinstance(meta, dict):
+                continue
+            grade_id = meta.get("grade_id")
+            if grade_id not in source and grade_id not in points:
+                if meta.get("grade") or meta.get("solution") or meta.get("locked") or meta.get("task"):
+                    self.log.warning("Dropping nbgrader metadata of unknown cell %r", grade_id)
+                del cell.metadata["nbgrader"]
+                continue
+            meta["grade"] = grade_id in points
+            meta["solution"] = grade_id in solutions
+            meta["task"] = grade_id in tasks
+            if grade_id in source:
+                cell_type, locked = source[grade_id]
+                meta["locked"] = bool(locked)
+                if cell.cell_type != cell_type:
+                    self.log.warning("Cell %r had its type changed; restoring %s", grade_id, cell_type)
+                    cell.cell_type = cell_type
+                    if cell_type == "code":
+                        cell.setdefault("outputs", [])
+                        cell.setdefault("execution_count", None)
+                    else:
+                        cell.pop("outputs", None)
+                        cell.pop("execution_count", None)
+            if grade_id in points:
+                meta["points"] = points[grade_id]
+            else:
+                meta.pop("points", None)
+        return nb, resources

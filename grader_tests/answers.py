@@ -1,0 +1,274 @@
+"""Catalogues of student answers that prove the hidden checks.
+
+``BUGGY``: answers with one misconception each; ``target`` is the check that
+exists for it and ``fails`` the exact set of checks that fail (so a check that
+starts blaming the wrong idea shows up). ``CORRECT``: right answers in other
+idioms; every check must pass them.
+
+An answer defines ``forward`` and ``attention_weights`` (and any helpers) at
+column 0, as they would sit inside the released class; the notebook's import
+cell (math, torch, nn, F) is in scope.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Answer:
+    name: str
+    code: str
+    target: str | None = None  # buggy answers: the check meant to catch it
+    fails: frozenset = field(default_factory=frozenset)
+
+
+def bug(name: str, target: str, fails: set, code: str) -> Answer:
+    return Answer(name, code, target, frozenset(fails | {target}))
+
+
+def ok(name: str, code: str) -> Answer:
+    return Answer(name, code)
+
+
+def _weights_with(scores_line: str, mask_line: str = 'scores = scores.masked_fill(self.causal_mask(x.shape[-2], x.device), float("-inf"))',
+                  softmax_line: str = "weights = scores.softmax(dim=-1)", after: str = "") -> str:
+    """A reference-shaped answer with one line swapped out."""
+    return f'''
+def forward(self, x):
+    return self.out_proj(self.attention_weights(x) @ self.v_proj(x))
+
+def attention_weights(self, x):
+    q, k = self.q_proj(x), self.k_proj(x)
+    {scores_line}
+    if self.causal:
+        {mask_line}
+    {softmax_line}
+    {after or "pass"}
+    return weights
+'''
+
+
+SCALED = "scores = q @ k.transpose(-2, -1) / math.sqrt(x.shape[-1])"
+FORWARD = "def forward(self, x):\n    return self.out_proj(self.attention_weights(x) @ self.v_proj(x))\n"
+
+BUGGY: list[Answer] = [
+    bug("no_scale", "sqrt_d_scale", set(), _weights_with("scores = q @ k.transpose(-2, -1)")),
+    bug("scale_by_d", "sqrt_d_scale", set(), _weights_with("scores = q @ k.transpose(-2, -1) / x.shape[-1]")),
+    bug("scale_by_sqrt_t", "sqrt_d_scale", set(), _weights_with("scores = q @ k.transpose(-2, -1) / math.sqrt(x.shape[-2])")),
+    bug("scale_multiplied", "sqrt_d_scale", set(), _weights_with("scores = q @ k.transpose(-2, -1) * math.sqrt(x.shape[-1])")),
+    bug("scale_after_softmax", "sqrt_d_scale", {'mask_before_softmax', 'softmax_dim', 'value_and_out_proj'},
+        _weights_with("scores = q @ k.transpose(-2, -1)", softmax_line="weights = scores.softmax(dim=-1) / math.sqrt(x.shape[-1])")),
+    bug("scores_q_q", "sqrt_d_scale", {'gradients'}, _weights_with("scores = q @ q.transpose(-2, -1) / math.sqrt(x.shape[-1])")),
+    bug("scores_from_raw_x", "sqrt_d_scale", {'gradients'}, _weights_with("scores = x @ x.transpose(-2, -1) / math.sqrt(x.shape[-1])")),
+    bug("projection_bias_dropped", "sqrt_d_scale", {'gradients'},
+        _weights_with("scores = (x @ self.q_proj.weight.mT) @ (x @ self.k_proj.weight.mT).mT / math.sqrt(x.shape[-1])")),
+    bug("softmax_over_queries", "softmax_dim", {'no_future_leak'}, _weights_with(SCALED, softmax_line="weights = scores.softmax(dim=-2)")),
+    bug("softmax_over_batch", "softmax_dim", {'float64', 'gradients', 'mask_before_softmax', 'mask_polarity', 'same_computation', 'sqrt_d_scale', 'value_and_out_proj'}, _weights_with(SCALED, softmax_line="weights = scores.softmax(dim=0)")),
+    bug("no_softmax", "softmax_dim", {'mask_before_softmax', 'mask_polarity', 'sqrt_d_scale', 'value_and_out_proj'}, _weights_with(SCALED, softmax_line="weights = scores.masked_fill(scores.isinf(), 0.0)")),
+    bug("log_softmax", "softmax_dim", {'causal_flag', 'float64', 'gradients', 'mask_before_softmax', 'mask_polarity', 'same_computation', 'sqrt_d_scale', 'value_and_out_proj'}, _weights_with(SCALED, softmax_line="weights = scores.log_softmax(dim=-1)")),
+    bug("inverted_mask", "mask_polarity", {'float64', 'gradients', 'no_future_leak', 'same_computation', 'value_and_out_proj'},
+        _weights_with(SCALED, mask_line='scores = scores.masked_fill(~self.causal_mask(x.shape[-2], x.device), float("-inf"))')),
+    bug("inverted_mask_large_negative", "mask_polarity", {'no_future_leak'},
+        _weights_with(SCALED, mask_line="scores = scores.masked_fill(~self.causal_mask(x.shape[-2], x.device), -1e9)")),
+    bug("tril_instead_of_triu", "mask_polarity", {'float64', 'gradients', 'no_future_leak', 'same_computation', 'value_and_out_proj'},
+        _weights_with(SCALED, mask_line='scores = scores.masked_fill(torch.ones(x.shape[-2], x.shape[-2], dtype=torch.bool).tril(), float("-inf"))')),
+    bug("diagonal_blocked", "mask_polarity", {'no_future_leak'},
+        _weights_with(SCALED, mask_line='scores = scores.masked_fill(torch.ones(x.shape[-2], x.shape[-2], dtype=torch.bool).triu(), -1e9)')),
+    bug("mask_filled_with_zero", "mask_polarity", {'no_future_leak'},
+        _weights_with(SCALED, mask_line="scores = scores.masked_fill(self.causal_mask(x.shape[-2], x.device), 0.0)")),
+    bug("mask_after_softmax", "mask_before_softmax", {'no_future_leak'},
+        _weights_with(SCALED, mask_line="pass", after="weights = weights.masked_fill(self.causal_mask(x.shape[-2], x.device), 0.0) if self.causal else weights")),
+    bug("causal_flag_ignored_always_masks", "causal_flag", set(),
+        _weights_with(SCALED).replace("    if self.causal:\n", "    if True:\n")),
+    bug("causal_flag_ignored_never_masks", "mask_polarity", {'no_future_leak'},
+        _weights_with(SCALED).replace("    if self.causal:\n", "    if False:\n")),
+    bug("out_proj_skipped", "value_and_out_proj", {'gradients', 'same_computation'},
+        _weights_with(SCALED).replace("return self.out_proj(self.attention_weights(x) @ self.v_proj(x))",
+                                      "return self.attention_weights(x) @ self.v_proj(x)")),
+    bug("values_are_keys", "value_and_out_proj", {'gradients', 'same_computation'},
+        _weights_with(SCALED).replace("self.v_proj(x))", "self.k_proj(x))")),
+    bug("values_are_raw_x", "value_and_out_proj", {'gradients', 'same_computation'},
+        _weights_with(SCALED).replace("@ self.v_proj(x))", "@ x)")),
+    bug("forward_unscaled_own_path", "same_computation", set(), f'''
+def forward(self, x):
+    q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+    scores = q @ k.transpose(-2, -1)
+    if self.causal:
+        scores = scores.masked_fill(self.causal_mask(x.shape[-2], x.device), float("-inf"))
+    return self.out_proj(scores.softmax(dim=-1) @ v)
+
+def attention_weights(self, x):
+    q, k = self.q_proj(x), self.k_proj(x)
+    {SCALED}
+    if self.causal:
+        scores = scores.masked_fill(self.causal_mask(x.shape[-2], x.device), float("-inf"))
+    return scores.softmax(dim=-1)
+'''),
+    bug("forward_without_mask", "no_future_leak", {'same_computation'}, f'''
+def forward(self, x):
+    q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+    return self.out_proj(F.scaled_dot_product_attention(q, k, v))
+
+def attention_weights(self, x):
+    q, k = self.q_proj(x), self.k_proj(x)
+    {SCALED}
+    if self.causal:
+        scores = scores.masked_fill(self.causal_mask(x.shape[-2], x.device), float("-inf"))
+    return scores.softmax(dim=-1)
+'''),
+    bug("detached_scores", "gradients", set(),
+        _weights_with("scores = (q @ k.transpose(-2, -1) / math.sqrt(x.shape[-1])).detach()")),
+    bug("numpy_round_trip", "gradients", set(),
+        _weights_with(SCALED).replace("return self.out_proj(self.attention_weights(x) @ self.v_proj(x))",
+                                      "out = self.out_proj(self.attention_weights(x) @ self.v_proj(x))\n"
+                                      "    return torch.from_numpy(out.detach().numpy().copy())")),
+    bug("no_grad_in_forward", "gradients", set(),
+        _weights_with(SCALED).replace("return self.out_proj(self.attention_weights(x) @ self.v_proj(x))",
+                                      "with torch.no_grad():\n"
+                                      "        return self.out_proj(self.attention_weights(x) @ self.v_proj(x))")),
+    bug("output_written_into_input", "input_unchanged", {'gradients'},
+        _weights_with(SCALED).replace("return self.out_proj(self.attention_weights(x) @ self.v_proj(x))",
+                                      "return x.copy_(self.out_proj(self.attention_weights(x) @ self.v_proj(x)))")),
+    bug("input_overwritten_through_data", "input_unchanged", set(),
+        _weights_with(SCALED).replace("return self.out_proj(self.attention_weights(x) @ self.v_proj(x))",
+                                      "out = self.out_proj(self.attention_weights(x) @ self.v_proj(x))\n"
+                                      "    x.data.copy_(out.detach())\n    return out")),
+    bug("float32_hard_coded", "float64", set(),
+        _weights_with(SCALED).replace("    q, k = self.q_proj(x), self.k_proj(x)\n",
+                                      "    x = x.float()\n    q, k = self.q_proj(x.to(self.q_proj.weight.dtype)), self.k_proj(x.to(self.k_proj.weight.dtype))\n")
+        .replace("return self.out_proj(self.attention_weights(x) @ self.v_proj(x))",
+                 "return self.out_proj(self.attention_weights(x) @ self.v_proj(x)).float()")),
+    bug("length_hard_coded", "shapes", {'float64', 'gradients', 'input_unchanged', 'same_computation', 'value_and_out_proj'},
+        _weights_with(SCALED, mask_line='scores = scores.masked_fill(self.causal_mask(7), float("-inf"))')),
+    bug("transposed_wrong_dims", "shapes", {'causal_flag', 'float64', 'gradients', 'input_unchanged', 'mask_before_softmax', 'mask_polarity', 'no_future_leak', 'same_computation', 'softmax_dim', 'sqrt_d_scale', 'value_and_out_proj'}, _weights_with("scores = q @ k.transpose(0, 1) / math.sqrt(x.shape[-1])")),
+]
+
+
+CORRECT: list[Answer] = [
+    ok("reference_style", _weights_with(SCALED)),
+    ok("einsum", '''
+def forward(self, x):
+    weights = self.attention_weights(x)
+    return self.out_proj(torch.einsum("bts,bsd->btd", weights, self.v_proj(x)))
+
+def attention_weights(self, x):
+    scores = torch.einsum("btd,bsd->bts", self.q_proj(x), self.k_proj(x)) / math.sqrt(self.embedding_dim)
+    if self.causal:
+        scores = scores.masked_fill(self.causal_mask(x.size(1), x.device), float("-inf"))
+    return torch.softmax(scores, dim=-1)
+'''),
+    ok("mT_and_F_softmax", _weights_with("scores = q @ k.mT / x.shape[-1] ** 0.5", softmax_line="weights = F.softmax(scores, dim=2)")),
+    ok("bmm", '''
+def forward(self, x):
+    return self.out_proj(torch.bmm(self.attention_weights(x), self.v_proj(x)))
+
+def attention_weights(self, x):
+    scores = torch.bmm(self.q_proj(x), self.k_proj(x).transpose(1, 2)) * self.embedding_dim ** -0.5
+    if self.causal:
+        scores.masked_fill_(self.causal_mask(x.shape[1], x.device), -float("inf"))
+    return scores.softmax(-1)
+'''),
+    ok("scaled_dot_product_attention", f'''
+def forward(self, x):
+    q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+    return self.out_proj(F.scaled_dot_product_attention(q, k, v, is_causal=self.causal))
+
+def attention_weights(self, x):
+    q, k = self.q_proj(x), self.k_proj(x)
+    {SCALED}
+    if self.causal:
+        scores = scores.masked_fill(self.causal_mask(x.shape[-2], x.device), float("-inf"))
+    return scores.softmax(dim=-1)
+'''),
+    ok("additive_float_mask", _weights_with(
+        SCALED,
+        mask_line='scores = scores + torch.zeros(x.shape[-2], x.shape[-2], dtype=x.dtype, device=x.device)'
+                  '.masked_fill(self.causal_mask(x.shape[-2], x.device), float("-inf"))')),
+    ok("torch_where", _weights_with(
+        SCALED, mask_line='scores = torch.where(self.causal_mask(x.shape[-2], x.device), float("-inf"), scores)')),
+    ok("large_negative", _weights_with(SCALED, mask_line="scores = scores.masked_fill(self.causal_mask(x.shape[-2], x.device), -1e9)")),
+    ok("finfo_min", _weights_with(
+        SCALED, mask_line="scores = scores.masked_fill(self.causal_mask(x.shape[-2], x.device), torch.finfo(scores.dtype).min)")),
+    ok("tril_keep_mask", _weights_with(
+        SCALED, mask_line='scores = scores.masked_fill(~torch.tril(torch.ones(x.shape[-2], x.shape[-2], dtype=torch.bool, device=x.device)), float("-inf"))')),
+    ok("scale_queries_first", _weights_with("scores = (q / math.sqrt(self.embedding_dim)) @ k.transpose(-2, -1)")),
+    ok("manual_exp_normalise", FORWARD + '''
+def attention_weights(self, x):
+    scores = self.q_proj(x) @ self.k_proj(x).mT / math.sqrt(x.shape[-1])
+    if self.causal:
+        scores = scores.masked_fill(self.causal_mask(x.shape[-2], x.device), float("-inf"))
+    scores = scores - scores.amax(dim=-1, keepdim=True)
+    e = scores.exp()
+    return e / e.sum(dim=-1, keepdim=True)
+'''),
+    ok("loop_over_positions", FORWARD + '''
+def attention_weights(self, x):
+    q, k = self.q_proj(x), self.k_proj(x)
+    T = x.shape[1]
+    rows = []
+    for t in range(T):
+        visible = t + 1 if self.causal else T
+        s = (q[:, t:t + 1] @ k[:, :visible].transpose(1, 2)).squeeze(1) / math.sqrt(x.shape[2])
+        w = torch.softmax(s, dim=-1)
+        rows.append(F.pad(w, (0, T - visible)))
+    return torch.stack(rows, dim=1)
+'''),
+    ok("F_linear_with_module_weights", '''
+def forward(self, x):
+    v = F.linear(x, self.v_proj.weight, self.v_proj.bias)
+    return F.linear(self.attention_weights(x) @ v, self.out_proj.weight, self.out_proj.bias)
+
+def attention_weights(self, x):
+    q = F.linear(x, self.q_proj.weight, self.q_proj.bias)
+    k = F.linear(x, self.k_proj.weight, self.k_proj.bias)
+    scores = q.matmul(k.transpose(-1, -2)).div(math.sqrt(q.size(-1)))
+    if self.causal:
+        scores = scores.masked_fill(self.causal_mask(scores.size(-1), scores.device), float("-inf"))
+    return scores.softmax(dim=-1)
+'''),
+    ok("shared_helper_method", '''
+def _scores(self, x):
+    scores = self.q_proj(x) @ self.k_proj(x).transpose(-2, -1)
+    return scores / torch.tensor(float(x.shape[-1]), dtype=x.dtype).sqrt()
+
+def forward(self, x):
+    return self.out_proj(self.attention_weights(x) @ self.v_proj(x))
+
+def attention_weights(self, x):
+    scores = self._scores(x)
+    if self.causal:
+        scores = scores.masked_fill(self.causal_mask(x.shape[-2], x.device), float("-inf"))
+    return scores.softmax(dim=-1)
+'''),
+    ok("warns_and_prints_to_stderr", '''
+def forward(self, x):
+    import sys, warnings
+    warnings.warn("forward: this is only a reminder to myself", UserWarning)
+    print("debug: forward called", file=sys.stderr)
+    return self.out_proj(self.attention_weights(x) @ self.v_proj(x))
+
+def attention_weights(self, x):
+    import warnings
+    warnings.warn("attention_weights may be slow for long sequences", RuntimeWarning)
+    scores = self.q_proj(x) @ self.k_proj(x).transpose(-2, -1) / math.sqrt(x.shape[-1])
+    if self.causal:
+        scores = scores.masked_fill(self.causal_mask(x.shape[-2], x.device), float("-inf"))
+    return scores.softmax(dim=-1)
+'''),
+    ok("baddbmm_and_view", '''
+def forward(self, x):
+    B, T, D = x.shape
+    out = self.attention_weights(x).reshape(B * 1, T, T) @ self.v_proj(x)
+    return self.out_proj(out.view(B, T, D))
+
+def attention_weights(self, x):
+    B, T, D = x.shape
+    q, k = self.q_proj(x), self.k_proj(x)
+    zeros = torch.zeros(B, T, T, dtype=x.dtype, device=x.device)
+    if self.causal:
+        zeros = zeros.masked_fill(self.causal_mask(T, x.device), float("-inf"))
+    scores = torch.baddbmm(zeros, q, k.transpose(1, 2), alpha=1 / math.sqrt(D))
+    return scores.softmax(dim=-1)
+'''),
+]

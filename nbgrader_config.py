@@ -1,0 +1,61 @@
+"""nbgrader configuration of the self-attention course.
+
+This repository is the course directory: run nbgrader commands from its root.
+Every setting can be overridden from the environment where one is named.
+"""
+
+import os
+
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
+from nbgrader import preprocessors as pp
+
+from attention_platform.preprocessors import HideCheckCode, RestoreCellMetadata, SanitizeCheckOutputs
+
+c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
+
+# The course root is wherever this file lives, so a copied course keeps working.
+c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
+# Course id: the hub's groups are formgrade-<id> and nbgrader-<id>.
+c.CourseDirectory.course_id = os.environ.get("NBGRADER_COURSE_ID", "dl-attention")
+# Gradebook database; the hub deployment points this at PostgreSQL.
+c.CourseDirectory.db_url = os.environ.get(
+    "NBGRADER_DB_URL", "sqlite:///" + os.path.join(c.CourseDirectory.root, "gradebook.db")
+)
+# Shared exchange for release/submit/collect (local mode; the hub sets its own).
+c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE_ROOT", "/srv/nbgrader/exchange")
+
+# Kernel time per cell and in all: a submission that loops forever fails its cell, not the batch.
+c.ExecutePreprocessor.timeout = int(os.environ.get("NBGRADER_CELL_TIMEOUT", "60"))
+c.Execute.timeout = int(os.environ.get("NBGRADER_CELL_TIMEOUT", "60"))
+
+# A deleted check cell is restored from the instructor's copy and graded, not lost.
+c.OverwriteCells.add_missing_cells = True
+# Before nbgrader's own sanitising: edited cell metadata is put back (see preprocessors.py).
+c.Autograde.sanitize_preprocessors = [
+    pp.ClearOutput,
+    pp.DeduplicateIds,
+    RestoreCellMetadata,
+    pp.OverwriteKernelspec,
+    pp.OverwriteCells,
+    pp.CheckCellMetadata,
+]
+
+# After execution: one-line errors and no stderr in check cells (see preprocessors.py).
+c.Autograde.autograde_preprocessors = [
+    pp.Execute,
+    SanitizeCheckOutputs,
+    pp.IgnorePattern,
+    ClearMetadataPreprocessor,
+    pp.LimitOutput,
+    pp.SaveAutoGrades,
+    pp.AssignLatePenalties,
+    pp.CheckCellMetadata,
+]
+
+# Feedback shows each check's verdict and message, never its code.
+c.GenerateFeedback.preprocessors = [
+    HideCheckCode,
+    SanitizeCheckOutputs,
+    pp.GetGrades,
+    CSSHTMLHeaderPreprocessor,
+]

@@ -1,0 +1,124 @@
+"""A real grading round: nbgrader autograde + generate_feedback over a small
+class with real kernels, then exact per-check scores and leak-free feedback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from attention_platform.course import check_scores, copy_course, nbgrader, write_submission
+from attention_platform.notebooks import ASSIGNMENT, NOTEBOOK, with_answer
+from grader_tests.answers import BUGGY, CORRECT
+from grader_tests.registry import ALL_CHECKS, GRADE_ID_PREFIX
+
+pytestmark = pytest.mark.slow
+
+ANSWERS = {answer.name: answer for answer in BUGGY + CORRECT}
+# student -> catalogue answer graded as submitted
+HONEST = {
+    "ref": "reference_style",
+    "warns": "warns_and_prints_to_stderr",
+    "sdpa": "scaled_dot_product_attention",
+    "noscale": "no_scale",
+    "masklate": "mask_after_softmax",
+    "inverted": "inverted_mask",
+    "vkeys": "values_are_keys",
+    "inplace": "input_overwritten_through_data",
+}
+
+
+def _cell(nb, grade_id):
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def _tampered(release):
+    """Correct answer, but check cells edited, re-pointed and deleted."""
+    nb = with_answer(release, ANSWERS["reference_style"].code)
+    _cell(nb, "check_sqrt_d_scale").source = "print('trust me')"
+    _cell(nb, "check_shapes").metadata.nbgrader["points"] = 100
+    _cell(nb, "check_gradients").metadata.nbgrader["grade"] = False
+    nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "check_softmax_dim"]
+    return nb
+
+
+def _cheater(release):
+    """A wrong answer whose check cells were replaced by code that always passes."""
+    nb = with_answer(release, ANSWERS["no_scale"].code)
+    for check in ALL_CHECKS:
+        _cell(nb, GRADE_ID_PREFIX + check.id).source = "pass"
+    return nb
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    course = copy_course(tmp_path_factory.mktemp("course"))
+    nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", check=True)
+    release = nbformat.read(course / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    for student, answer in HONEST.items():
+        write_submission(course, student, with_answer(release, ANSWERS[answer].code))
+    write_submission(course, "empty", release)
+    write_submission(course, "tampered", _tampered(release))
+    write_submission(course, "cheater", _cheater(release))
+    write_submission(course, "notjson", b'{"cells": [ this is not json')
+    write_submission(course, "nocells", json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": []}))
+    autograde = nbgrader(course, "autograde", ASSIGNMENT, "--force")
+    feedback = nbgrader(course, "generate_feedback", ASSIGNMENT, "--force")
+    return course, autograde, feedback, check_scores(course)
+
+
+def _expected(failing: set[str]) -> dict[str, float]:
+    return {GRADE_ID_PREFIX + c.id: 0.0 if c.id in failing else float(c.points) for c in ALL_CHECKS}
+
+
+@pytest.mark.parametrize("student", sorted(HONEST))
+def test_exact_scores_per_check(graded, student):
+    _, _, _, scores = graded
+    assert scores[student] == _expected(set(ANSWERS[HONEST[student]].fails))
+
+
+@pytest.mark.parametrize(
+    "student, failing",
+    [
+        ("empty", {c.id for c in ALL_CHECKS}),
+        ("tampered", set()),  # graded from the instructor's cells: edits and deletions change nothing
+        ("cheater", {"sqrt_d_scale"}),  # replaced checks are restored, so the bug is still caught
+        ("nocells", {c.id for c in ALL_CHECKS}),  # every cell restored from the gradebook, no answer in it
+    ],
+)
+def test_bad_or_tampered_submissions_are_graded_from_the_instructor_cells(graded, student, failing):
+    _, _, _, scores = graded
+    assert scores[student] == _expected(failing)
+
+
+def test_unreadable_submission_is_rejected_and_the_batch_goes_on(graded):
+    course, autograde, _, scores = graded
+    assert "notjson" in autograde.stderr and "error" in autograde.stderr.lower()
+    assert not (course / "autograded" / "notjson" / ASSIGNMENT / NOTEBOOK).exists()
+    assert all(score in (0, None) for score in scores.get("notjson", {}).values())
+    assert (course / "submitted" / "notjson" / ASSIGNMENT / NOTEBOOK).exists(), "the submission itself is kept"
+    assert scores["ref"] == _expected(set())
+
+
+def test_feedback_shows_teaching_messages_and_no_hidden_code(graded):
+    course, _, feedback, _ = graded
+    assert feedback.returncode == 0, feedback.stderr[-2000:]
+    pages = {p.parts[-3]: p.read_text() for p in (course / "feedback").glob(f"*/{ASSIGNMENT}/*.html")}
+    assert {"ref", "noscale", "empty", "tampered"} <= set(pages)
+    for student, page in pages.items():
+        for leak in ("grader_tests", "BEGIN HIDDEN TESTS", "from grader_tests", "JudgeFailure"):
+            assert leak not in page, f"{student}'s feedback shows {leak!r}"
+    assert "you did not scale the scores at all" in pages["noscale"]
+    assert "inverted" in pages["inverted"]
+    assert "still raises NotImplementedError" in pages["empty"]
+
+
+def test_autograded_notebooks_keep_only_one_line_errors_in_check_cells(graded):
+    course, _, _, _ = graded
+    nb = nbformat.read(course / "autograded" / "noscale" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    errors = [o for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id", "").startswith(GRADE_ID_PREFIX)
+              for o in c.get("outputs", []) if o.output_type == "error"]
+    assert errors and all(len(o.traceback) == 1 for o in errors)
+    assert not any("grader_tests" in line for o in errors for line in o.traceback)

@@ -1,0 +1,26 @@
+"""release/ is exactly what nbgrader generates from source/."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from attention_platform.course import copy_course, nbgrader
+from attention_platform.notebooks import ASSIGNMENT, COURSE_ROOT, NOTEBOOK
+
+
+@pytest.mark.slow
+def test_committed_release_matches_a_fresh_generation(tmp_path: Path):
+    course = copy_course(tmp_path / "course")
+    result = nbgrader(course, "generate_assignment", ASSIGNMENT, "--force")
+    assert result.returncode == 0, result.stderr[-2000:]
+    fresh = json.loads((course / "release" / ASSIGNMENT / NOTEBOOK).read_text())
+    committed = json.loads((COURSE_ROOT / "release" / ASSIGNMENT / NOTEBOOK).read_text())
+    assert committed == fresh, "release/ is stale: run `make release` and commit it"
+
+
+def test_release_contains_no_solution_or_hidden_check():
+    text = (COURSE_ROOT / "release" / ASSIGNMENT / NOTEBOOK).read_text()
+    for secret in ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS", "grader_tests", "masked_fill(self.causal_mask"):
+        assert secret not in text
+    assert not (COURSE_ROOT / "release" / ASSIGNMENT / "grader_tests").exists()
