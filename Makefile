@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 DEMO_DIR ?= build/demo
 export PATH := $(BIN):$(PATH)
 
-.PHONY: venv demo test release clean
+.PHONY: venv system-deps demo test release clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,12 +16,16 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
+## Debian chromium + bubblewrap and npm configurable-http-proxy (idempotent).
+system-deps:
+	scripts/install-system-deps.sh
+
 ## Grade the bundled sample class end to end and print the grade table.
 demo: venv
 	$(BIN)/attention-course demo --workdir $(DEMO_DIR)
 
 ## The whole test suite (CI runs exactly this).
-test: venv
+test: venv system-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ## Regenerate release/ from source/ (commit the result).

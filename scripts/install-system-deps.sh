@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Debian and npm packages the hub, the sandbox and the browser tests need.
+# Idempotent: installs only what is missing. Run as root (CI is root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v chromium >/dev/null || need_apt+=(chromium)
+command -v bwrap >/dev/null || need_apt+=(bubblewrap)
+if ((${#need_apt[@]})); then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "missing Debian packages: ${need_apt[*]} (run this script as root)" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# configurable-http-proxy, pinned, into ./node_modules (the hub config looks there first).
+CHP_VERSION=5.3.0
+if [ ! -x node_modules/.bin/configurable-http-proxy ] || \
+   [ "$(node -p "require('./node_modules/configurable-http-proxy/package.json').version" 2>/dev/null)" != "$CHP_VERSION" ]; then
+  npm install --no-save --no-audit --no-fund --loglevel=error "configurable-http-proxy@${CHP_VERSION}" >/dev/null
+fi
