@@ -25,7 +25,6 @@ c.CourseDirectory.db_url = os.environ.get(
 c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE_ROOT", "/srv/nbgrader/exchange")
 
 # Kernel time per cell and in all: a submission that loops forever fails its cell, not the batch.
-c.ExecutePreprocessor.timeout = int(os.environ.get("NBGRADER_CELL_TIMEOUT", "60"))
 c.Execute.timeout = int(os.environ.get("NBGRADER_CELL_TIMEOUT", "60"))
 
 # A deleted check cell is restored from the instructor's copy and graded, not lost.
