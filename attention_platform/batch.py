@@ -1,0 +1,380 @@
+"""``attention-course autograde-batch ASSIGNMENT``: grade a whole class in parallel.
+
+The same steps as ``nbgrader autograde`` with the course's ``nbgrader_config.py``,
+in one process:
+
+1. per student (main thread): create/update the student and the submission
+   (timestamp, lateness) in the standard nbgrader gradebook, copy the
+   submission's files to ``autograded/``, read the notebook and run the
+   configured ``Autograde.sanitize_preprocessors`` (nbgrader's own classes);
+2. in ``--jobs`` worker threads: ``grade_notebook`` (one fresh sandbox per
+   submission from one warm zygote, judges in this process) -- the step
+   ``SandboxedExecute`` performs inside ``nbgrader autograde``;
+3. per student (main thread): the rest of ``Autograde.autograde_preprocessors``
+   (``SanitizeCheckOutputs``, ``LimitOutput``, ``SaveAutoGrades``, late
+   penalties, ...), then the autograded notebook is written.
+
+nbgrader's database preprocessors open a new ``Gradebook`` per notebook; here
+they share one session (``_shared_gradebook``), which is most of the speed-up
+besides the warm sandbox. Grades land in the same tables, so the formgrader
+shows them as if ``nbgrader autograde`` had run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from fnmatch import fnmatch
+from pathlib import Path
+
+import nbformat
+from nbformat.v4.rwbase import rejoin_lines
+
+
+@dataclass
+class StudentOutcome:
+    student: str
+    score: float = 0.0
+    max_score: float = 0.0
+    failed: list = field(default_factory=list)
+    status: str = "ok"
+    seconds: float = 0.0
+
+
+class _Session:
+    """The gradebook's session as nbgrader's preprocessors see it in the batch: their
+    per-cell ``commit()`` becomes a flush; the batch commits once per student, so a
+    student's grades are written all together or not at all."""
+
+    def __init__(self, session):
+        self._session = session
+
+    def commit(self):
+        self._session.flush()
+
+    def __getattr__(self, name):
+        return getattr(self._session, name)
+
+
+class _SharedGradebook:
+    """What ``Gradebook(url)`` returns inside the batch: one open gradebook, never closed early."""
+
+    # Read-only look-ups of the instructor's (source) notebook: the same for every student.
+    CACHED = ("find_notebook", "find_source_cell", "find_grade_cell", "find_solution_cell", "find_task_cell",
+              "find_graded_cell", "find_assignment")
+
+    def __init__(self, gradebook):
+        self._gb = gradebook
+        self.db = _Session(gradebook.db)
+        self._cache: dict = {}
+
+    def __call__(self, *args, **kwargs):
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def close(self):
+        pass
+
+    def _submitted(self, kind: str, name: str, notebook: str, assignment: str, student: str):
+        """A student's grade or comment rows of one notebook, loaded in one query."""
+        key = (kind, notebook, assignment, student)
+        if key not in self._cache:
+            submitted = self._gb.find_submission_notebook(notebook, assignment, student)
+            self._cache[key] = {row.name: row for row in getattr(submitted, kind)}
+        rows = self._cache[key]
+        if name not in rows:
+            return getattr(self._gb, "find_grade" if kind == "grades" else "find_comment")(name, notebook, assignment, student)
+        return rows[name]
+
+    def find_grade(self, grade_cell: str, notebook: str, assignment: str, student: str):
+        return self._submitted("grades", grade_cell, notebook, assignment, student)
+
+    def find_comment(self, solution_cell: str, notebook: str, assignment: str, student: str):
+        return self._submitted("comments", solution_cell, notebook, assignment, student)
+
+    def __getattr__(self, name):
+        method = getattr(self._gb, name)
+        if name not in self.CACHED:
+            return method
+
+        def cached(*args):
+            key = (name, args)
+            if key not in self._cache:
+                try:
+                    self._cache[key] = (True, method(*args))
+                except Exception as exc:  # noqa: BLE001 - e.g. MissingEntry: remembered too
+                    self._cache[key] = (False, exc)
+            ok, value = self._cache[key]
+            if not ok:
+                raise value
+            return value
+
+        return cached
+
+
+class _CachedJsonschema:
+    """``jsonschema`` for nbgrader's cell-metadata checks with the validator built once
+    per schema: ``jsonschema.validate`` re-checks the schema itself on every call
+    (most of nbgrader's per-notebook CPU time); errors raised are the same."""
+
+    def __init__(self, real):
+        self._real, self._cache = real, {}
+
+    def validate(self, instance, schema, *args, **kwargs):
+        import json
+
+        key = json.dumps(schema, sort_keys=True)
+        validator = self._cache.get(key)
+        if validator is None:
+            cls = self._real.validators.validator_for(schema)
+            cls.check_schema(schema)
+            validator = self._cache[key] = cls(schema)
+        error = self._real.exceptions.best_match(validator.iter_errors(instance))
+        if error is not None:
+            raise error
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+@contextlib.contextmanager
+def _shared_gradebook(gradebook):
+    """Point every ``Gradebook`` name nbgrader's preprocessors use at one open gradebook,
+    and build nbgrader's metadata validator once."""
+    import nbgrader.api
+    import nbgrader.nbgraderformat.common as nbgrader_format
+    import nbgrader.preprocessors  # noqa: F401 - loads every preprocessor module
+
+    shared = _SharedGradebook(gradebook)
+    patched = [(nbgrader.api, "Gradebook", shared),
+               (nbgrader_format, "jsonschema", _CachedJsonschema(nbgrader_format.jsonschema))]
+    for module_name, module in list(sys.modules.items()):
+        if module_name.startswith("nbgrader.preprocessors.") and hasattr(module, "Gradebook"):
+            patched.append((module, "Gradebook", shared))
+    saved = [(module, attr, getattr(module, attr)) for module, attr, _ in patched]
+    try:
+        for module, attr, value in patched:
+            setattr(module, attr, value)
+        yield shared
+    finally:
+        for module, attr, value in saved:
+            setattr(module, attr, value)
+
+
+def load_course_config(course: Path):
+    from traitlets.config.loader import PyFileConfigLoader
+
+    return PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+
+
+class Progress:
+    def __init__(self, total: int, stream=sys.stderr, width: int = 30):
+        self.total, self.done, self.stream, self.width = total, 0, stream, width
+        self.started = time.monotonic()
+        self.tty = hasattr(stream, "isatty") and stream.isatty()
+        self.last_line = 0.0
+
+    def step(self, label: str = "") -> None:
+        self.done += 1
+        elapsed = time.monotonic() - self.started
+        filled = int(self.width * self.done / max(1, self.total))
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        eta = (self.total - self.done) / rate if rate else 0.0
+        line = (f"[{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total} "
+                f"{elapsed:5.1f} s, {rate:4.1f}/s, ETA {eta:4.1f} s {label[:20]:<20}")
+        if self.tty:
+            self.stream.write("\r" + line)
+            if self.done == self.total:
+                self.stream.write("\n")
+        elif self.done == self.total or time.monotonic() - self.last_line > 2:
+            self.stream.write(line + "\n")
+            self.last_line = time.monotonic()
+        self.stream.flush()
+
+
+def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, students: list[str] | None = None,
+                    progress: bool = True, log=print) -> list[StudentOutcome]:
+    """Autograde every submission of ``assignment`` in ``course``; return one outcome per student."""
+    from nbgrader import preprocessors as pp
+    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.utils import parse_utc
+
+    from .sandbox.client import get_zygote
+    from .sandbox.grading import grade_notebook, seed_function, submission_files
+    from .sandboxed_execute import SandboxedExecute
+
+    started = time.monotonic()
+    course = Path(course).resolve()
+    zygote = get_zygote()  # from the main thread: it lives as long as this process
+    config = load_course_config(course)
+    coursedir = CourseDirectory(config=config)
+    coursedir.root = str(course)
+    db_url = coursedir.db_url
+    sandboxed = SandboxedExecute(config=config)
+    limits, seed_for = sandboxed.limits(), seed_function(sandboxed.secret_seed)
+    sanitize = [cls(config=config) for cls in config.Autograde.sanitize_preprocessors]
+    post = [cls(config=config) for cls in config.Autograde.autograde_preprocessors
+            if not (isinstance(cls, type) and issubclass(cls, (pp.Execute, SandboxedExecute)))]
+    ignore = list(coursedir.ignore)
+
+    submitted_root = course / coursedir.submitted_directory
+    found = sorted(p.parent.name for p in submitted_root.glob(f"*/{assignment}"))
+    if students:
+        found = [s for s in found if s in set(students)]
+    jobs = max(1, jobs or (os.cpu_count() or 2) + 1)
+    outcomes: dict[str, StudentOutcome] = {}
+    bar = Progress(len(found)) if progress else None
+
+    with Gradebook(db_url, coursedir.course_id) as gb, _shared_gradebook(gb) as shared, \
+            ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="grade") as pool:
+        session = gb.db
+        gb.db = shared.db  # the gradebook API's own commits flush too: one transaction (one fsync) per student
+        assignment_row = gb.find_assignment(assignment)
+        notebook_ids = [nb.name for nb in assignment_row.notebooks]
+        source_dir = course / coursedir.source_directory / assignment
+        source_files = [p for p in source_dir.rglob("*") if p.is_file() and p.suffix != ".ipynb"
+                        and not any(fnmatch(part, pat) for part in p.relative_to(source_dir).parts for pat in ignore)]
+        pending = {}
+
+        def finish(future):
+            student, notebook_id, nb, resources, dest, t0 = pending.pop(future)
+            outcome = outcomes[student]
+            try:
+                result = future.result()
+                for pre in post:
+                    nb, resources = pre(nb, resources)  # __call__ honours each preprocessor's `enabled`
+                (dest / f"{notebook_id}.ipynb").write_text(nbformat.v4.nbjson.writes(nb))
+                session.commit()
+                outcome.failed += [c.check_id for c in result.checks.values() if not c.passed]
+                if result.stopped:
+                    outcome.status = f"stopped: {result.stopped}"[:60]
+            except Exception as exc:  # noqa: BLE001 - one student's failure never stops the batch
+                outcome.status = f"error: {type(exc).__name__}: {exc}"[:60]
+                session.rollback()
+            outcome.seconds += time.monotonic() - t0
+
+        for student in found:
+            t0 = time.monotonic()
+            outcome = outcomes[student] = StudentOutcome(student)
+            src = submitted_root / student / assignment
+            dest = course / coursedir.autograded_directory / student / assignment
+            try:
+                gb.update_or_create_student(student)
+                stamp_file = src / "timestamp.txt"
+                stamp = stamp_file.read_text().strip() if stamp_file.exists() else ""
+                if stamp:
+                    gb.update_or_create_submission(assignment, student, timestamp=parse_utc(stamp))
+                else:
+                    gb.update_or_create_submission(assignment, student)
+                if dest.exists():
+                    shutil.rmtree(dest)
+                dest.mkdir(parents=True)
+                for path in src.rglob("*"):
+                    rel = path.relative_to(src)
+                    if path.is_file() and path.suffix != ".ipynb" and not any(
+                            fnmatch(part, pat) for part in rel.parts for pat in ignore):
+                        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+                        shutil.copy(path, dest / rel)
+                for path in source_files:
+                    rel = path.relative_to(source_dir)
+                    (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy(path, dest / rel)
+                session.commit()  # the student and the submission exist whatever happens to the notebook
+            except Exception as exc:  # noqa: BLE001
+                outcome.status = f"error: {type(exc).__name__}: {exc}"[:60]
+                session.rollback()
+                continue
+            for notebook_id in notebook_ids:
+                path = src / f"{notebook_id}.ipynb"
+                resources = {"unique_key": notebook_id, "output_files_dir": f"{notebook_id}_files",
+                             "metadata": {"name": notebook_id, "path": str(dest)},
+                             "nbgrader": {"student": student, "assignment": assignment, "notebook": notebook_id,
+                                          "db_url": db_url}}
+                if not path.exists():
+                    submission = gb.find_submission_notebook(notebook_id, assignment, student)
+                    for grade in submission.grades:
+                        grade.auto_score = 0
+                        grade.needs_manual_grade = False
+                    session.commit()
+                    outcome.status = f"missing {notebook_id}.ipynb"
+                    continue
+                try:
+                    text = path.read_text()
+                    raw = json.loads(text)
+                    if isinstance(raw, dict) and raw.get("nbformat") == 4:  # read without schema validation,
+                        nb = rejoin_lines(nbformat.from_dict(raw))  # which nbgrader only logs anyway
+                    else:
+                        nb = nbformat.reads(text, as_version=4)
+                    for pre in sanitize:
+                        nb, resources = pre(nb, resources)
+                    nb = nbformat.from_dict(nb)  # as nbgrader's write-then-read between the two phases
+                except Exception as exc:  # noqa: BLE001 - e.g. not JSON: rejected for this student alone
+                    outcome.status = f"rejected: {type(exc).__name__}"[:60]
+                    session.rollback()
+                    shutil.rmtree(dest, ignore_errors=True)
+                    continue
+                extra = submission_files(dest, notebook_id)
+                future = pool.submit(grade_notebook, nb, zygote=zygote, limits=limits, seed_for=seed_for,
+                                     filename=f"{notebook_id}.ipynb", extra_files=extra)
+                pending[future] = (student, notebook_id, nb, resources, dest, t0)
+            if not any(v[0] == student for v in pending.values()) and bar:
+                bar.step(student)
+            # keep the pool busy but finish what is done, so memory stays flat
+            while len(pending) >= 2 * jobs:
+                done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+                for future in done:
+                    who = pending[future][0]
+                    finish(future)
+                    if bar and not any(v[0] == who for v in pending.values()):
+                        bar.step(who)
+        while pending:
+            done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+            for future in done:
+                who = pending[future][0]
+                finish(future)
+                if bar and not any(v[0] == who for v in pending.values()):
+                    bar.step(who)
+
+        session.commit()  # students whose notebooks were all rejected keep their submission row
+        gb.db = session
+        for student in found:
+            try:
+                sub = gb.find_submission(assignment, student)
+                outcomes[student].score = float(sub.score or 0)
+                outcomes[student].max_score = float(sub.max_score or 0)
+            except MissingEntry:
+                pass
+    elapsed = time.monotonic() - started
+    if log:
+        log(summary_table(list(outcomes.values()), elapsed))
+    return list(outcomes.values())
+
+
+def summary_table(outcomes: list[StudentOutcome], elapsed: float) -> str:
+    width = max([len(o.student) for o in outcomes] + [7])
+    lines = [f"{'student':<{width}}  {'score':>11}  {'time':>6}  failed checks / status", "-" * (width + 60)]
+    for o in sorted(outcomes, key=lambda o: o.student):
+        detail = ", ".join(o.failed) if o.failed else "-"
+        if o.status != "ok":
+            detail = f"{o.status}; {detail}" if o.failed else o.status
+        lines.append(f"{o.student:<{width}}  {format(o.score, 'g') + '/' + format(o.max_score, 'g'):>11}  "
+                     f"{o.seconds:5.2f}s  {detail}")
+    n = len(outcomes)
+    ok = sum(1 for o in outcomes if o.status == "ok")
+    mean = sum(o.score for o in outcomes) / n if n else 0.0
+    lines.append("-" * (width + 60))
+    lines.append(f"{n} submissions ({ok} ok) in {elapsed:.1f} s = {elapsed / max(n, 1):.3f} s per submission; "
+                 f"mean score {mean:.2f}")
+    return "\n".join(lines)

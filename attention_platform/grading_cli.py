@@ -1,0 +1,52 @@
+"""Sub-commands of ``attention-course`` for sandboxed grading (issue #4).
+
+* ``autograde-batch ASSIGNMENT [--jobs N]``: grade every submission in parallel
+  into the standard gradebook, with a progress bar and a summary table;
+* ``bench-autograde [-n 100]``: stock ``nbgrader autograde`` against the batch
+  command on the same generated class; identical grades, both throughputs,
+  their ratio and the submit-to-feedback latency of a warm grader.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .notebooks import ASSIGNMENT, COURSE_ROOT
+
+COMMANDS = ("autograde-batch", "bench-autograde")
+
+
+def add_grading_commands(commands) -> None:
+    batch = commands.add_parser("autograde-batch", help="autograde a whole class in sandboxes, in parallel, "
+                                "into the standard nbgrader gradebook")
+    batch.add_argument("assignment", nargs="?", default=ASSIGNMENT, help="assignment id (default: %(default)s)")
+    batch.add_argument("--jobs", "-j", type=int, default=None, help="submissions graded at once (default: cores + 1)")
+    batch.add_argument("--course", type=Path, default=COURSE_ROOT, help="course directory (default: this checkout)")
+    batch.add_argument("--student", action="append", default=None, help="only this student (repeatable)")
+    batch.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    bench = commands.add_parser("bench-autograde", help="stock nbgrader autograde vs autograde-batch on a generated "
+                                "class: grades identical, throughputs, ratio, submit-to-feedback latency")
+    bench.add_argument("-n", "--submissions", type=int, default=100, help="size of the generated class")
+    bench.add_argument("--jobs", "-j", type=int, default=None, help="parallel jobs of the batch command")
+    bench.add_argument("--workdir", type=Path, default=COURSE_ROOT / "build" / "bench",
+                       help="scratch course directory (replaced on every run)")
+    bench.add_argument("--latency-runs", type=int, default=20, help="single submissions timed on the warm grader")
+
+
+def run_grading_command(args: argparse.Namespace) -> int:
+    if args.command == "autograde-batch":
+        from .sandbox.client import get_zygote
+
+        get_zygote()  # starts importing torch in the warm worker while this process imports nbgrader
+        from .batch import autograde_batch
+
+        outcomes = autograde_batch(args.course, args.assignment, jobs=args.jobs, students=args.student,
+                                   progress=not args.no_progress)
+        return 0 if all(not o.status.startswith("error") for o in outcomes) else 1
+    if args.command == "bench-autograde":
+        from .bench import run_benchmark
+
+        return run_benchmark(args.workdir, args.submissions, jobs=args.jobs, latency_runs=args.latency_runs)
+    raise SystemExit(f"unknown command {args.command}")

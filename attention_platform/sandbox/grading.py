@@ -1,0 +1,300 @@
+"""Grade one notebook: student cells and probes in a sandbox, judges here.
+
+``grade_notebook`` is the single grading path shared by the ``SandboxedExecute``
+nbgrader preprocessor (``nbgrader autograde``, the formgrader's button) and the
+``autograde-batch`` command, so both give the same grades.
+
+Order of events inside the sandbox:
+
+1. phase 1: every student (non-check) code cell runs in notebook order; its
+   stdout/stderr/display output is captured, bounded, and copied into the
+   notebook by this trusted process;
+2. phase 2, at the first check cell: the probe code (``grader_tests.core`` and
+   the checks module, with ``grader_tests.reference`` replaced by an empty stub)
+   is sent into the sandbox. From then on nothing the sandbox prints reaches the
+   notebook: student cells placed after a check still run (same grades as the
+   stock kernel) but their output is withheld;
+3. for each check cell, this process builds the request from a seed it chose,
+   the sandbox runs the probe on the student's class and returns plain tensors
+   (``grader_tests.wire``), and this process runs the judge and writes the
+   cell's output: ``✓ Passed: <title>`` on stdout, or a one-line ``CheckFailed``
+   error carrying the teaching message.
+
+A check cell's score therefore depends only on what the judge decided here;
+nothing the student's code does to hooks, asserts, modules or the notebook can
+write into it.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import sys
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import nbformat
+from nbformat.v4 import new_output
+
+from grader_tests import wire
+from grader_tests.core import Check, Verdict
+from grader_tests.registry import check_for_grade_id
+
+from .client import SandboxError, SandboxLimits, SandboxTimeout, Zygote, get_zygote
+
+GRADER_TESTS = Path(__file__).resolve().parents[2] / "grader_tests"
+# Replaced by empty modules inside a sandbox: the reference solution never enters one.
+# Only the modules that list checks and what they import from grader_tests are sent
+# (never answers.py, registry.py, kernel.py or the tests).
+STUB_MODULES = ("grader_tests.reference",)
+WITHHELD = "[output withheld: this cell runs after the hidden checks were loaded]\n"
+
+
+@dataclass
+class CheckResult:
+    check_id: str
+    passed: bool
+    message: str
+    points: float
+
+
+@dataclass
+class NotebookResult:
+    checks: dict[str, CheckResult] = field(default_factory=dict)
+    stopped: str | None = None  # why the sandbox stopped early, if it did
+    layers: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def score(self) -> float:
+        return sum(c.points for c in self.checks.values() if c.passed)
+
+
+def is_test_cell(cell) -> bool:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return cell.cell_type == "code" and bool(meta.get("grade")) and not meta.get("solution")
+
+
+def seed_function(secret: str = "") -> Callable[[Check], int]:
+    """``Check.default_seed`` (same grades as the stock path) unless a secret is set."""
+    if not secret:
+        return lambda check: check.default_seed()
+    return lambda check: zlib.crc32(f"{secret}:{check.id}".encode()) & 0x7FFFFFFF
+
+
+_PROBE_PAYLOAD: dict = {}
+
+
+def _local_imports(name: str, source: str) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module:
+                found.add("grader_tests." + node.module)
+            else:
+                found.update("grader_tests." + alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("grader_tests."):
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("grader_tests."))
+    return found
+
+
+def probe_payload() -> dict:
+    """What phase 2 sends into a sandbox: the sources of every module that lists
+    checks, and of the grader_tests modules they import, minus the stubs."""
+    if not _PROBE_PAYLOAD:
+        from grader_tests import registry
+
+        owners = sorted({name for name, module in list(sys.modules.items())
+                         if name.startswith("grader_tests.") and isinstance(getattr(module, "CHECKS", None), list)
+                         and any(check in module.CHECKS for check in registry.ALL_CHECKS)})
+        sources: dict[str, str] = {}
+        todo = list(owners)
+        while todo:
+            name = todo.pop()
+            if name in sources or name in STUB_MODULES:
+                continue
+            sources[name] = (GRADER_TESTS / (name.split(".", 1)[1] + ".py")).read_text()
+            todo.extend(_local_imports(name, sources[name]))
+        _PROBE_PAYLOAD.update(op="probes", modules=sorted(sources.items()), stubs=list(STUB_MODULES),
+                              checks_modules=owners)
+    return _PROBE_PAYLOAD
+
+
+def _clean_outputs(items, limit: int) -> list:
+    """Rebuild a sandbox's cell outputs from plain strings only, bounded."""
+    outputs, used = [], 0
+    if not isinstance(items, list):
+        return outputs
+
+    def text(value, room):
+        return value[:room] if isinstance(value, str) else ""
+
+    for item in items[:200]:
+        if not isinstance(item, dict) or used >= limit:
+            break
+        room = limit - used
+        kind = item.get("output_type")
+        if kind == "stream" and item.get("name") in ("stdout", "stderr"):
+            body = text(item.get("text"), room)
+            outputs.append(new_output("stream", name=item["name"], text=body))
+        elif kind in ("execute_result", "display_data"):
+            data = item.get("data")
+            body = text(data.get("text/plain") if isinstance(data, dict) else None, room)
+            extra = {"execution_count": None} if kind == "execute_result" else {}
+            outputs.append(new_output(kind, data={"text/plain": body}, **extra))
+        elif kind == "error":
+            ename = text(item.get("ename"), 200) or "Error"
+            evalue = text(item.get("evalue"), min(room, 4000))
+            tb = [line[:2000] for line in item.get("traceback", [])[:200] if isinstance(line, str)] \
+                if isinstance(item.get("traceback"), list) else []
+            outputs.append(new_output("error", ename=ename, evalue=evalue, traceback=tb or [f"{ename}: {evalue}"]))
+            body = evalue + "".join(tb)
+        else:
+            continue
+        used += len(body)
+    if used >= limit:
+        outputs.append(new_output("stream", name="stdout", text=f"\n[output truncated by the grader after {limit} characters]\n"))
+    return outputs
+
+
+def _verdict_output(check: Check, verdict: Verdict):
+    if verdict.passed:
+        return new_output("stream", name="stdout", text=f"✓ Passed: {check.title}\n")
+    return new_output("error", ename="CheckFailed", evalue=verdict.message,
+                      traceback=[f"CheckFailed: {verdict.message}"])
+
+
+def _judge(check: Check, request: dict, kind: bytes, reply) -> Verdict:
+    if kind == b"J":
+        error = reply.get("error", "unknown error") if isinstance(reply, dict) else "unknown error"
+        return Verdict(False, f"The hidden check could not run your code: {str(error)[:300]}")
+    try:
+        response = wire.decode(reply)
+    except wire.WireError as exc:
+        return Verdict(False, f"Your code's results could not be read by the grader ({exc}).")
+    try:
+        verdict = check.judge(request, response)
+    except Exception as exc:  # noqa: BLE001 - a malformed response fails its check, never the grader
+        return Verdict(False, f"Your code returned something the grader could not judge ({type(exc).__name__}).")
+    return verdict if isinstance(verdict, Verdict) else Verdict(False, "The grader could not judge this check.")
+
+
+def _stopped_verdict(reason: str, cell_source: str | None) -> Verdict:
+    where = ""
+    if cell_source:
+        first = next((line.strip() for line in cell_source.splitlines() if line.strip()), "")
+        where = f" in the cell starting `{first[:60]}`"
+    return Verdict(False, f"No hidden check could run: your notebook was stopped{where}: {reason}. "
+                          "Fix that cell (run your notebook top to bottom with Restart & Run All) and resubmit.")
+
+
+def working_copy(nb) -> str:
+    """The student's own notebook as the sandbox sees it: check cells left empty."""
+    copy = nbformat.from_dict(nb)
+    for cell in copy.cells:
+        if is_test_cell(cell):
+            cell.source = ""
+            cell.outputs = []
+    return nbformat.writes(copy)
+
+
+def grade_notebook(nb, *, zygote: Zygote | None = None, limits: SandboxLimits | None = None,
+                   seed_for: Callable[[Check], int] | None = None, filename: str = "submission.ipynb",
+                   extra_files: dict[str, bytes] | None = None, log=None) -> NotebookResult:
+    """Execute ``nb`` (a sanitized submission) in a fresh sandbox; write outputs into
+    its code cells; return the judged results of its check cells. ``extra_files``
+    (relative path -> bytes) are the submission's other files, e.g. its data/."""
+    started = time.monotonic()
+    limits = limits or SandboxLimits()
+    seed_for = seed_for or seed_function()
+    result = NotebookResult()
+    stopped_at: str | None = None
+    count = 0
+    sandbox = None
+    sandbox = (zygote or get_zygote()).spawn(limits)  # SandboxUnavailable propagates: no grade at all
+    result.layers = sandbox.layers
+    try:
+        files = [[filename, base64.b64encode(working_copy(nb).encode()).decode()]]
+        files += [[name, base64.b64encode(data).decode()] for name, data in (extra_files or {}).items()]
+        sandbox.call({"op": "files", "files": files})
+    except SandboxError as exc:
+        result.stopped = exc.reason
+    probes_loaded = False
+    try:
+        for cell in nb.cells:
+            if cell.cell_type != "code":
+                continue
+            count += 1
+            cell.execution_count = count
+            cell.outputs = []
+            if is_test_cell(cell):
+                grade_id = str(cell["metadata"]["nbgrader"].get("grade_id", ""))
+                check = check_for_grade_id(grade_id)
+                if check is None:
+                    cell.outputs = [new_output("error", ename="CheckFailed",
+                                               evalue=f"{grade_id!r} is not a registered hidden check, so the sandboxed grader cannot score it.",
+                                               traceback=[f"CheckFailed: {grade_id!r} is not a registered hidden check"])]
+                    continue
+                if result.stopped is None and not probes_loaded:
+                    try:
+                        _, reply = sandbox.call(probe_payload())
+                        if not (isinstance(reply, dict) and reply.get("ok")):
+                            raise SandboxError(f"the hidden checks could not be loaded next to your code "
+                                               f"({str(reply.get('error') if isinstance(reply, dict) else reply)[:200]})")
+                        probes_loaded = True
+                    except SandboxError as exc:
+                        result.stopped = exc.reason
+                if result.stopped is not None:
+                    verdict = _stopped_verdict(result.stopped, stopped_at)
+                else:
+                    request = check.build_request(seed_for(check))
+                    try:
+                        kind, reply = sandbox.call({"op": "probe", "check": check.id}, wire_payload=wire.encode(request))
+                        verdict = _judge(check, request, kind, reply)
+                    except SandboxError as exc:
+                        result.stopped = exc.reason
+                        verdict = Verdict(False, f"This check could not finish: {exc.reason}.")
+                cell.outputs = [_verdict_output(check, verdict)]
+                result.checks[check.id] = CheckResult(check.id, verdict.passed, verdict.message, float(check.points))
+                continue
+            if result.stopped is not None:
+                continue
+            try:
+                kind, reply = sandbox.call({"op": "cell", "source": cell.source})
+                items = reply.get("outputs") if kind == b"J" and isinstance(reply, dict) else None
+                cell.outputs = _clean_outputs(items, limits.output_chars) if not probes_loaded else \
+                    [new_output("stream", name="stdout", text=WITHHELD)]
+            except SandboxError as exc:
+                result.stopped, stopped_at = exc.reason, cell.source
+                ename = "CellTimeoutError" if isinstance(exc, SandboxTimeout) else "DeadKernelError"
+                cell.outputs = [new_output("error", ename=ename, evalue=exc.reason, traceback=[f"{ename}: {exc.reason}"])]
+    finally:
+        if sandbox is not None:
+            sandbox.close()
+    result.seconds = time.monotonic() - started
+    if log and result.stopped:
+        log(f"sandbox stopped early: {result.stopped}")
+    return result
+
+
+def submission_files(folder, notebook_name: str, max_bytes: int = 16 << 20) -> dict[str, bytes]:
+    """The non-notebook files of a submission folder (its data), up to ``max_bytes`` in all."""
+    files, total = {}, 0
+    folder = Path(folder)
+    if not folder.is_dir():
+        return files
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder).as_posix()
+        if not path.is_file() or path.is_symlink() or path.suffix == ".ipynb" or ".ipynb_checkpoints" in rel:
+            continue
+        size = path.stat().st_size
+        if total + size > max_bytes:
+            break
+        files[rel] = path.read_bytes()
+        total += size
+    return files

@@ -1,0 +1,72 @@
+"""``SandboxedExecute``: nbgrader's execute step, with student code in a sandbox.
+
+Wired in ``nbgrader_config.py`` in place of ``nbgrader.preprocessors.Execute`` in
+``c.Autograde.autograde_preprocessors``, so ``nbgrader autograde``, the
+formgrader's autograde button and ``attention-course autograde-batch`` all grade
+through ``attention_platform.sandbox.grading.grade_notebook``: student cells and
+probes run in a fresh confined process tree per submission, every check's verdict
+is decided by a judge in this (trusted) process, and check cells get the same
+output shapes the in-kernel ``grader_tests.kernel.grade`` produces, so
+``SanitizeCheckOutputs``, ``SaveAutoGrades`` and feedback work unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Float, Integer, Unicode
+
+from .sandbox.client import SandboxLimits
+
+
+def _env_float(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+class SandboxedExecute(NbGraderPreprocessor):
+    """Execute a submission in a sandbox and judge its hidden checks outside it."""
+
+    cell_timeout = Float(
+        _env_float("NBGRADER_CELL_TIMEOUT", 60),
+        help="Wall-clock seconds a student cell (or one check's probe) may run before the sandbox is killed.",
+    ).tag(config=True)
+    notebook_timeout = Float(
+        _env_float("ATTENTION_NOTEBOOK_TIMEOUT", 300),
+        help="Wall-clock seconds for a whole submission, all cells and probes together.",
+    ).tag(config=True)
+    cpu_seconds = Integer(120, help="RLIMIT_CPU (seconds of CPU) of every process in the sandbox.").tag(config=True)
+    memory_mb = Integer(1024, help="Memory cgroup limit of the sandbox, in MB.").tag(config=True)
+    address_space_mb = Integer(4096, help="RLIMIT_AS of sandbox processes, in MB (torch maps ~650 MB by itself).").tag(config=True)
+    nproc = Integer(32, help="Most processes and threads a sandbox may have (pids cgroup and RLIMIT_NPROC).").tag(config=True)
+    fsize_mb = Integer(16, help="Largest file a sandbox may write, in MB (RLIMIT_FSIZE).").tag(config=True)
+    tmpfs_mb = Integer(32, help="Size of the sandbox's /tmp, /dev/shm and working directory, in MB each.").tag(config=True)
+    output_chars = Integer(100_000, help="Most characters of output kept per cell; the rest is truncated.").tag(config=True)
+    secret_seed = Unicode(
+        os.environ.get("ATTENTION_SECRET_SEED", ""),
+        help="If set, each check's inputs and weights are drawn from a seed derived from this secret instead of "
+             "Check.default_seed() (grades then differ from the stock in-kernel path only by the inputs drawn).",
+    ).tag(config=True)
+
+    def limits(self) -> SandboxLimits:
+        return SandboxLimits(
+            cell_timeout=self.cell_timeout, notebook_timeout=self.notebook_timeout, cpu_seconds=self.cpu_seconds,
+            memory_mb=self.memory_mb, address_space_mb=self.address_space_mb, nproc=self.nproc,
+            fsize_mb=self.fsize_mb, tmpfs_mb=self.tmpfs_mb, output_chars=self.output_chars,
+        )
+
+    def preprocess(self, nb, resources):
+        from .sandbox.grading import grade_notebook, seed_function, submission_files
+
+        metadata = resources.get("metadata", {})
+        name = resources.get("unique_key") or metadata.get("name", "submission")
+        result = grade_notebook(nb, limits=self.limits(), seed_for=seed_function(self.secret_seed),
+                                filename=os.path.basename(str(metadata.get("name", "submission"))) + ".ipynb",
+                                extra_files=submission_files(metadata.get("path", ""), str(name)))
+        passed = sum(1 for c in result.checks.values() if c.passed)
+        self.log.info("Sandboxed grading of %s: %d/%d checks passed, %.2f s%s", name, passed, len(result.checks),
+                      result.seconds, f" (stopped: {result.stopped})" if result.stopped else "")
+        return nb, resources

@@ -1,0 +1,233 @@
+"""The sandbox's isolation layers, each observed from inside a real sandbox.
+
+One warm zygote per module; every test spawns fresh sandboxes from it, runs
+code in them through the same protocol the grader uses and checks what that
+code could see or do, and that nothing of it outlives the sandbox.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import socket
+import threading
+import time
+
+import pytest
+
+from attention_platform.sandbox import SandboxDied, SandboxLimits, SandboxTimeout, Zygote
+from attention_platform.sandbox.cgroups import cgroup_dirs
+from attention_platform.notebooks import COURSE_ROOT
+
+LIMITS = SandboxLimits(cell_timeout=3, notebook_timeout=8, cpu_seconds=4, memory_mb=256, nproc=16, tmpfs_mb=8,
+                       output_chars=10_000)
+
+
+@pytest.fixture(scope="module")
+def zygote():
+    z = Zygote()
+    yield z
+    z.close()
+
+
+def run(sandbox, source: str, timeout: float | None = None) -> str:
+    """Run a cell; return its stdout, or 'ERROR Name: value' if it raised."""
+    _, reply = sandbox.call({"op": "cell", "source": source}, timeout=timeout)
+    text = ""
+    for out in reply["outputs"]:
+        if out["output_type"] == "stream":
+            text += out["text"]
+        elif out["output_type"] == "error":
+            text += f"ERROR {out['ename']}: {out['evalue']}"
+        else:
+            text += out["data"]["text/plain"]
+    return text
+
+
+def put(sandbox, name: str, text: str) -> None:
+    sandbox.call({"op": "files", "files": [[name, base64.b64encode(text.encode()).decode()]]})
+
+
+def uid_processes(uid: int, wait: float = 2.0) -> list[int]:
+    """Live (non-zombie) processes of ``uid``, after giving the kernel ``wait`` s to finish kills."""
+    deadline = time.monotonic() + wait
+    while True:
+        found = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                status = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status") if ":" in line)
+            except OSError:
+                continue
+            if int(status["Uid"].split()[0]) == uid and not status["State"].strip().startswith("Z"):
+                found.append(int(pid))
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+def test_runs_as_an_unprivileged_uid_with_no_capabilities(zygote):
+    with zygote.spawn(LIMITS) as sb:
+        out = run(sb, "import os\nprint(os.getuid(), os.getgid(), os.getgroups())\n"
+                      "print([l for l in open('/proc/self/status') if l.startswith(('CapEff', 'NoNewPrivs'))])")
+        uid = sb.spec["uid"]
+        assert out.startswith(f"{uid} {uid} []") and uid >= 1000
+        assert "CapEff:\\t0000000000000000" in out and "NoNewPrivs:\\t1" in out
+        assert {"ns:net", "ns:pid", "ns:mount", "cgroup:pids", "rlimits", "no_new_privs"} <= set(sb.layers)
+
+
+def test_sees_only_its_own_working_copy_and_read_only_system_files(zygote):
+    with zygote.spawn(LIMITS) as sb:
+        put(sb, "mine.ipynb", "my work")
+        course = str(COURSE_ROOT)
+        out = run(sb, f"""
+import os
+print(sorted(os.listdir('.')), os.getcwd())
+print(sorted(os.listdir({course!r})))
+for path in [{course + '/gradebook.db'!r}, {course + '/grader_tests/reference.py'!r}, {course + '/source'!r},
+             '/srv/nbgrader/exchange', '/root', '/etc/shadow']:
+    print(path, os.path.exists(path))
+try:
+    import grader_tests.reference
+except ImportError as exc:
+    print('import refused', type(exc).__name__)
+for path in ['/usr/evil', {course + '/.venv/evil'!r}, '/evil']:
+    try:
+        open(path, 'w')
+    except OSError as exc:
+        print('write refused', path, exc.strerror)
+""")
+        assert "['mine.ipynb'] /home/student" in out
+        assert "['.venv']" in out, out  # of the course directory only the read-only venv is mounted
+        assert " True" not in out, out
+        assert "import refused ModuleNotFoundError" in out
+        assert out.count("write refused") == 3 and "Read-only file system" in out
+
+
+def test_has_no_network_at_all(zygote):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(0.5)
+    port = server.getsockname()[1]
+    with zygote.spawn(LIMITS) as sb:
+        out = run(sb, f"""
+import socket
+for host, port in [('127.0.0.1', {port}), ('1.1.1.1', 53)]:
+    try:
+        socket.create_connection((host, port), timeout=1)
+        print('connected', host)
+    except OSError as exc:
+        print('refused', host, exc)
+print(open('/proc/net/dev').read().count(':'))
+""")
+    assert "connected" not in out and out.count("refused") == 2
+    with pytest.raises(socket.timeout):
+        server.accept()
+    server.close()
+
+
+def test_sees_only_its_own_processes(zygote):
+    with zygote.spawn(LIMITS) as sb:
+        out = run(sb, "import os\nprint(os.getpid(), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))")
+    assert out.strip() == "1 [1]"
+
+
+def test_wall_clock_bound_per_cell_kills_the_whole_tree(zygote):
+    sb = zygote.spawn(LIMITS)
+    uid = sb.spec["uid"]
+    run(sb, "import os, time\nfor _ in range(3):\n    os.fork() == 0 and time.sleep(60)")
+    started = time.monotonic()
+    with pytest.raises(SandboxTimeout, match="per cell"):
+        run(sb, "while True:\n    pass", timeout=1)
+    assert time.monotonic() - started < 2.5
+    assert uid_processes(uid) == []
+    deadline = time.monotonic() + 3
+    while any(os.path.exists(p) for p in cgroup_dirs(sb.spec["cgroup"]).values()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(os.path.exists(p) for p in cgroup_dirs(sb.spec["cgroup"]).values()), "cgroups removed"
+
+
+def test_cpu_time_limit(zygote):
+    limits = SandboxLimits(**{**LIMITS.__dict__, "cpu_seconds": 1, "cell_timeout": 30, "notebook_timeout": 30})
+    with zygote.spawn(limits) as sb:
+        with pytest.raises(SandboxDied, match="CPU"):
+            run(sb, "while True:\n    pass")
+
+
+def test_memory_limit(zygote):
+    with zygote.spawn(LIMITS) as sb:
+        with pytest.raises(SandboxDied, match="more than the 256 MB of memory"):
+            run(sb, "blocks = []\nfor _ in range(32):\n    blocks.append(b'x' * (32 << 20))")
+
+
+def test_process_limit(zygote):
+    with zygote.spawn(LIMITS) as sb:
+        out = run(sb, """
+import os, time
+children = 0
+for _ in range(64):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(20)
+        os._exit(0)
+    children += 1
+print(children)
+""")
+        assert int(out) < LIMITS.nproc
+        uid = sb.spec["uid"]
+    assert uid_processes(uid) == []
+
+
+def test_file_size_and_tmpfs_limits(zygote):
+    with zygote.spawn(LIMITS) as sb:
+        out = run(sb, """
+import os
+written = 0
+try:
+    with open('/tmp/fill', 'wb') as f:
+        for _ in range(100):
+            f.write(b'\\0' * (1 << 20))
+            f.flush()
+            written += 1
+except OSError as exc:
+    print('refused', written, exc.strerror)
+""")
+    assert out.startswith("refused") and int(out.split()[1]) <= LIMITS.tmpfs_mb
+
+
+def test_output_is_bounded(zygote):
+    with zygote.spawn(LIMITS) as sb:
+        _, reply = sb.call({"op": "cell", "source": "for _ in range(100_000):\n    print('spam' * 50)"})
+    text = "".join(o.get("text", "") for o in reply["outputs"])
+    assert len(text) < LIMITS.output_chars + 200 and "truncated" in text
+
+
+def test_concurrent_sandboxes_cannot_see_each_other(zygote):
+    a, b = zygote.spawn(LIMITS), zygote.spawn(LIMITS)
+    try:
+        assert a.spec["uid"] != b.spec["uid"]
+        put(a, "secret.txt", "alice's work")
+        run(a, "open('/tmp/x', 'w').write('alice tmp')")
+        out = run(b, "import os\nprint(os.listdir('.'), os.listdir('/tmp'), os.listdir('/proc'))")
+        assert "secret" not in out and "'x'" not in out
+    finally:
+        a.close()
+        b.close()
+
+
+def test_sandboxes_run_in_parallel_threads(zygote):
+    results = []
+
+    def one():
+        with zygote.spawn(LIMITS) as sb:
+            results.append(run(sb, "print(sum(range(1000)))"))
+
+    threads = [threading.Thread(target=one) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == ["499500\n"] * 4
