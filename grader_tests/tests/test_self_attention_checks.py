@@ -8,7 +8,11 @@ import torch
 from attention_platform.notebooks import class_namespace, source_notebook
 from grader_tests import reference
 from grader_tests.answers import BUGGY, CORRECT
-from grader_tests.registry import ALL_CHECKS, CHECKS
+from grader_tests.registry import NOTEBOOK_CHECKS
+
+# This file proves the core notebook's checks; the further parts have test_parts_checks.py.
+ALL_CHECKS = NOTEBOOK_CHECKS["self_attention"]
+CHECKS = {check.id: check for check in ALL_CHECKS}
 
 EXTRA_SEEDS = [11, 2024, 987654]  # the sandboxed grader draws fresh seeds; checks must not depend on ours
 

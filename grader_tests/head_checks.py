@@ -1,0 +1,397 @@
+"""Hidden checks of part 3 (notebook ``03_head_and_bias``).
+
+* ``AttentionHead(embed_dim, head_size, *, causal=True)``: projections C → head_size
+  without bias, a causal mask, and scores divided by √head_size (not √C);
+  ``forward`` returns ``weights @ value(x)`` of shape (B, T, head_size).
+* ``weight_bars(row)``: the per-token printout of one query's weights.
+* ``SingleHeadAttention(embed_dim)``: no mask, ``nn.Linear`` projections with bias.
+* the "two plus three" trace, computed from literal matrices.
+
+Probes build the student's modules, load the grader's weights and call them;
+judges compare the returned tensors and strings with trusted computations.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .core import Check, JudgeFailure, Message, ProbeError, describe_exception, generator, judged, record_step
+from .parts_common import fetch, judge_value, probe_tensors, shape_text
+from .self_attention_checks import _log_ratio_fit
+
+HEAD_CLASS = "AttentionHead"
+HEAD_PROJECTIONS = ("query", "key", "value")
+BIAS_CLASS = "SingleHeadAttention"
+BIAS_PROJECTIONS = ("W_q", "W_k", "W_v")
+BAR_UNIT = 30  # one '#' per full 1/30 of weight
+P = "param."
+
+# ---------------------------------------------------------------- the "two plus three" trace (nn.Linear convention)
+TRACE_TOKENS = ("two", "plus", "three")
+TRACE_X = torch.tensor([[0.8, 0.1, 0.3, 0.0], [0.1, 0.9, 0.0, 0.2], [0.7, 0.2, 0.4, 0.1]], dtype=torch.float64)
+TRACE_PARAMS = {
+    "W_q.weight": torch.tensor([[0.0, 2.0, 0.0, 0.0], [0.5, 0.0, 0.0, 0.5], [0.0, 0.0, 0.5, 0.0], [0.0, 0.5, 0.0, 0.0]],
+                               dtype=torch.float64),
+    "W_q.bias": torch.tensor([0.2, 0.0, 0.1, -0.1], dtype=torch.float64),
+    "W_k.weight": torch.tensor([[1.5, 0.0, 1.5, 0.0], [0.0, 0.5, 0.0, 0.0], [0.5, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.5]],
+                               dtype=torch.float64),
+    "W_k.bias": torch.tensor([0.0, 0.1, 0.0, 0.2], dtype=torch.float64),
+    "W_v.weight": torch.eye(4, dtype=torch.float64),
+    "W_v.bias": torch.tensor([0.0, 0.0, 0.0, 0.1], dtype=torch.float64),
+}
+
+
+def _lin(params, name, x, bias=True):
+    out = x @ params[f"{name}.weight"].mT
+    return out + params[f"{name}.bias"] if bias else out
+
+
+def unmasked_weights(params: dict, x: torch.Tensor, bias: bool = True) -> torch.Tensor:
+    q, k = _lin(params, "W_q", x, bias), _lin(params, "W_k", x, bias)
+    return (q @ k.mT / math.sqrt(x.shape[-1])).softmax(dim=-1)
+
+
+def trace_expected() -> dict[str, torch.Tensor]:
+    weights = unmasked_weights(TRACE_PARAMS, TRACE_X)
+    return {"trace_weights": weights, "trace_output": weights @ _lin(TRACE_PARAMS, "W_v", TRACE_X)}
+
+
+# ---------------------------------------------------------------- shared probe helpers
+
+def _params(request: Message) -> dict[str, torch.Tensor]:
+    return {k[len(P):]: v.to(torch.float64) for k, v in request.items() if k.startswith(P)}
+
+
+def _build(namespace: dict, class_name: str, args: tuple, kwargs: dict, params: dict, signature: str):
+    cls = namespace.get(class_name)
+    if cls is None:
+        raise ProbeError(f"there is no class named {class_name}: run the cell that defines it and keep its name")
+    try:
+        module = cls(*args, **kwargs)
+    except Exception as exc:
+        raise ProbeError(f"{signature} raised {type(exc).__name__}: {exc}") from None
+    with torch.no_grad():
+        for name, value in params.items():
+            owner_name, kind = name.split(".")
+            owner = getattr(module, owner_name, None)
+            target = getattr(owner, kind, None) if owner is not None else None
+            if not isinstance(target, torch.Tensor) or tuple(target.shape) != tuple(value.shape):
+                raise ProbeError(f"{name} is missing or has the wrong shape: keep the layers created in __init__")
+            target.copy_(value)
+    return module
+
+
+def _module_step(response: Message, build) -> object | None:
+    try:
+        return build()
+    except ProbeError as exc:
+        response["layer.error"] = str(exc)
+        return None
+
+
+def _layer_failed(response: Message) -> None:
+    if "layer.error" in response:
+        raise JudgeFailure(f"The grader could not build your layer: {response['layer.error']}.")
+
+
+def _method(response: Message, key: str, what: str) -> torch.Tensor:
+    _layer_failed(response)
+    return fetch(response, key, what).to(torch.float64)
+
+
+# ---------------------------------------------------------------- AttentionHead
+
+def _head_request(seed: int, batch=2, seq_len=10, dim=128, head_size=32, causal=False) -> Message:
+    gen = generator(seed)
+    message: Message = {"dim": dim, "head_size": head_size, "causal": causal,
+                        "x": torch.randn(batch, seq_len, dim, generator=gen)}
+    for name in HEAD_PROJECTIONS:
+        gain = 1.3 if name != "value" else 1.0
+        message[f"{P}{name}.weight"] = torch.randn(head_size, dim, generator=gen) * gain / math.sqrt(dim)
+    return message
+
+
+def _head_probe(namespace: dict, request: Message) -> Message:
+    response: Message = {}
+    dim, hs, causal = int(request["dim"]), int(request["head_size"]), bool(request["causal"])
+    head = _module_step(response, lambda: _build(
+        namespace, HEAD_CLASS, (dim, hs), {"causal": causal}, _params(request),
+        f"{HEAD_CLASS}({dim}, {hs}, causal={causal})"))
+    if head is None:
+        return response
+    x = request["x"].clone()
+    with torch.no_grad():
+        record_step(response, "weights", lambda: head.attention_weights(x))
+        record_step(response, "forward", lambda: head(x))
+    return response
+
+
+HEAD_SHAPE_CASES = [(2, 10, 128, 32, True), (1, 1, 16, 4, True), (3, 5, 24, 8, False), (2, 6, 8, 8, False)]
+
+
+def _head_shapes_request(seed: int) -> Message:
+    gen = generator(seed)
+    message: Message = {"cases": [list(c) for c in HEAD_SHAPE_CASES]}
+    for i, (b, t, c, _, _) in enumerate(HEAD_SHAPE_CASES):
+        message[f"x{i}"] = torch.randn(b, t, c, generator=gen)
+    return message
+
+
+def _head_shapes_probe(namespace: dict, request: Message) -> Message:
+    response: Message = {}
+    for i, (_, _, c, hs, causal) in enumerate(request["cases"]):
+        head = _module_step(response, lambda: _build(namespace, HEAD_CLASS, (c, hs), {"causal": causal}, {},
+                                                     f"{HEAD_CLASS}({c}, {hs}, causal={causal})"))
+        if head is None:
+            return response
+        x = request[f"x{i}"].clone()
+        with torch.no_grad():
+            record_step(response, f"forward{i}", lambda: head(x))
+            record_step(response, f"weights{i}", lambda: head.attention_weights(x))
+    return response
+
+
+@judged
+def _head_shapes_judge(request: Message, response: Message) -> None:
+    for i, (b, t, c, hs, causal) in enumerate(request["cases"]):
+        where = f"For x of shape {shape_text((b, t, c))} and head_size={hs} (causal={causal})"
+        for key, what, shape in ((f"forward{i}", "head(x)", (b, t, hs)), (f"weights{i}", "attention_weights(x)", (b, t, t))):
+            value = _method(response, key, what)
+            if tuple(value.shape) != shape:
+                raise JudgeFailure(
+                    f"{where}, {what} has shape {shape_text(value.shape)}; expected {shape_text(shape)}. "
+                    "A head maps C → head_size: its output is (B, T, head_size) and its weights are (B, T, T)."
+                )
+
+
+@judged
+def _head_scale_judge(request: Message, response: Message) -> None:
+    weights = _method(response, "weights", "attention_weights(x)")
+    x = request["x"].to(torch.float64)
+    if tuple(weights.shape) != (x.shape[0], x.shape[1], x.shape[1]) or not torch.isfinite(weights).all():
+        raise JudgeFailure("attention_weights(x) must be a finite (B, T, T) tensor before its scale can be read "
+                           "(see the shape check).")
+    params = _params(request)
+    scores = (x @ params["query.weight"].mT) @ (x @ params["key.weight"].mT).mT
+    log_w = torch.where(weights > 1e-30, weights.clamp_min(1e-300).log(), torch.full_like(weights, -math.inf))
+    c, residual, _ = min((_log_ratio_fit(log_w, scores, rows) for rows in (True, False)), key=lambda f: f[1])
+    if c is None or residual > 1e-2:
+        raise JudgeFailure("Your weights are not softmax(query(x) @ key(x)ᵀ / c) for any constant c: compute the "
+                           "scores from this head's query and key projections, scale them, then apply the softmax.")
+    dim, hs = int(request["dim"]), int(request["head_size"])
+    if abs(c / math.sqrt(hs) - 1) <= 1e-2:
+        return
+    labels = [
+        (math.sqrt(dim), f"you divided by √C = √{dim}, the embedding size. The dot products are sums over the "
+                         f"head_size = {hs} entries of q and k, so their spread grows like √head_size"),
+        (1.0, "you did not scale the scores"),
+        (float(hs), f"you divided by head_size = {hs} instead of its square root"),
+        (float(dim), f"you divided by C = {dim}"),
+    ]
+    label = next((text for v, text in labels if abs(c / v - 1) <= 2e-2), f"your scores are divided by {c:.3g}")
+    raise JudgeFailure(f"Scores must be divided by √head_size = √{hs} ≈ {math.sqrt(hs):.3g}, but {label}.")
+
+
+@judged
+def _head_mask_judge(request: Message, response: Message) -> None:
+    weights = _method(response, "weights", "attention_weights(x)")
+    t = weights.shape[-1]
+    upper = torch.ones(t, t, dtype=torch.bool).triu(1)
+    if not torch.isfinite(weights).all():
+        raise JudgeFailure("With causal=True some weights are NaN: a row lost every position it may see. Block "
+                           "only the future (above the diagonal); a token always sees itself.")
+    if bool((weights[..., upper].abs() > 1e-6).any()):
+        raise JudgeFailure("With causal=True token t still gives weight to later tokens. Fill the scores above the "
+                           "diagonal with -inf before the softmax (they become exactly 0), whenever self.causal is True.")
+    if bool((weights.diagonal(dim1=-2, dim2=-1) == 0).all()):
+        raise JudgeFailure("With causal=True a token gives zero weight to itself: the mask must block only s > t.")
+    sums = weights.sum(dim=-1)
+    if not bool(torch.allclose(sums, torch.ones_like(sums), atol=1e-4)):
+        raise JudgeFailure("With causal=True your rows do not sum to 1: mask the scores before the softmax, not the "
+                           "weights after it.")
+
+
+@judged
+def _head_values_judge(request: Message, response: Message) -> None:
+    weights = _method(response, "weights", "attention_weights(x)")
+    out = _method(response, "forward", "head(x)")
+    x = request["x"].to(torch.float64)
+    params = _params(request)
+    value = x @ params["value.weight"].mT
+    if tuple(weights.shape[-2:]) != (x.shape[1], x.shape[1]):
+        raise JudgeFailure("attention_weights(x) must be (B, T, T) before the output can be checked.")
+    judge_value(out, weights @ value, "head(x)", 1e-4, [
+        (weights @ (x @ params["key.weight"].mT), "you mixed the keys; a head returns weights @ value(x)."),
+        (weights @ (x @ params["query.weight"].mT), "you mixed the queries; a head returns weights @ value(x)."),
+    ], "head(x) must be attention_weights(x) @ value(x), shape (B, T, head_size).")
+
+
+# ---------------------------------------------------------------- weight bars
+
+def bar_line(position: int, weight: float) -> str:
+    return f"token {position}: {weight:.3f}  {'#' * int(weight * BAR_UNIT)}".rstrip()
+
+
+def _bars_request(seed: int) -> Message:
+    gen = generator(seed)
+    while True:  # keep away from rounding edges so float32 and float64 agree on every line
+        scores = torch.randn(6, generator=gen, dtype=torch.float64) * 0.6
+        row = torch.cat([scores.softmax(0), torch.zeros(4, dtype=torch.float64)]).to(torch.float32)
+        units = row.double() * BAR_UNIT
+        frac = units - units.floor()
+        thousandths = row.double() * 1000 - (row.double() * 1000).floor()
+        visible = row > 0
+        if bool(((frac[visible] > 0.05) & (frac[visible] < 0.95)).all()) and bool(
+            ((thousandths[visible] - 0.5).abs() > 0.05).all()
+        ) and bool((frac[visible] > 0.5).any()):
+            return {"row": row}
+
+
+def _bars_probe(namespace: dict, request: Message) -> Message:
+    response: Message = {}
+    fn = namespace.get("weight_bars")
+    if fn is None:
+        response["text.error"] = "`weight_bars` is not defined: run the cell that defines it."
+        return response
+    try:
+        text = fn(request["row"].clone())
+    except Exception as exc:  # student code failing is data
+        response["text.error"] = describe_exception(exc)
+        return response
+    if not isinstance(text, str):
+        response["text.error"] = f"weight_bars returned a {type(text).__name__}, not a str"
+        return response
+    response["text"] = text[:20000]
+    return response
+
+
+@judged
+def _bars_judge(request: Message, response: Message) -> None:
+    text = fetch(response, "text", "weight_bars(row)")
+    row = [float(w) for w in request["row"]]
+    expected = [bar_line(s, w) for s, w in enumerate(row)]
+    got = [line.strip() for line in text.splitlines() if line.strip()]
+    if len(got) != len(expected):
+        raise JudgeFailure(
+            f"For a row of {len(row)} weights, weight_bars returned {len(got)} non-empty lines; it should return one "
+            "line per key position, including the masked ones, which print as 0.000 with no bar."
+        )
+    for s, (line, want) in enumerate(zip(got, expected)):
+        if line != want:
+            bars = line.count("#")
+            hint = ""
+            if bars == round(row[s] * BAR_UNIT) and bars != int(row[s] * BAR_UNIT):
+                hint = f" You rounded; the bar has one '#' per *full* 1/{BAR_UNIT} of weight: int(w * {BAR_UNIT})."
+            raise JudgeFailure(
+                f"Line {s} is {line!r} but should read {want!r} (format: 'token <s>: <weight to 3 decimals>"
+                f"  <bar>').{hint}"
+            )
+
+
+# ---------------------------------------------------------------- SingleHeadAttention (no mask, biased projections)
+
+def _bias_request(seed: int, batch=2, seq_len=6, dim=16) -> Message:
+    gen = generator(seed)
+    x = torch.randn(batch, seq_len, dim, generator=gen)
+    message: Message = {"dim": dim, "x": x}
+    for name in BIAS_PROJECTIONS:
+        gain = 1.5 if name != "W_v" else 1.0
+        message[f"{P}{name}.weight"] = torch.randn(dim, dim, generator=gen) * gain / math.sqrt(dim)
+        message[f"{P}{name}.bias"] = torch.randn(dim, generator=gen) * 0.8
+    changed = x.clone()
+    changed[:, 1:] = torch.randn(changed[:, 1:].shape, generator=gen)
+    message["x_changed"] = changed
+    return message
+
+
+def _bias_probe(namespace: dict, request: Message) -> Message:
+    response: Message = {}
+    dim = int(request["dim"])
+    layer = _module_step(response, lambda: _build(namespace, BIAS_CLASS, (dim,), {}, _params(request),
+                                                  f"{BIAS_CLASS}({dim})"))
+    if layer is None:
+        return response
+    x, x_changed = request["x"].clone(), request["x_changed"].clone()
+    with torch.no_grad():
+        record_step(response, "weights", lambda: layer.attention_weights(x))
+        record_step(response, "forward", lambda: layer(x))
+        record_step(response, "forward_changed", lambda: layer(x_changed))
+    return response
+
+
+@judged
+def _unmasked_judge(request: Message, response: Message) -> None:
+    weights = _method(response, "weights", "attention_weights(x)")
+    t = request["x"].shape[1]
+    if tuple(weights.shape) != (request["x"].shape[0], t, t):
+        raise JudgeFailure(f"attention_weights(x) has shape {shape_text(weights.shape)}; expected (B, T, T).")
+    upper = torch.ones(t, t, dtype=torch.bool).triu(1)
+    if not bool((weights[..., upper] > 1e-6).any()):
+        raise JudgeFailure("Your weights above the diagonal are all zero: this layer must not mask. Without a mask "
+                           "every token also attends to the tokens after it.")
+    out = _method(response, "forward", "layer(x)")
+    changed = _method(response, "forward_changed", "layer(x)")
+    if out.shape == changed.shape and bool(torch.allclose(out[:, 0], changed[:, 0], atol=1e-7)):
+        raise JudgeFailure("The output at position 0 did not change when only the later tokens changed: forward "
+                           "still hides the future. Remove the mask from forward as well.")
+
+
+@judged
+def _bias_judge(request: Message, response: Message) -> None:
+    params = _params(request)
+    x = request["x"].to(torch.float64)
+    weights = _method(response, "weights", "attention_weights(x)")
+    judge_value(weights, unmasked_weights(params, x), "attention_weights(x)", 1e-4, [
+        (unmasked_weights(params, x, bias=False),
+         "the query and key projections lost their bias. Call the layers (self.W_q(x)), which add the bias, "
+         "rather than multiplying by .weight alone."),
+        ((_lin(params, "W_q", x) @ _lin(params, "W_k", x).mT).softmax(dim=-1),
+         "the scores are not divided by self.scale = √embed_dim."),
+    ], "Weights are softmax(W_q(x) @ W_k(x)ᵀ / √embed_dim) over the last dim, with no mask.")
+    out = _method(response, "forward", "layer(x)")
+    judge_value(out, weights @ _lin(params, "W_v", x), "layer(x)", 1e-4, [
+        (weights @ _lin(params, "W_v", x, bias=False), "the value projection lost its bias: use self.W_v(x)."),
+    ], "forward returns attention_weights(x) @ W_v(x).")
+
+
+@judged
+def _trace_judge(request: Message, response: Message) -> None:
+    expected = trace_expected()
+    no_bias = unmasked_weights(TRACE_PARAMS, TRACE_X, bias=False)
+    weights = fetch(response, "trace_weights")
+    judge_value(weights, expected["trace_weights"], "`trace_weights`", 1e-3, [
+        (no_bias, "these are the weights without the biases b_q and b_k: nn.Linear adds its bias, x @ Wᵀ + b."),
+        ((TRACE_X @ TRACE_PARAMS["W_q.weight"].T + TRACE_PARAMS["W_q.bias"]).matmul(
+            (TRACE_X @ TRACE_PARAMS["W_k.weight"].T + TRACE_PARAMS["W_k.bias"]).T).softmax(-1),
+         "the scores were not divided by √4 = 2."),
+    ], "Compute Q, K, V with the biases, scores = Q @ Kᵀ / √4, then softmax over each row.")
+    out = fetch(response, "trace_output")
+    judge_value(out, expected["trace_output"], "`trace_output`", 1e-3, [
+        (expected["trace_weights"] @ TRACE_X, "you mixed the raw embeddings; mix the values V = x @ W_vᵀ + b_v."),
+    ], "trace_output = trace_weights @ V.")
+
+
+def _trace_request(seed: int) -> Message:
+    return {}
+
+
+CHECKS = [
+    Check("head_shapes", "a head maps (B, T, C) to (B, T, head_size); its weights are (B, T, T)", 1,
+          "head output size", _head_shapes_request, _head_shapes_probe, _head_shapes_judge),
+    Check("head_scale", "a head divides its scores by √head_size, not √C", 2, "scale by √C instead of √head_size",
+          lambda seed: _head_request(seed), _head_probe, _head_scale_judge),
+    Check("head_mask", "with causal=True a head sees itself and the past, never the future", 1, "head causal mask",
+          lambda seed: _head_request(seed, causal=True), _head_probe, _head_mask_judge),
+    Check("head_values", "a head returns attention_weights(x) @ value(x)", 1, "head value path",
+          lambda seed: _head_request(seed, causal=True), _head_probe, _head_values_judge),
+    Check("weight_bars", "weight_bars prints one line per position in the given format", 1, "per-token printout",
+          _bars_request, _bars_probe, _bars_judge),
+    Check("unmasked_sees_future", "SingleHeadAttention has no mask: tokens see the future", 1, "masking when not asked",
+          _bias_request, _bias_probe, _unmasked_judge),
+    Check("unmasked_bias", "SingleHeadAttention keeps the projections' biases and divides by √embed_dim", 1,
+          "projection bias dropped", _bias_request, _bias_probe, _bias_judge),
+    Check("two_plus_three", "the 'two plus three' trace: weights and outputs", 1, "tracing attention by hand",
+          _trace_request, probe_tensors(["trace_weights", "trace_output"]), _trace_judge),
+]
