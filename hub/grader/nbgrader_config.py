@@ -1,0 +1,18 @@
+"""nbgrader settings of the course's formgrader service (JUPYTER_CONFIG_PATH).
+
+The course directory's own nbgrader_config.py is loaded as well (it lies in the
+server's working directory); this file adds only what the hub deployment changes.
+"""
+
+import os
+
+c = get_config()  # noqa: F821
+
+# The whole exchange: the grader sees every student's inbound and feedback folder.
+c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE_ROOT", "/srv/nbgrader/exchange")
+# Per-student exchange layout (nbgrader #1225, #1885): see attention_platform/exchange.py.
+c.ExchangeFactory.release_assignment = "attention_platform.exchange.PerStudentReleaseAssignment"
+c.ExchangeFactory.collect = "attention_platform.exchange.PerStudentCollect"
+c.ExchangeFactory.release_feedback = "attention_platform.exchange.PerStudentReleaseFeedback"
+# In containers every file belongs to jovyan; identity is the student's folder instead.
+c.ExchangeCollect.check_owner = os.environ.get("NBGRADER_CHECK_OWNER", "1") == "1"

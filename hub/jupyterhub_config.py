@@ -1,0 +1,305 @@
+"""JupyterHub configuration of the self-attention course: ONE file for both modes.
+
+* HUB_MODE=native (the default, started by ``attention-course hub``): local
+  processes, SQLite, a local exchange, 127.0.0.1 only.
+* HUB_MODE=docker (docker-compose.yml): DockerSpawner, PostgreSQL, per-student
+  mounts of the exchange, the formgrader in its own container.
+
+Every setting comes from an environment variable, each with a one-line comment.
+Roles (JupyterHub RBAC, minimum scopes we found; nbgrader #1900):
+  students   (group nbgrader-<course>)   only the default ``user`` role: their own server.
+  TAs        (group formgrade-<course>)  access:services!service=<course>
+  instructors (group instructors-<course>) TA scopes + adding/removing the course's students.
+  formgrader service token               no scopes at all (it only checks users' tokens);
+                                         its users' OAuth tokens: read:users:groups!user (instructor gate).
+  idle culler service                    list:users, read:users:activity, read:servers, delete:servers
+"""
+
+import os
+import pwd
+import sys
+from pathlib import Path
+
+c = get_config()  # noqa: F821
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))  # hub/lti.py, when the LTI authenticator is selected
+
+
+def env(name, default=""):
+    return os.environ.get(name, default)
+
+
+def env_list(name, default=""):
+    return [item.strip() for item in env(name, default).split(",") if item.strip()]
+
+
+# ---------------------------------------------------------------- settings
+# native: local processes on 127.0.0.1; docker: containers (docker-compose.yml).
+MODE = env("HUB_MODE", "native")
+# nbgrader course id; also the formgrader service's name and the groups' suffix.
+COURSE = env("NBGRADER_COURSE_ID", "dl-attention")
+# Where the hub keeps its state (SQLite db, cookie secret, proxy pid).
+STATE = Path(env("HUB_STATE_DIR", str(REPO / "build" / "hub")))
+# Public address of the proxy; native binds to loopback only.
+BIND_URL = env("HUB_BIND_URL", "http://127.0.0.1:8000")
+# Port of the hub's own API/pages behind the proxy (native: loopback; docker: the hub container).
+HUB_PORT = int(env("HUB_INTERNAL_PORT", "8081"))
+# Port of the proxy's REST API (hub -> proxy; never exposed).
+PROXY_API_PORT = int(env("PROXY_API_PORT", "8001"))
+# Hub database: SQLite natively, PostgreSQL in docker (postgresql+psycopg://...).
+DB_URL = env("HUB_DB_URL", f"sqlite:///{STATE / 'jupyterhub.sqlite'}")
+# Authenticator: native (NativeAuthenticator, admin approval) or lti (hub/lti.py).
+AUTHENTICATOR = env("HUB_AUTHENTICATOR", "native")
+# Hub administrators (comma-separated): they approve sign-ups and manage everything.
+ADMINS = env_list("HUB_ADMIN_USERS", "instructor")
+# The course's instructors (comma-separated): formgrader + managing students.
+INSTRUCTORS = env_list("COURSE_INSTRUCTORS", "instructor")
+# The course's teaching assistants (comma-separated): formgrader access.
+TAS = env_list("COURSE_TAS", "ta")
+# Students preloaded into the course group (more are added at run time by instructors).
+STUDENTS = env_list("COURSE_STUDENTS", "")
+# The whole exchange as the hub sees it (it creates each student's own folders there).
+EXCHANGE = Path(env("EXCHANGE_ROOT", str(STATE / "exchange")))
+# Per-student exchange views (native only: symlinks standing in for Docker's bind mounts).
+VIEWS = Path(env("EXCHANGE_VIEWS", str(STATE / "exchange-views")))
+# Formgrader URL as the proxy reaches it (docker: the grader container).
+FORMGRADER_URL = env("FORMGRADER_URL", "http://127.0.0.1:9999")
+# Unix account of the formgrader (native, as root: root, which the autograder's sandbox needs).
+GRADER_USER = env("GRADER_USER", "root")
+# Idle single-user servers are stopped after this many seconds. Measured (issue #7, `make load`): an
+# idle server holds ~131 MiB (PSS), a re-spawn in a deadline rush costs a student ~2 min; memory
+# is not what runs out first, so idle servers live an hour (idle kernels go after 30 min, hub/student).
+CULL_TIMEOUT = int(env("CULL_IDLE_TIMEOUT", "3600"))
+# Seconds a single-user server may take to start. Measured: 50 students arriving within a minute
+# on 2 cores wait up to ~135 s for their server; 120 s would fail the last ones.
+START_TIMEOUT = int(env("SPAWN_START_TIMEOUT", "300"))
+# Per-student memory limit (docker; natively not enforced). Measured: server + a torch kernel
+# running the assignment peak at ~0.43 GiB; 1G leaves room for the student's own experiments.
+MEM_LIMIT = env("STUDENT_MEM_LIMIT", "1G")
+# Per-student CPU limit in cores (docker; natively not enforced).
+CPU_LIMIT = float(env("STUDENT_CPU_LIMIT", "1.0"))
+
+AS_ROOT = os.geteuid() == 0
+GROUP_STUDENTS = f"nbgrader-{COURSE}"
+GROUP_GRADERS = f"formgrade-{COURSE}"
+GROUP_INSTRUCTORS = f"instructors-{COURSE}"
+
+# ---------------------------------------------------------------- hub and proxy
+c.JupyterHub.bind_url = BIND_URL
+c.JupyterHub.db_url = DB_URL
+c.JupyterHub.hub_port = HUB_PORT
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{PROXY_API_PORT}"
+c.JupyterHub.cookie_secret_file = str(STATE / "jupyterhub_cookie_secret")
+c.ConfigurableHTTPProxy.pid_file = str(STATE / "jupyterhub-proxy.pid")
+_chp = REPO / "node_modules" / ".bin" / "configurable-http-proxy"
+c.ConfigurableHTTPProxy.command = [str(_chp) if _chp.exists() else "configurable-http-proxy"]
+c.JupyterHub.cleanup_servers = True  # Ctrl-C stops every server: nothing keeps writing afterwards
+c.JupyterHub.hub_ip = "127.0.0.1" if MODE == "native" else "0.0.0.0"
+if MODE == "docker":
+    c.JupyterHub.hub_connect_ip = env("HUB_CONNECT_HOST", "hub")
+
+# ---------------------------------------------------------------- authentication
+if AUTHENTICATOR == "native":
+    c.JupyterHub.authenticator_class = "native_auth.CourseNativeAuthenticator"  # hub/native_auth.py
+    c.CourseNativeAuthenticator.open_signup = False  # sign-ups wait for an admin's approval
+    c.CourseNativeAuthenticator.minimum_password_length = 10
+    c.CourseNativeAuthenticator.check_common_password = True
+    c.Authenticator.allow_all = True  # who may log in is NativeAuthenticator's approval list
+elif AUTHENTICATOR == "lti":
+    try:
+        from lti import configure_lti
+    except ImportError as exc:  # hub/lti.py not deployed
+        raise SystemExit(f"HUB_AUTHENTICATOR=lti needs hub/lti.py (configure_lti): {exc}")
+    configure_lti(c)
+elif AUTHENTICATOR == "dummy":  # tests only: any password; refuses to serve beyond loopback
+    if "127.0.0.1" not in BIND_URL:
+        raise SystemExit("HUB_AUTHENTICATOR=dummy is for tests on 127.0.0.1 only")
+    c.JupyterHub.authenticator_class = "dummy"
+    c.Authenticator.allow_all = True
+else:
+    raise SystemExit(f"HUB_AUTHENTICATOR must be native or lti, not {AUTHENTICATOR!r}")
+c.Authenticator.admin_users = set(ADMINS)
+
+# ---------------------------------------------------------------- groups and roles
+# With LTI the LMS roles decide group membership (Authenticator.manage_groups), and
+# JupyterHub refuses load_groups then; the roles below create the groups they name.
+if AUTHENTICATOR != "lti":
+    c.JupyterHub.load_groups = {
+        GROUP_STUDENTS: {"users": STUDENTS},
+        GROUP_GRADERS: {"users": sorted(set(TAS) | set(INSTRUCTORS))},
+        GROUP_INSTRUCTORS: {"users": INSTRUCTORS},
+    }
+c.JupyterHub.load_roles = [
+    {  # TAs and instructors: reach the formgrader service, nothing else.
+        "name": f"grader-{COURSE}",
+        "description": "Use the course's formgrader",
+        "groups": [GROUP_GRADERS],
+        "scopes": [f"access:services!service={COURSE}"],
+    },
+    {  # instructors: add students to the course and see who is enrolled.
+        "name": f"instructor-{COURSE}",
+        "description": "Manage the course's students",
+        "groups": [GROUP_INSTRUCTORS],
+        "scopes": [
+            # Sign-ups create the accounts; enrolling is adding them to the course group.
+            "admin-ui", "list:users", "read:users:name", "read:users:groups",
+            f"groups!group={GROUP_STUDENTS}", f"read:groups!group={GROUP_STUDENTS}", "list:groups",
+        ],
+    },
+    {  # idle culler: the four scopes its docs list.
+        "name": "idle-culler",
+        "services": ["idle-culler"],
+        "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],
+    },
+]
+
+# ---------------------------------------------------------------- services
+# The formgrader is an external service in both modes: attention_platform/formgrader_service.py
+# starts it (natively the launcher, in Docker the grader container) with this same token.
+_formgrader = {
+    "name": COURSE,
+    "url": FORMGRADER_URL,
+    "api_token": env("FORMGRADER_API_TOKEN"),  # secret shared with the formgrader process
+    "display": True,  # listed in the hub's Services menu for those who may use it
+    "oauth_no_confirm": True,  # no "Authorize access" stop for TAs (it is our own service)
+    # The formgrader learns the user's groups: instructors-only actions (attention_platform/instructor_gate.py).
+    "oauth_client_allowed_scopes": ["read:users:groups!user"],
+}
+c.JupyterHub.services = [
+    _formgrader,
+    {
+        "name": "idle-culler",
+        "command": [sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={CULL_TIMEOUT}"],
+    },
+]
+
+# ---------------------------------------------------------------- spawner
+c.Spawner.default_url = "/lab"
+c.Spawner.start_timeout = START_TIMEOUT
+c.Spawner.http_timeout = START_TIMEOUT
+# Jupyter Server answers SIGINT with a "shutdown? (y/n)" prompt; do not wait for it.
+c.Spawner.interrupt_timeout = 1
+c.Spawner.term_timeout = 5
+# The same for the hub-managed services (formgrader, culler), which use a LocalProcessSpawner.
+c.LocalProcessSpawner.interrupt_timeout = 1
+c.LocalProcessSpawner.term_timeout = 5
+c.Spawner.mem_limit = MEM_LIMIT
+c.Spawner.cpu_limit = CPU_LIMIT
+if MODE == "native":
+    c.Spawner.cmd = [str(Path(sys.executable).parent / "jupyterhub-singleuser")]
+    if AS_ROOT:  # real Unix users: exchange permissions are enforced by the kernel
+        from jupyterhub.spawner import LocalProcessSpawner
+
+        class StateHomeSpawner(LocalProcessSpawner):
+            """A real Unix user's server whose home is <state>/home/<user>, whatever
+            /etc/passwd says: several state directories (tests, demos) share the users."""
+
+            def user_env(self, env):
+                env = super().user_env(env)
+                env["HOME"] = str(STATE / "home" / self.user.name)
+                return env
+
+        c.JupyterHub.spawner_class = StateHomeSpawner
+        c.Spawner.notebook_dir = str(STATE / "home" / "{username}")
+    else:  # one Unix user for everyone: a demo, the exchange is not isolated
+        c.JupyterHub.spawner_class = "jupyterhub.spawner.SimpleLocalProcessSpawner"
+        c.SimpleLocalProcessSpawner.home_dir_template = str(STATE / "home" / "{username}")
+else:
+    c.JupyterHub.spawner_class = "dockerspawner.DockerSpawner"
+    # Student image: JupyterLab 4 + nbgrader's student extensions + torch (docker/student.Dockerfile).
+    c.DockerSpawner.image = env("STUDENT_IMAGE", "dl-attention/student:0.1.0")
+    # Docker network shared by hub, grader and students (compose creates it).
+    c.DockerSpawner.network_name = env("DOCKER_NETWORK", "dl-attention")
+    c.DockerSpawner.remove = True  # containers are disposable; homes live on volumes
+    c.DockerSpawner.use_internal_ip = True  # the proxy reaches students' containers on the compose network
+    c.DockerSpawner.cmd = ["jupyterhub-singleuser"]
+    c.DockerSpawner.notebook_dir = "/home/jovyan"
+    _host_exchange = env("EXCHANGE_HOST_DIR", str(EXCHANGE))  # same path on host and in the hub
+    c.DockerSpawner.volumes = {
+        # Per-user home volume: the student's work survives container restarts.
+        "dl-attention-home-{username}": "/home/jovyan",
+        # Released assignments, read-only for students.
+        f"{_host_exchange}/{COURSE}/outbound": {"bind": f"/srv/nbgrader/exchange/{COURSE}/outbound", "mode": "ro"},
+        # The student's own inbound folder: nobody else's is mounted.
+        f"{_host_exchange}/{COURSE}/inbound/{{username}}": {"bind": f"/srv/nbgrader/exchange/{COURSE}/inbound", "mode": "rw"},
+        # The student's own feedback folder, read-only.
+        f"{_host_exchange}/{COURSE}/feedback/{{username}}": {"bind": f"/srv/nbgrader/exchange/{COURSE}/feedback", "mode": "ro"},
+    }
+
+
+def _ids(username):
+    """(uid, gid) of a real Unix user, or None when everyone shares one UID."""
+    if MODE == "native" and AS_ROOT:
+        entry = pwd.getpwnam(username)
+        return entry.pw_uid, entry.pw_gid
+    if MODE == "docker":
+        return 1000, 100  # jovyan:users in the student and grader images
+    return None
+
+
+def _grader_ids():
+    if MODE == "native" and AS_ROOT:
+        entry = pwd.getpwnam(GRADER_USER)
+        return entry.pw_uid, entry.pw_gid
+    if MODE == "docker":
+        return 1000, 100
+    return None
+
+
+def _make_dir(path, mode, owner=None, group=None):
+    path.mkdir(parents=True, exist_ok=True)
+    if owner is not None:
+        os.chown(path, owner, group)
+    os.chmod(path, mode)
+
+
+def prepare_exchange(username):
+    """Create ``username``'s own inbound and feedback folders (and, natively, their view).
+
+    inbound/<user>:  the student writes; the grader's group reads (setgid keeps the group).
+    feedback/<user>: the grader writes; the student's group reads.
+    Other students can enter neither.
+    """
+    course = EXCHANGE / COURSE
+    user_ids, grader_ids = _ids(username), _grader_ids()
+    for sub in ("outbound", "inbound", "feedback"):
+        path = course / sub
+        if not path.exists():
+            _make_dir(path, 0o755 if sub == "outbound" else 0o711, *(grader_ids or (None, None)))
+    if user_ids and grader_ids and MODE == "native":
+        _make_dir(course / "inbound" / username, 0o2770, user_ids[0], grader_ids[1])
+        _make_dir(course / "feedback" / username, 0o2750, grader_ids[0], user_ids[1])
+    else:  # same UID everywhere: isolation comes from what is mounted
+        _make_dir(course / "inbound" / username, 0o2770, *(user_ids or (None, None)))
+        _make_dir(course / "feedback" / username, 0o2750, *(grader_ids or (None, None)))
+    if MODE == "native":
+        view = VIEWS / username / COURSE
+        view.mkdir(parents=True, exist_ok=True)
+        for sub, target in (("outbound", course / "outbound"), ("inbound", course / "inbound" / username),
+                            ("feedback", course / "feedback" / username)):
+            link = view / sub
+            if link.is_symlink() or link.exists():
+                link.unlink()
+            link.symlink_to(target)
+        if user_ids:
+            os.chown(VIEWS / username, *user_ids)
+            os.chown(view, *user_ids)
+        os.chmod(VIEWS / username, 0o700)
+
+
+def pre_spawn_hook(spawner):
+    name = spawner.user.name
+    prepare_exchange(name)
+    spawner.environment = dict(spawner.environment)
+    spawner.environment.update({
+        # Student-side nbgrader and Jupyter Server settings (hub/student/).
+        "JUPYTER_CONFIG_PATH": str(HERE / "student") if MODE == "native" else "/etc/dl-attention/jupyter",
+        # This user's view of the exchange (docker: the mount points above).
+        "NBGRADER_EXCHANGE_ROOT": str(VIEWS / name) if MODE == "native" else "/srv/nbgrader/exchange",
+        "NBGRADER_COURSE_ID": COURSE,
+    })
+
+
+c.Spawner.pre_spawn_hook = pre_spawn_hook

@@ -1,0 +1,17 @@
+"""Jupyter Server settings of a student's single-user server (JUPYTER_CONFIG_PATH)."""
+
+c = get_config()  # noqa: F821
+
+# Students get the Assignments tab and Validate only: no formgrader, no course list.
+c.ServerApp.jpserver_extensions = {
+    "nbgrader.server_extensions.formgrader": False,
+    "nbgrader.server_extensions.course_list": False,
+    "nbgrader.server_extensions.assignment_list": True,
+    "nbgrader.server_extensions.validate_assignment": True,
+}
+
+# Idle kernels are stopped after 30 min, even with the tab open (issue #7, `make load`): a kernel
+# with torch holds ~250 MiB of the ~410 MiB a working student uses; the notebook stays saved.
+c.MappingKernelManager.cull_idle_timeout = 1800
+c.MappingKernelManager.cull_interval = 300
+c.MappingKernelManager.cull_connected = True

@@ -1,0 +1,204 @@
+"""A logged-in browser-like HTTP session against the native hub (tests only).
+
+Logs in through the hub's real login form (NativeAuthenticator), starts the
+user's server through the hub, and calls Jupyter Server / nbgrader / formgrader
+endpoints with the cookies and XSRF token a browser would send.
+"""
+
+from __future__ import annotations
+
+import time
+from urllib.parse import urljoin
+
+import requests
+
+COURSE = "dl-attention"
+
+
+class HubSession:
+    def __init__(self, base: str, username: str, password: str):
+        self.base = base.rstrip("/")
+        self.username = username
+        self.http = requests.Session()
+        self.password = password
+
+    def login(self) -> "HubSession":
+        page = self.http.get(self.base + "/hub/login", timeout=30)
+        page.raise_for_status()
+        xsrf = self.http.cookies.get("_xsrf", path="/hub/")
+        reply = self.http.post(self.base + "/hub/login?next=", data={
+            "username": self.username, "password": self.password, "_xsrf": xsrf,
+        }, allow_redirects=False, timeout=30)
+        if reply.status_code != 302:
+            raise AssertionError(f"login of {self.username} failed: {reply.status_code}")
+        return self
+
+    def hub_api(self, method: str, path: str, **kwargs) -> requests.Response:
+        headers = {"X-XSRFToken": self.http.cookies.get("_xsrf", path="/hub/") or ""}
+        return self.http.request(method, self.base + "/hub/api" + path, headers=headers, timeout=60, **kwargs)
+
+    def spawn(self, timeout: float = 180) -> float:
+        """Start the user's server and open JupyterLab; returns the seconds it took."""
+        started = time.monotonic()
+        reply = self.hub_api("POST", f"/users/{self.username}/server")
+        assert reply.status_code in (201, 202, 400), reply.text  # 400: already running
+        while time.monotonic() - started < timeout:
+            model = self.hub_api("GET", f"/users/{self.username}").json()
+            server = model.get("servers", {}).get("", {})
+            if server.get("ready"):
+                break
+            time.sleep(0.5)
+        else:
+            raise TimeoutError(f"{self.username}'s server did not start within {timeout} s")
+        lab = self.get(f"/user/{self.username}/lab")
+        assert lab.status_code == 200, lab.status_code
+        return time.monotonic() - started
+
+    def get(self, path: str, **kwargs) -> requests.Response:
+        return self.http.get(self.base + path, timeout=120, **kwargs)
+
+    def _xsrf_for(self, path: str) -> str:
+        prefix = "/".join(path.split("/")[:3]) + "/"  # /user/<name>/ or /services/<name>/
+        for cookie in self.http.cookies:
+            if cookie.name == "_xsrf" and cookie.path == prefix:
+                return cookie.value
+        self.get(prefix)  # a page of that server sets it
+        for cookie in self.http.cookies:
+            if cookie.name == "_xsrf" and cookie.path == prefix:
+                return cookie.value
+        return ""
+
+    def post(self, path: str, **kwargs) -> requests.Response:
+        headers = {"X-XSRFToken": self._xsrf_for(path)}
+        return self.http.post(self.base + path, headers=headers, timeout=300, **kwargs)
+
+    def put(self, path: str, **kwargs) -> requests.Response:
+        headers = {"X-XSRFToken": self._xsrf_for(path)}
+        return self.http.put(self.base + path, headers=headers, timeout=300, **kwargs)
+
+    # --- nbgrader, student side (the Assignments tab's endpoints)
+    def assignments(self) -> list[dict]:
+        reply = self.get(f"/user/{self.username}/assignments", params={"course_id": COURSE})
+        reply.raise_for_status()
+        body = reply.json()
+        assert body["success"], body
+        return body["value"]
+
+    def assignment_action(self, action: str, assignment: str) -> dict:
+        reply = self.post(f"/user/{self.username}/assignments/{action}",
+                          data={"course_id": COURSE, "assignment_id": assignment})
+        reply.raise_for_status()
+        return reply.json()
+
+    def contents(self, path: str) -> requests.Response:
+        return self.get(f"/user/{self.username}/api/contents/{path}")
+
+    def save_notebook(self, path: str, notebook: dict) -> None:
+        reply = self.put(f"/user/{self.username}/api/contents/{path}",
+                         json={"type": "notebook", "format": "json", "content": notebook})
+        assert reply.status_code in (200, 201), reply.text
+
+    # --- formgrader (TAs and instructors)
+    def formgrader(self, method: str, api: str, **kwargs) -> requests.Response:
+        path = f"/services/{COURSE}/formgrader/api/{api}"
+        if method == "GET":
+            return self.get(path, **kwargs)
+        return self.post(path, **kwargs) if method == "POST" else self.put(path, **kwargs)
+
+
+# --- the README's command, run as a user would (tests only)
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class RunningHub:
+    url: str
+    state: Path
+    passwords: dict
+    process: subprocess.Popen
+    log_path: Path
+    start_seconds: float
+    stop_seconds: float | None = None
+    timings: dict = field(default_factory=dict)
+
+    def session(self, user: str) -> HubSession:
+        return HubSession(self.url, user, self.passwords[user]).login()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def ctrl_c(self, timeout: float = 60) -> float:
+        """What Ctrl-C in the terminal does: SIGINT to the whole foreground process group."""
+        started = time.monotonic()
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGINT)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+                raise
+        self.stop_seconds = time.monotonic() - started
+        return self.stop_seconds
+
+
+@contextlib.contextmanager
+def launch_hub(name: str, *, release: bool = True, timeout: float = 300, fresh: bool = True,
+               port: int | None = None):
+    """Run ``attention-course hub`` in a fresh state directory; Ctrl-C it afterwards.
+
+    ``fresh=False`` and the previous ``port`` restart a hub on its kept state (issue #7's faults).
+    """
+    state = REPO / "build" / name
+    if fresh and state.exists():
+        shutil.rmtree(state)
+    state.mkdir(parents=True, exist_ok=True)
+    log_path = state.parent / f"{name}.log"
+    port = port or free_port()
+    cmd = [str(Path(sys.executable).parent / "attention-course"), "hub", "--state-dir", str(state),
+           "--port", str(port), "--formgrader-port", str(free_port())]
+    if not release:
+        cmd.append("--no-release")
+    if os.environ.get("HUB_TEST_COURSE_ROOT"):  # e.g. a checkout of the last good course
+        cmd += ["--course-root", os.environ["HUB_TEST_COURSE_ROOT"]]
+    started = time.monotonic()
+    offset = log_path.stat().st_size if not fresh and log_path.exists() else 0  # a restart appends
+    with open(log_path, "w" if fresh else "a") as log:
+        process = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    hub = None
+    try:
+        while "Press Ctrl-C" not in log_path.read_text(errors="replace")[offset:]:
+            if process.poll() is not None or time.monotonic() - started > timeout:
+                raise RuntimeError("the hub did not come up:\n" + log_path.read_text(errors="replace")[-3000:])
+            time.sleep(0.2)
+        line = re.search(r"started in ([0-9.]+) s", log_path.read_text()[offset:]).group(1)
+        hub = RunningHub(url=f"http://127.0.0.1:{port}", state=state,
+                         passwords=json.loads((state / "demo-accounts.json").read_text()), process=process,
+                         log_path=log_path, start_seconds=float(line))
+        hub.timings["launch_to_ready"] = time.monotonic() - started
+        yield hub
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGINT)
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)

@@ -1,0 +1,130 @@
+"""The native hub over HTTP: the README's first command, real JupyterHub, real chp,
+real single-user servers and formgrader, real nbgrader, as root with real Unix users.
+
+Runs on the hub the browser test used (tests/conftest.py). A third student fetches,
+validates and submits through the endpoints the Assignments tab uses; then the
+protections: 403 on the formgrader, on other students' servers and on enrolling, no
+way into another student's exchange folders (real Unix users), students' servers
+refuse to be framed, the grader's JupyterLab has no terminals or kernels, collect
+reads the per-student layout; last, Ctrl-C stops everything within seconds without
+losing a submission.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from attention_platform.notebooks import class_cell, release_notebook, with_answer
+from grader_tests.answers import BUGGY
+from hub_helpers import COURSE
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="the hub's real Unix users need root (CI is root)"),
+]
+
+ASSIGNMENT = "self_attention"
+NOTEBOOK = f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
+BUGGY_ANSWER = next(a for a in BUGGY if a.name == "no_scale")
+
+
+@pytest.fixture
+def hub(native_hub):
+    return native_hub  # tests/conftest.py: shared with the browser test, which runs first
+
+
+def as_user(user: str, code: str) -> subprocess.CompletedProcess:
+    """Run Python as a hub account's Unix user (what its kernel or terminal could do)."""
+    entry = pwd.getpwnam(user)
+    return subprocess.run([sys.executable, "-c", code], user=entry.pw_uid, group=entry.pw_gid, extra_groups=[],
+                          capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+
+
+def ensure_released(hub) -> None:
+    """The instructor releases from the formgrader unless the browser test already did."""
+    if not (hub.state / "exchange" / COURSE / "outbound" / ASSIGNMENT).is_dir():
+        reply = hub.session("instructor").formgrader("POST", f"assignment/{ASSIGNMENT}/release").json()
+        assert reply["success"], reply
+
+
+def test_submit_over_http_and_the_protections(hub, record_property):
+    ensure_released(hub)
+    s3 = hub.session("student3")
+    record_property("spawn_seconds", round(s3.spawn(), 1))
+
+    # student3's server: no formgrader, and it refuses to be framed
+    assert s3.get("/user/student3/formgrader").status_code == 404
+    lab = s3.get("/user/student3/lab")
+    assert "frame-ancestors 'none'" in lab.headers["Content-Security-Policy"]
+
+    # fetch, answer, validate, submit through the Assignments tab's endpoints
+    statuses = {a["assignment_id"]: a["status"] for a in s3.assignments()}
+    assert statuses == {ASSIGNMENT: "released"}, statuses
+    assert s3.assignment_action("fetch", ASSIGNMENT)["success"]
+    s3.save_notebook(NOTEBOOK, nbformat.from_dict(with_answer(release_notebook(), BUGGY_ANSWER.code)))
+    validated = s3.post("/user/student3/assignments/validate", data={"path": NOTEBOOK})
+    assert validated.json()["success"], validated.text
+    assert s3.assignment_action("submit", ASSIGNMENT)["success"]
+
+    # a student is refused the formgrader and another student's server and files
+    assert s3.get(f"/services/{COURSE}/formgrader").status_code == 403
+    for other in ("student1", "student2"):
+        assert s3.get(f"/user/{other}/lab").status_code == 403
+        assert s3.get(f"/user/{other}/api/contents/{NOTEBOOK}").status_code == 403
+
+    # the exchange: nobody reads, lists or writes another student's folders (real Unix permissions)
+    x = hub.state / "exchange" / COURSE
+    (mine,) = os.listdir(x / "inbound" / "student3")
+    for path in (x / "inbound", x / "inbound" / "student3", x / "feedback" / "student3",
+                 hub.state / "exchange-views" / "student3", hub.state / "course"):
+        denied = as_user("student1", f"import os; os.listdir({str(path)!r})")
+        assert "PermissionError" in denied.stderr, (path, denied.stdout, denied.stderr)
+    peek = as_user("student1", f"open({str(x / 'inbound' / 'student3' / mine / (ASSIGNMENT + '.ipynb'))!r}).read()")
+    assert "PermissionError" in peek.stderr
+    planted = as_user("student1", f"import os; os.mkdir({str(x / 'inbound' / 'student3' / 'fake')!r})")
+    assert "PermissionError" in planted.stderr
+    overwrite = as_user("student1", f"open({str(x / 'outbound' / ASSIGNMENT / 'evil.txt')!r}, 'w')")
+    assert "PermissionError" in overwrite.stderr
+    assert as_user("student3", f"import os; print(os.listdir({str(x / 'inbound' / 'student3')!r}))").returncode == 0
+
+    # the TA's formgrader: framed by its own JupyterLab only, no terminals, no kernels; collect
+    ta = hub.session("ta")
+    page = ta.get(f"/services/{COURSE}/formgrader")
+    assert page.status_code == 200 and "frame-ancestors 'self'" in page.headers["Content-Security-Policy"]
+    assert ta.get(f"/services/{COURSE}/api/terminals").status_code in (403, 404)
+    assert ta.get(f"/services/{COURSE}/api/kernelspecs").json()["kernelspecs"] == {}
+    # instructors only: generating, releasing/unreleasing, creating assignments and students
+    for method, api in (("POST", f"assignment/{ASSIGNMENT}/unrelease"), ("POST", f"assignment/{ASSIGNMENT}/release"),
+                        ("POST", f"assignment/{ASSIGNMENT}/assign"), ("PUT", "assignment/homework2"),
+                        ("PUT", "student/mallory")):
+        refused = ta.formgrader(method, api, json={})
+        assert refused.status_code == 403, (method, api, refused.status_code)
+    assert (hub.state / "exchange" / COURSE / "outbound" / ASSIGNMENT).is_dir()  # still released
+    assert ta.formgrader("POST", f"assignment/{ASSIGNMENT}/collect").json()["success"]
+    collected = hub.state / "course" / "submitted" / "student3" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    assert class_cell(nbformat.read(collected, 4)).source == class_cell(with_answer(release_notebook(), BUGGY_ANSWER.code)).source
+
+    # enrolling students is the instructor's: a TA or a student may not touch the course group
+    for who in (ta, s3):
+        denied = who.hub_api("POST", f"/groups/nbgrader-{COURSE}/users", json={"users": ["student3"]})
+        assert denied.status_code == 403, (who.username, denied.status_code)
+    prof = hub.session("instructor")
+    assert prof.hub_api("POST", f"/groups/nbgrader-{COURSE}/users", json={"users": ["student3"]}).status_code == 200
+
+
+def test_ctrl_c_stops_everything_within_seconds_and_keeps_submissions(hub, record_property):
+    submissions = sorted((hub.state / "exchange" / COURSE / "inbound").glob("*/*"))
+    seconds = hub.ctrl_c()
+    record_property("stop_seconds", seconds)
+    assert seconds < 30, hub.log()[-2000:]  # ~4-6 s on an idle 2-core machine
+    assert "stopped in" in hub.log()
+    left = subprocess.run(["pgrep", "-f", str(hub.state)], capture_output=True, text=True).stdout
+    assert left == "", f"processes still running: {left}"
+    assert sorted((hub.state / "exchange" / COURSE / "inbound").glob("*/*")) == submissions
+    assert len(submissions) >= 1
