@@ -1,0 +1,539 @@
+"""The misconception report: what a class got wrong, by idea, for the people who teach.
+
+``collect(db_url, assignment)`` reads an nbgrader gradebook into a ``ReportData``
+(plain numbers, no pixels); ``render_html(data)`` turns it into one
+self-contained HTML page (matplotlib PNGs embedded as data URIs, the numbers
+also embedded as JSON for tools); ``write_report`` does both and returns a
+one-screen summary. Misconception labels come from the check registry
+(``grader_tests.registry``), never from this file.
+
+A check *fails* for a student when its grade is below the cell's max score;
+a grade nbgrader has not scored (``None``) is *not graded*. A grade id in the
+gradebook with no check in the registry (renamed or removed since grading) is
+shown under its raw id with a note. Bad input never raises a traceback at the
+user: a missing gradebook or unknown assignment raises ``ReportError`` with a
+sentence; an assignment with no submissions gives an explicit empty report.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, TextIO, TypeVar
+
+from grader_tests.registry import ALL_CHECKS, GRADE_ID_PREFIX, check_for_grade_id
+
+T = TypeVar("T")
+
+UNKNOWN_CHECK_NOTE = "not in the current check registry: renamed or removed since grading"
+NOT_A_CHECK_NOTE = "graded cell that is not one of our hidden checks"
+GRADED = ("graded", "partly graded")  # statuses with a score
+FAILED_EVERYTHING = "failed every check (probably nothing implemented yet: start from the beginning)"
+
+
+class ReportError(Exception):
+    """Bad input, with a message meant for the person running the command."""
+
+
+# ---------------------------------------------------------------- progress
+
+def progress(items: Iterable[T], total: int, label: str, stream: TextIO | None = None) -> Iterator[T]:
+    """Yield ``items`` while showing ``label i/total`` on ``stream`` (stderr).
+
+    On a terminal the line is redrawn in place; otherwise a line is written at
+    most every ~10 % so logs stay short."""
+    stream = stream if stream is not None else sys.stderr
+    tty = hasattr(stream, "isatty") and stream.isatty()
+    step = max(1, total // 10)
+    done = 0
+    if total == 0:
+        print(f"{label}: nothing to do", file=stream)
+    for item in items:
+        yield item
+        done += 1
+        if tty:
+            width = 24
+            bar = "#" * (width * done // max(total, 1))
+            stream.write(f"\r{label} [{bar:<{width}}] {done}/{total}")
+            if done == total:
+                stream.write("\n")
+            stream.flush()
+        elif done == total or done % step == 0:
+            print(f"{label}: {done}/{total}", file=stream, flush=True)
+
+
+# ---------------------------------------------------------------- data
+
+@dataclass
+class CheckStat:
+    grade_id: str
+    label: str  # the misconception a failure points to (raw grade id when unknown)
+    title: str
+    max_score: float
+    known: bool  # in the current registry
+    note: str = ""
+    notebook: str = ""
+    failed: list[str] = field(default_factory=list)  # student ids
+    passed: list[str] = field(default_factory=list)
+    not_graded: list[str] = field(default_factory=list)
+    not_submitted: list[str] = field(default_factory=list)  # submission lacks this check's notebook
+
+    @property
+    def graded(self) -> int:
+        return len(self.failed) + len(self.passed)
+
+    @property
+    def fail_share(self) -> float:
+        return len(self.failed) / self.graded if self.graded else 0.0
+
+
+@dataclass
+class StudentRow:
+    student_id: str
+    name: str
+    status: str  # "graded" | "partly graded" | "not graded" | "no submission"
+    score: float | None
+    max_score: float
+    failed: list[str] = field(default_factory=list)  # grade ids
+    timestamp: str = ""
+    unscored: list[str] = field(default_factory=list)  # notebooks with grades nobody scored
+    missing: list[str] = field(default_factory=list)  # notebooks of the assignment not in the submission
+
+
+@dataclass
+class ReportData:
+    assignment: str
+    generated: str
+    max_score: float
+    students: list[StudentRow]
+    checks: list[CheckStat]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def graded_students(self) -> list[StudentRow]:
+        return [s for s in self.students if s.status in GRADED]
+
+    @property
+    def failed_everything(self) -> list[str]:
+        """Graded students who passed no check at all."""
+        passed_any = {s for c in self.checks for s in c.passed}
+        return sorted(s.student_id for s in self.graded_students if s.failed and s.student_id not in passed_any)
+
+    def topics(self) -> list[tuple[str, list[str], list[str]]]:
+        """Follow-up topics: ``(misconception, grade ids, students)``, biggest first.
+
+        Checks sharing a label are one topic; students who failed every check
+        are listed once, separately, rather than under every topic."""
+        skip = set(self.failed_everything)
+        by_label: dict[str, tuple[list[str], set[str]]] = {}
+        for check in self.checks:
+            ids, who = by_label.setdefault(check.label, ([], set()))
+            ids.append(check.grade_id)
+            who.update(s for s in check.failed if s not in skip)
+        topics = [(label, ids, sorted(who)) for label, (ids, who) in by_label.items() if who]
+        return sorted(topics, key=lambda t: (-len(t[2]), t[0]))
+
+    def summary_numbers(self) -> dict:
+        scores = [s.score for s in self.graded_students if s.score is not None]
+        return {
+            "assignment": self.assignment,
+            "students": len(self.students),
+            "graded": len(self.graded_students),
+            "partly_graded": sum(s.status == "partly graded" for s in self.students),
+            "no_submission": sum(s.status == "no submission" for s in self.students),
+            "not_graded": sum(s.status == "not graded" for s in self.students),
+            "max_score": self.max_score,
+            "mean": round(statistics.fmean(scores), 3) if scores else None,
+            "median": statistics.median(scores) if scores else None,
+            "full_marks": sum(s == self.max_score for s in scores),
+            "failed_everything": self.failed_everything,
+            "fail_counts": {c.grade_id: len(c.failed) for c in self.checks},
+        }
+
+    def to_json(self) -> dict:
+        return {
+            "summary": self.summary_numbers(),
+            "checks": [dict(asdict(c), graded=c.graded, fail_share=round(c.fail_share, 4)) for c in self.checks],
+            "students": [asdict(s) for s in self.students],
+            "topics": [{"misconception": t, "grade_ids": ids, "students": who} for t, ids, who in self.topics()],
+            "notes": self.notes,
+        }
+
+
+def _sqlite_path(db_url: str) -> Path | None:
+    if db_url.startswith("sqlite:///"):
+        return Path(db_url[len("sqlite:///"):])
+    return None
+
+
+def default_db_url(course: Path) -> str:
+    import os
+
+    return os.environ.get("NBGRADER_DB_URL") or "sqlite:///" + str(Path(course).resolve() / "gradebook.db")
+
+
+def open_gradebook(db_url: str):
+    """nbgrader's Gradebook, refusing to create a missing sqlite file."""
+    import os
+
+    from nbgrader.api import Gradebook
+
+    # nbgrader runs `alembic` from PATH when it meets a database without tables
+    bindir = str(Path(sys.executable).parent)
+    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+    path = _sqlite_path(db_url)
+    if path is not None and not path.is_file():
+        raise ReportError(
+            f"no gradebook at {path}: nothing has been graded in this course yet "
+            "(run `nbgrader generate_assignment` and `nbgrader autograde` first, or pass --db-url)")
+    try:
+        return Gradebook(db_url)
+    except Exception as exc:  # a corrupt file or an unreachable database: one sentence, no traceback
+        raise ReportError(f"cannot open the gradebook {db_url}: {type(exc).__name__}: {exc}") from None
+
+
+def _check_meta(grade_id: str, max_score: float) -> CheckStat:
+    check = check_for_grade_id(grade_id)
+    if check is not None:
+        return CheckStat(grade_id, check.misconception, check.title, max_score, True)
+    note = UNKNOWN_CHECK_NOTE if grade_id.startswith(GRADE_ID_PREFIX) else NOT_A_CHECK_NOTE
+    return CheckStat(grade_id, grade_id, grade_id, max_score, False, note)
+
+
+def _order(grade_id: str, checks: dict | None = None, nb_order: dict | None = None) -> tuple[int, int, str]:
+    """Notebook order, then registry order, then name."""
+    order = {GRADE_ID_PREFIX + c.id: i for i, c in enumerate(ALL_CHECKS)}
+    nb = (nb_order or {}).get(checks[grade_id].notebook, 0) if checks and grade_id in checks else 0
+    return (nb, order.get(grade_id, len(order)), grade_id)
+
+
+def collect(db_url: str, assignment: str, *, course: Path | None = None,
+            log: Callable[[str], None] | None = None, stream: TextIO | None = None) -> ReportData:
+    """Read ``assignment`` from the gradebook at ``db_url``.
+
+    With ``course`` (the nbgrader course directory), a notebook missing from a
+    student's ``submitted/<student>/<assignment>/`` folder counts as *not
+    submitted* rather than as failing its checks (nbgrader scores it 0; the
+    score keeps that 0, the misconception counts leave it out)."""
+    from nbgrader.api import MissingEntry
+
+    log = log or (lambda msg: print(msg, file=stream or sys.stderr))
+    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    with open_gradebook(db_url) as gb:
+        known = sorted(a.name for a in gb.assignments)
+        try:
+            assign = gb.find_assignment(assignment)
+        except MissingEntry:
+            if not known:
+                log(f"the gradebook is empty: no assignment has been generated or graded yet")
+                return ReportData(assignment, generated, 0.0, [], [],
+                                  ["The gradebook is empty: no assignment has been generated or graded yet."])
+            raise ReportError(f"the gradebook has no assignment {assignment!r}; it has: {', '.join(known)}") from None
+
+        checks: dict[str, CheckStat] = {}
+        others: set[str] = set()  # graded cells that are not checks (written answers): scores only
+        nb_order = {nb.name: i for i, nb in enumerate(assign.notebooks)}
+
+        def stat_for(name: str, notebook: str, max_score: float) -> CheckStat | None:
+            if not name.startswith(GRADE_ID_PREFIX):
+                others.add(name)
+                return None
+            if name not in checks:
+                checks[name] = _check_meta(name, max_score)
+                checks[name].notebook = notebook
+            return checks[name]
+
+        for notebook in assign.notebooks:
+            for cell in notebook.grade_cells:
+                stat_for(cell.name, notebook.name, float(cell.max_score))
+        max_score = float(assign.max_score or 0.0)
+        students = sorted(gb.students, key=lambda s: s.id)
+        rows: list[StudentRow] = []
+        for student in progress(students, len(students), f"reading {assignment} submissions", stream):
+            name = " ".join(p for p in (student.first_name, student.last_name) if p)
+            try:
+                submission = gb.find_submission(assignment, student.id)
+            except MissingEntry:
+                rows.append(StudentRow(student.id, name, "no submission", None, max_score))
+                continue
+            failed, scored, unscored, missing = [], 0, [], []
+            folder = Path(course) / "submitted" / student.id / assignment if course else None
+            for notebook in submission.notebooks:
+                if folder is not None and folder.is_dir() and not (folder / f"{notebook.name}.ipynb").exists():
+                    missing.append(notebook.name)
+                    for grade in notebook.grades:
+                        stat = stat_for(grade.name, notebook.name, float(grade.max_score))
+                        if stat is not None:
+                            stat.not_submitted.append(student.id)
+                    continue
+                nb_unscored = 0
+                for grade in notebook.grades:
+                    # nbgrader's Grade.score reads 0 for a grade nobody scored; we do not
+                    score = grade.manual_score if grade.manual_score is not None else grade.auto_score
+                    stat = stat_for(grade.name, notebook.name, float(grade.max_score))
+                    if score is None:
+                        nb_unscored += 1
+                        if stat is not None:
+                            stat.not_graded.append(student.id)
+                        continue
+                    scored += 1
+                    if stat is None:
+                        continue
+                    if score < grade.max_score:
+                        stat.failed.append(student.id)
+                        failed.append(grade.name)
+                    else:
+                        stat.passed.append(student.id)
+                if nb_unscored:
+                    unscored.append(notebook.name)
+            stamp = submission.timestamp.strftime("%Y-%m-%d %H:%M") if submission.timestamp else ""
+            if scored == 0:
+                rows.append(StudentRow(student.id, name, "not graded", None, max_score, [], stamp, unscored,
+                                       missing))
+            else:
+                status = "partly graded" if unscored else "graded"
+                rows.append(StudentRow(student.id, name, status, float(submission.score), max_score,
+                                       sorted(failed, key=lambda g: _order(g, checks, nb_order)), stamp,
+                                       sorted(unscored, key=lambda n: nb_order.get(n, 0)), missing))
+
+    notes: list[str] = []
+    ordered = [checks[k] for k in sorted(checks, key=lambda g: _order(g, checks, nb_order))]
+    for stat in ordered:
+        if not stat.known:
+            notes.append(f"{stat.grade_id}: {stat.note}; shown under its raw id.")
+    nobody = sorted({c.notebook for c in ordered if c.not_submitted and not c.graded and not c.not_graded},
+                    key=lambda n: nb_order.get(n, 0))
+    if nobody:
+        notes.append(f"Not submitted by anyone graded here, so no misconception counts: {', '.join(nobody)}.")
+    if others:
+        notes.append(f"{len(others)} graded cell(s) are not hidden checks (e.g. written answers) and count in the "
+                     f"scores only: {', '.join(sorted(others)[:6])}{' …' if len(others) > 6 else ''}.")
+    ungraded = [GRADE_ID_PREFIX + c.id for c in ALL_CHECKS if GRADE_ID_PREFIX + c.id not in checks]
+    if checks and ungraded:
+        shown = ", ".join(ungraded[:6]) + (f" and {len(ungraded) - 6} more" if len(ungraded) > 6 else "")
+        notes.append(f"{len(ungraded)} check(s) of the registry have no grade cell in this assignment "
+                     f"(another assignment's, or added since grading): {shown}.")
+    if not any(r.status in GRADED for r in rows):
+        notes.insert(0, f"No submission of {assignment} has been autograded yet: this report is empty.")
+    for row in rows:
+        if row.status == "not graded":
+            notes.append(f"{row.student_id}: submitted but not autograded (autograde failed or is pending).")
+        elif row.status == "partly graded":
+            notes.append(f"{row.student_id}: not scored yet in {', '.join(row.unscored)} "
+                         "(autograde failed for that notebook, or manual grading is pending).")
+    return ReportData(assignment, generated, max_score, rows, ordered, notes)
+
+
+# ---------------------------------------------------------------- plots
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def plot_histogram(data: ReportData) -> str | None:
+    scores = [s.score for s in data.graded_students if s.score is not None]
+    if not scores:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 2.8))
+    top = max(data.max_score, max(scores))
+    bins = [x - 0.5 for x in range(0, int(top) + 2)]
+    ax.hist(scores, bins=bins, color="#4472c4", edgecolor="white")
+    ax.set_xlabel(f"score (out of {data.max_score:g})")
+    ax.set_ylabel("students")
+    ax.set_xlim(-0.5, top + 0.5)
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_title(f"{data.assignment}: total scores of {len(scores)} graded submissions")
+    ax.spines[["top", "right"]].set_visible(False)
+    return _png(fig)
+
+
+def plot_fail_shares(data: ReportData) -> str | None:
+    checks = [c for c in data.checks if c.graded]
+    if not checks:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    checks = sorted(checks, key=lambda c: c.fail_share)
+    fig, ax = plt.subplots(figsize=(7.5, 0.42 * len(checks) + 1.0))
+    labels = [c.label if c.known else f"{c.grade_id} (unknown check)" for c in checks]
+    shares = [100 * c.fail_share for c in checks]
+    bars = ax.barh(labels, shares, color=["#c0504d" if c.known else "#999999" for c in checks])
+    for bar, c in zip(bars, checks):
+        ax.text(bar.get_width() + 1, bar.get_y() + bar.get_height() / 2, f"{len(c.failed)}/{c.graded}",
+                va="center", fontsize=8)
+    ax.set_xlim(0, 112)
+    ax.set_xlabel("% of graded submissions failing the check")
+    ax.set_title("Which misconceptions the class has")
+    ax.spines[["top", "right"]].set_visible(False)
+    return _png(fig)
+
+
+# ---------------------------------------------------------------- html
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#222;padding:0 1rem}
+h1{margin-bottom:.2rem} .sub{color:#666;margin-top:0}
+table{border-collapse:collapse;margin:.5rem 0 1.5rem;font-size:.92rem}
+th,td{border:1px solid #ddd;padding:.3rem .55rem;text-align:left;vertical-align:top}
+th{background:#f3f3f3} td.num{text-align:right;font-variant-numeric:tabular-nums}
+.kpi{display:flex;gap:1rem;flex-wrap:wrap} .kpi div{background:#f5f7fb;border-radius:6px;padding:.6rem 1rem}
+.kpi b{display:block;font-size:1.4rem} .note{background:#fff8e1;border-left:4px solid #f0b400;padding:.4rem .8rem;margin:.3rem 0}
+.unknown{color:#777;font-style:italic} .empty{background:#eef;padding:1rem;border-radius:6px}
+.tag{display:inline-block;background:#fde8e7;border-radius:4px;padding:0 .35rem;margin:.1rem;font-size:.85rem}
+img{max-width:100%} td.num{white-space:nowrap}
+"""
+
+
+def _fmt(x: float | None) -> str:
+    return "–" if x is None else format(x, "g")
+
+
+def render_html(data: ReportData) -> str:
+    e = html.escape
+    nums = data.summary_numbers()
+    labels = {c.grade_id: c.label for c in data.checks}
+    out = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        f"<title>Misconception report: {e(data.assignment)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>Misconception report: {e(data.assignment)}</h1>",
+        f"<p class='sub'>From the nbgrader gradebook, {e(data.generated)}. Each hidden check tests one idea; "
+        "a failed check names the misconception behind it.</p>",
+    ]
+    for note in data.notes:
+        out.append(f"<div class='note'>{e(note)}</div>")
+    out.append("<div class='kpi' id='summary'>")
+    for key, title in (("students", "students"), ("graded", "graded submissions"),
+                       ("no_submission", "no submission"), ("mean", "mean score"), ("median", "median score"),
+                       ("full_marks", "full marks")):
+        value = nums[key]
+        extra = f" / {data.max_score:g}" if key in ("mean", "median") and value is not None else ""
+        out.append(f"<div><b data-key='{key}'>{e(_fmt(value))}{extra}</b>{e(title)}</div>")
+    out.append("</div>")
+
+    if not data.graded_students:
+        out.append("<h2>Nothing to report</h2><p class='empty' id='empty'>No graded submissions: "
+                   "there are no scores, misconceptions or follow-ups to show yet.</p>")
+    else:
+        hist, shares = plot_histogram(data), plot_fail_shares(data)
+        out.append("<h2>Score distribution</h2>")
+        if hist:
+            out.append(f"<img id='histogram' alt='histogram of total scores' src='{hist}'>")
+        out.append("<h2>Misconceptions: share of students failing each hidden check</h2>")
+        if shares:
+            out.append(f"<img id='fail-shares' alt='share failing each check' src='{shares}'>")
+        out.append("<table id='checks'><tr><th>misconception</th><th>check (grade id)</th><th>points</th>"
+                   "<th>failing</th><th>graded</th><th>share</th><th>students failing</th><th>notebook</th></tr>")
+        for c in sorted(data.checks, key=lambda c: (not c.graded, -c.fail_share, _order(c.grade_id))):
+            label = e(c.label) if c.known else f"<span class='unknown'>{e(c.grade_id)}</span> — {e(c.note)}"
+            out.append(
+                f"<tr data-grade-id='{e(c.grade_id)}'><td>{label}</td><td><code>{e(c.grade_id)}</code></td>"
+                f"<td class='num'>{c.max_score:g}</td><td class='num failing'>{len(c.failed)}</td>"
+                f"<td class='num'>{c.graded}</td>"
+                f"<td class='num'>{f'{100 * c.fail_share:.0f}%' if c.graded else '–'}</td>"
+                f"<td>{e(', '.join(c.failed))}</td><td>{e(c.notebook)}</td></tr>")
+        out.append("</table>")
+
+        out.append("<h2>Follow-up topics: who would benefit</h2>")
+        topics = data.topics()
+        if not topics and not data.failed_everything:
+            out.append("<p>Every graded submission passed every check.</p>")
+        out.append("<table id='topics'><tr><th>topic (misconception)</th><th>students</th><th>count</th></tr>")
+        for label, ids, who in topics:
+            out.append(f"<tr data-grade-ids='{e(' '.join(ids))}'><td>{e(label)}</td><td>{e(', '.join(who))}</td>"
+                       f"<td class='num'>{len(who)}</td></tr>")
+        if data.failed_everything:
+            out.append(f"<tr data-grade-ids='*'><td>{e(FAILED_EVERYTHING)}</td>"
+                       f"<td>{e(', '.join(data.failed_everything))}</td>"
+                       f"<td class='num'>{len(data.failed_everything)}</td></tr>")
+        out.append("</table>")
+
+    out.append("<h2>Students</h2>")
+    if not data.students:
+        out.append("<p class='empty'>No students in the gradebook.</p>")
+    else:
+        out.append("<table id='students'><tr><th>student</th><th>status</th><th>score</th><th>submitted</th>"
+                   "<th>failed checks (misconception)</th></tr>")
+        for s in data.students:
+            failed = "".join(f"<span class='tag' title='{e(g)}'>{e(labels.get(g, g))}</span>" for g in s.failed)
+            score = f"{_fmt(s.score)} / {s.max_score:g}" if s.score is not None else "–"
+            status = s.status + (f" ({', '.join(s.unscored)} not scored)" if s.unscored else "")
+            missing = (f"<br><small title='{e(', '.join(s.missing))}'>{len(s.missing)} notebook(s) not submitted"
+                       "</small>" if s.missing else "")
+            out.append(f"<tr data-student='{e(s.student_id)}'><td>{e(s.student_id)}</td><td>{e(status)}{missing}</td>"
+                       f"<td class='num'>{score}</td><td>{e(s.timestamp)}</td><td>{failed}</td></tr>")
+        out.append("</table>")
+    payload = json.dumps(data.to_json()).replace("</", "<\\/")
+    out.append(f"<script type='application/json' id='report-data'>{payload}</script>")
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def summary_text(data: ReportData, out: Path | None = None) -> str:
+    """The one-screen summary printed at the end of ``attention-course report``."""
+    n = data.summary_numbers()
+    lines = [f"Misconception report for {data.assignment}"]
+    if out is not None:
+        lines.append(f"  written to   {out}")
+    partly = f" ({n['partly_graded']} partly)" if n["partly_graded"] else ""
+    lines.append(f"  students     {n['students']} in the gradebook: {n['graded']} graded{partly}, "
+                 f"{n['no_submission']} without a submission, {n['not_graded']} not graded")
+    if n["graded"]:
+        lines.append(f"  scores       mean {n['mean']:g}, median {n['median']:g} of {data.max_score:g}; "
+                     f"{n['full_marks']} with full marks")
+        worst = sorted((c for c in data.checks if c.failed), key=lambda c: (-c.fail_share, _order(c.grade_id)))
+        if worst:
+            lines.append("  most missed")
+            for c in worst[:6]:
+                lines.append(f"    {len(c.failed):>3}/{c.graded:<3} {c.label}")
+    for note in data.notes[:5]:
+        lines.append(f"  note: {note}" if len(note) <= 110 else f"  note: {note[:109]}…")
+    if len(data.notes) > 5:
+        lines.append(f"  … and {len(data.notes) - 5} more notes in the report")
+    return "\n".join(lines)
+
+
+def write_report(db_url: str, assignment: str, out: Path, *, course: Path | None = None,
+                 stream: TextIO | None = None) -> ReportData:
+    """Collect, render and write the report to ``out``; progress goes to ``stream``."""
+    stream = stream if stream is not None else sys.stderr
+    started = time.monotonic()
+    data = collect(db_url, assignment, course=course, stream=stream)
+    print("rendering plots and HTML…", file=stream, flush=True)
+    page = render_html(data)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page, encoding="utf-8")
+    print(f"report written in {time.monotonic() - started:.1f} s", file=stream, flush=True)
+    return data
+
+
+def read_report_data(path: Path) -> dict:
+    """The JSON numbers embedded in a written report (for tests and tools)."""
+    text = Path(path).read_text(encoding="utf-8")
+    start = text.index("<script type='application/json' id='report-data'>") + len(
+        "<script type='application/json' id='report-data'>")
+    end = text.index("</script>", start)
+    return json.loads(text[start:end].replace("<\\/", "</"))

@@ -1,0 +1,154 @@
+"""``attention-course report / export-checks / export-canvas`` (kept import-light:
+torch and matplotlib load only when one of these commands runs)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .notebooks import ASSIGNMENT, COURSE_ROOT
+
+
+def add_report_commands(commands) -> None:
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--course", type=Path, default=COURSE_ROOT,
+                       help="course directory whose gradebook.db is read (default: this repository)")
+        p.add_argument("--db-url", default=None,
+                       help="gradebook database URL (default: $NBGRADER_DB_URL or <course>/gradebook.db)")
+
+    report = commands.add_parser("report", help="write the misconception report (self-contained HTML) "
+                                                "for an assignment from the gradebook")
+    report.add_argument("assignment", nargs="?", default=ASSIGNMENT)
+    report.add_argument("--out", type=Path, default=None,
+                        help="HTML file to write (default: <course>/build/reports/<assignment>.html)")
+    common(report)
+
+    fb = commands.add_parser("feedback", help="nbgrader generate_feedback with progress and a summary")
+    fb.add_argument("assignment", nargs="?", default=ASSIGNMENT)
+    fb.add_argument("--course", type=Path, default=COURSE_ROOT, help="course directory (default: this repository)")
+    fb.add_argument("--student", action="append", default=[], help="only this student (repeatable)")
+
+    for name, what in (("export-checks", "per-check breakdown CSV (one row per student and check)"),
+                       ("export-canvas", "Canvas-gradebook import CSV")):
+        p = commands.add_parser(name, help=f"export a {what} via our nbgrader export plug-in")
+        p.add_argument("assignment", nargs="*", help="assignments to export (default: all)")
+        p.add_argument("--to", type=Path, default=None, help="CSV file to write")
+        p.add_argument("--student", action="append", default=[], help="export only this student (repeatable)")
+        common(p)
+        if name == "export-canvas":
+            p.add_argument("--roster", type=Path, default=None,
+                           help="a Canvas Gradebook export: copy Student/ID/SIS/Section from it")
+            p.add_argument("--id-column", default="SIS Login ID", choices=["SIS Login ID", "SIS User ID", "ID"],
+                           help="Canvas column that receives the nbgrader student id")
+
+
+def run_report_command(args) -> int:
+    if args.command == "feedback":
+        return _feedback(args)
+    from .report import ReportError, default_db_url
+
+    db_url = args.db_url or default_db_url(args.course)
+    try:
+        if args.command == "report":
+            return _report(args, db_url)
+        return _export(args, db_url)
+    except ReportError as exc:
+        print(f"attention-course {args.command}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _report(args, db_url: str) -> int:
+    from .report import summary_text, write_report
+
+    out = args.out or Path(args.course) / "build" / "reports" / f"{args.assignment}.html"
+    data = write_report(db_url, args.assignment, out, course=args.course)
+    print(summary_text(data, out.resolve()))
+    return 0
+
+
+def _export(args, db_url: str) -> int:
+    import time
+
+    from .exports import CanvasExportPlugin, CheckBreakdownExportPlugin, run_export
+
+    started = time.monotonic()
+    canvas = args.command == "export-canvas"
+    default = "canvas_grades.csv" if canvas else "check_breakdown.csv"
+    to = args.to or Path(args.course) / "build" / "exports" / default
+    traits = {} if canvas else {"course_root": str(Path(args.course).resolve())}
+    if canvas:
+        traits["id_column"] = args.id_column
+        if args.roster:
+            traits["roster"] = str(args.roster)
+    summary = run_export(CanvasExportPlugin if canvas else CheckBreakdownExportPlugin, db_url, to=str(to),
+                         assignments=args.assignment, students=args.student, **traits)
+    what = "Canvas gradebook CSV" if canvas else "Per-check breakdown CSV"
+    print(f"{what} for {', '.join(summary['assignments']) or 'no assignment'}")
+    print(f"  written to   {Path(summary['dest']).resolve()}")
+    print(f"  students     {summary['students']}")
+    if canvas:
+        print(f"  ids in       {summary['id_column']}; {summary['missing_submissions']} missing submission(s) "
+              "exported as 0")
+        if summary["unmatched_in_roster"]:
+            print(f"  not in the roster: {', '.join(summary['unmatched_in_roster'])}")
+    else:
+        print(f"  rows         {summary['rows']}: {summary['passed']} passed, {summary['failed']} failed, "
+              f"{summary['not graded']} not graded, {summary['no submission']} without a submission, "
+              f"{summary['not submitted']} in notebooks not submitted")
+        if summary["unknown_grade_ids"]:
+            print(f"  note: not in the check registry (renamed since grading?): "
+                  f"{', '.join(summary['unknown_grade_ids'])}")
+    if not summary["assignments"]:
+        print("  note: the gradebook has no (matching) assignment: the file has a header only")
+    print(f"  done in {time.monotonic() - started:.1f} s")
+    return 0
+
+
+def _feedback(args) -> int:
+    """``nbgrader generate_feedback`` with a per-student progress line and a summary."""
+    import os
+    import re
+    import subprocess
+    import time
+
+    started = time.monotonic()
+    course = Path(args.course).resolve()
+    autograded = sorted(p.parent.name for p in (course / "autograded").glob(f"*/{args.assignment}"))
+    if args.student:
+        autograded = [s for s in autograded if s in args.student]
+    total = len(autograded)
+    if total == 0:
+        print(f"attention-course feedback: no autograded submission of {args.assignment} in {course} "
+              "(run nbgrader autograde first)", file=sys.stderr)
+        return 1
+    cmd = [str(Path(sys.executable).parent / "nbgrader"), "generate_feedback", args.assignment, "--force"]
+    for student in args.student:
+        cmd += ["--student", student]
+    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+    seen, failed, errors = [], [], []
+    converting = re.compile(r"Converting notebook .*?/autograded/([^/]+)/")
+    failing = re.compile(r"error processing assignment(?::| '[^']*' for student) '?(?:.*?/autograded/)?([^/'\s]+)")
+    proc = subprocess.Popen(cmd, cwd=course, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for line in proc.stdout:
+        m = converting.search(line)
+        if m and m.group(1) not in seen:
+            seen.append(m.group(1))
+            print(f"generating feedback: {len(seen)}/{total} ({m.group(1)})", file=sys.stderr, flush=True)
+        m = failing.search(line)
+        if m and m.group(1) not in failed:
+            failed.append(m.group(1))
+        if "| ERROR]" in line and len(errors) < 3:
+            errors.append(line.strip())
+    proc.wait()
+    written = sorted(p.parent.name for p in (course / "feedback").glob(f"*/{args.assignment}")
+                     if any(p.glob("*.html")) and p.parent.name in autograded)
+    print(f"Feedback for {args.assignment}")
+    print(f"  written to   {course / 'feedback'}/<student>/{args.assignment}/")
+    print(f"  students     {len(written)} of {total} autograded have feedback")
+    if failed or proc.returncode:
+        print(f"  failed       {', '.join(failed) or '(see nbgrader log)'}; nbgrader exit code {proc.returncode}")
+        for line in errors:
+            print(f"    {line[:110]}")
+    print(f"  done in {time.monotonic() - started:.1f} s")
+    return 0 if proc.returncode == 0 else 1

@@ -1,0 +1,267 @@
+"""LMS launches: a real JupyterHub on 127.0.0.1 configured by ``hub/lti.configure_lti``
+from the environment, a throw-away LMS (an RSA key pair made here, its JWKS served
+on 127.0.0.1) and signed LTI 1.3 launches for each role. No external LMS."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, quote, urlparse
+
+import pytest
+
+jwt = pytest.importorskip("jwt")
+requests = pytest.importorskip("requests")
+pytest.importorskip("ltiauthenticator")
+from cryptography.hazmat.primitives.asymmetric import rsa  # noqa: E402
+from jwt.algorithms import RSAAlgorithm  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+HUB_DIR = REPO / "hub"
+from lti import (  # noqa: E402  (hub/ is on pytest's pythonpath)
+    CourseLTI13Authenticator, configure_lti, default_role_groups, groups_for_roles, parse_role_groups, role_names,
+)
+
+LIS = "http://purl.imsglobal.org/vocab/lis/v2/"
+LEARNER = LIS + "membership#Learner"
+INSTRUCTOR = LIS + "membership#Instructor"
+TA = LIS + "membership/Instructor#TeachingAssistant"
+ISSUER = "https://lms.example.test"
+CLIENT_ID = "attention-tool-1"
+KID = "lms-key-1"
+COURSE = "dl-attention"
+STUDENTS, GRADERS, INSTRUCTORS = f"nbgrader-{COURSE}", f"formgrade-{COURSE}", f"instructors-{COURSE}"
+CLAIM = "https://purl.imsglobal.org/spec/lti/claim/"
+
+
+# ---------------------------------------------------------------- unit: mapping and configuration
+
+def test_role_names_and_default_mapping():
+    mapping = default_role_groups(COURSE)
+    assert groups_for_roles([LEARNER], mapping) == [STUDENTS]
+    assert groups_for_roles([TA], mapping) == [GRADERS]
+    assert groups_for_roles([INSTRUCTOR], mapping) == sorted([GRADERS, INSTRUCTORS])
+    # Canvas sends a TA as Instructor plus the TA sub-role: a TA, not an instructor
+    assert groups_for_roles([INSTRUCTOR, TA], mapping) == [GRADERS]
+    # institution roles are not course roles; bare names are allowed
+    assert role_names([LIS + "institution/person#Instructor", "Learner"]) == {"Learner"}
+    assert groups_for_roles([LIS + "membership#Mentor"], mapping) == []
+
+
+def test_configure_lti_reads_the_environment():
+    from traitlets.config import Config
+
+    env = {"LTI_ISSUER": ISSUER, "LTI_CLIENT_ID": "a, b", "LTI_AUTHORIZE_URL": "https://lms/auth",
+           "LTI_JWKS_URL": "https://lms/jwks", "LTI_USERNAME_KEY": "custom_login",
+           "LTI_ROLE_GROUPS": "Learner=s1;TeachingAssistant=g1;Instructor=g1,i1", "LTI_URI_SCHEME": "https"}
+    c = Config()
+    configure_lti(c, env)
+    auth = CourseLTI13Authenticator(config=c)
+    assert (auth.issuer, auth.client_id, auth.authorize_url, auth.jwks_endpoint) == (
+        ISSUER, {"a", "b"}, "https://lms/auth", "https://lms/jwks")
+    assert auth.username_key == "custom_login" and auth.uri_scheme == "https"
+    assert auth.role_groups == parse_role_groups(env["LTI_ROLE_GROUPS"]) == {
+        "Learner": ["s1"], "TeachingAssistant": ["g1"], "Instructor": ["g1", "i1"]}
+    assert auth.manage_groups and auth.allow_all
+    with pytest.raises(SystemExit, match="LTI_JWKS_URL"):
+        configure_lti(Config(), {k: v for k, v in env.items() if k != "LTI_JWKS_URL"})
+    with pytest.raises(ValueError, match="LTI_ROLE_GROUPS"):
+        parse_role_groups("Learner")
+
+
+# ---------------------------------------------------------------- integration: a real hub
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _chp() -> str | None:
+    local = REPO / "node_modules" / ".bin" / "configurable-http-proxy"
+    return str(local) if local.exists() else shutil.which("configurable-http-proxy")
+
+
+class LMS:
+    """The platform side: a key pair, its JWKS on 127.0.0.1, and signed id_tokens."""
+
+    def __init__(self):
+        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        jwk = json.loads(RSAAlgorithm.to_jwk(self.key.public_key()))
+        jwk.update(kid=KID, alg="RS256", use="sig")
+        body = json.dumps({"keys": [jwk]}).encode()
+
+        class JWKS(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802
+                self.send_response(200 if self.path == "/jwks.json" else 404)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(body if self.path == "/jwks.json" else b"{}")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), JWKS)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def id_token(self, *, email, roles, nonce, key=None, **extra):
+        now = int(time.time())
+        claims = {
+            "iss": ISSUER, "aud": CLIENT_ID, "sub": uuid.uuid5(uuid.NAMESPACE_DNS, email).hex, "email": email,
+            "iat": now, "exp": now + 300, "nonce": nonce,
+            CLAIM + "version": "1.3.0", CLAIM + "deployment_id": "deployment-1",
+            CLAIM + "message_type": "LtiResourceLinkRequest", CLAIM + "target_link_uri": "http://127.0.0.1/hub",
+            CLAIM + "resource_link": {"id": "self-attention-link"}, CLAIM + "roles": roles,
+            CLAIM + "context": {"id": "course-42", "label": "DL", "title": "Deep learning"},
+        }
+        claims.update(extra)
+        return jwt.encode(claims, key or self.key, algorithm="RS256", headers={"kid": KID})
+
+
+HUB_CONFIG = """
+import sys
+sys.path.insert(0, {hub_dir!r})
+from lti import configure_lti
+configure_lti(c)
+c.JupyterHub.bind_url = "http://127.0.0.1:{port}"
+c.JupyterHub.hub_bind_url = "http://127.0.0.1:{hub_port}"
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{api_port}"
+c.ConfigurableHTTPProxy.command = [{chp!r}]
+c.ConfigurableHTTPProxy.pid_file = {state!r} + "/proxy.pid"
+c.JupyterHub.db_url = "sqlite:///" + {state!r} + "/jupyterhub.sqlite"
+c.JupyterHub.cookie_secret_file = {state!r} + "/cookie_secret"
+c.JupyterHub.services = [{{"name": "checker", "api_token": {token!r}}}]
+c.JupyterHub.load_roles = [
+    {{"name": "checker", "scopes": ["list:users", "read:users", "read:users:groups"], "services": ["checker"]}},
+    {{"name": "graders", "scopes": ["access:services"], "groups": [{graders!r}]}},
+]
+"""
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    chp = _chp()
+    if chp is None:
+        pytest.skip("configurable-http-proxy is not installed (make system-deps)")
+    state = tmp_path_factory.mktemp("hub")
+    lms = LMS()
+    port, hub_port, api_port = _free_port(), _free_port(), _free_port()
+    token = uuid.uuid4().hex
+    (state / "jupyterhub_config.py").write_text(HUB_CONFIG.format(
+        hub_dir=str(HUB_DIR), port=port, hub_port=hub_port, api_port=api_port, chp=chp, state=str(state),
+        token=token, graders=GRADERS))
+    env = dict(os.environ, LTI_ISSUER=ISSUER, LTI_CLIENT_ID=CLIENT_ID, LTI_URI_SCHEME="http",
+               LTI_AUTHORIZE_URL=lms.url + "/authorize", LTI_JWKS_URL=lms.url + "/jwks.json",
+               NBGRADER_COURSE_ID=COURSE, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
+    for name in ("LTI_ROLE_GROUPS", "LTI_USERNAME_KEY", "LTI_ALLOW_UNMAPPED_ROLES"):
+        env.pop(name, None)
+    log = open(state / "hub.log", "w")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "jupyterhub"), "-f", "jupyterhub_config.py"],
+                            cwd=state, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                pytest.fail("the hub exited:\n" + (state / "hub.log").read_text()[-3000:])
+            try:
+                if requests.get(base + "/hub/api", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("the hub did not start in 60 s:\n" + (state / "hub.log").read_text()[-3000:])
+            time.sleep(0.3)
+        yield {"base": base, "lms": lms, "token": token, "log": state / "hub.log"}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        lms.server.shutdown()
+        log.close()
+
+
+def _login_init(hub, email):
+    """Step 1 (LMS → tool): OIDC login initiation; returns the session and the authorize request."""
+    session = requests.Session()
+    r = session.post(hub["base"] + "/hub/lti13/oauth_login", allow_redirects=False, data={
+        "iss": ISSUER, "login_hint": email, "target_link_uri": hub["base"] + "/hub", "client_id": CLIENT_ID,
+        "lti_message_hint": "hint-1"})
+    assert r.status_code == 302, r.text[:500]
+    location = urlparse(r.headers["Location"])
+    assert f"{location.scheme}://{location.netloc}{location.path}" == hub["lms"].url + "/authorize"
+    return session, {k: v[0] for k, v in parse_qs(location.query).items()}
+
+
+def launch(hub, email, roles, *, nonce=None, key=None):
+    """A whole launch; returns the callback response (the tool's answer to the signed id_token)."""
+    session, auth = _login_init(hub, email)
+    assert auth["client_id"] == CLIENT_ID and auth["response_type"] == "id_token"
+    token = hub["lms"].id_token(email=email, roles=roles, nonce=nonce or auth["nonce"], key=key)
+    return session.post(auth["redirect_uri"], data={"id_token": token, "state": auth["state"]},
+                        allow_redirects=False)
+
+
+def groups_of(hub, name):
+    r = requests.get(hub["base"] + "/hub/api/users/" + quote(name, safe=""),
+                     headers={"Authorization": "token " + hub["token"]}, timeout=10)
+    if r.status_code == 404:
+        return None
+    r.raise_for_status()
+    return sorted(r.json()["groups"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("email, roles, groups", [
+    ("learner@lms.test", [LEARNER], [STUDENTS]),
+    ("ta@lms.test", [INSTRUCTOR, TA], [GRADERS]),
+    ("prof@lms.test", [INSTRUCTOR, LIS + "institution/person#Faculty"], sorted([GRADERS, INSTRUCTORS])),
+])
+def test_signed_launch_puts_each_role_in_its_groups(hub, email, roles, groups):
+    r = launch(hub, email, roles)
+    assert r.status_code == 302, r.text[:500]
+    assert "jupyterhub-hub-login" in r.headers.get("Set-Cookie", ""), "the launch logs the user in"
+    assert groups_of(hub, email) == groups
+
+
+@pytest.mark.slow
+def test_groups_follow_the_lms_role_at_every_launch(hub):
+    assert launch(hub, "switch@lms.test", [INSTRUCTOR]).status_code == 302
+    assert groups_of(hub, "switch@lms.test") == sorted([GRADERS, INSTRUCTORS])
+    assert launch(hub, "switch@lms.test", [LEARNER]).status_code == 302
+    assert groups_of(hub, "switch@lms.test") == [STUDENTS]
+
+
+@pytest.mark.slow
+def test_bad_signature_is_rejected(hub):
+    forger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    r = launch(hub, "forged@lms.test", [INSTRUCTOR], key=forger)
+    assert r.status_code == 400 and "signature" in r.text.lower()
+    assert "jupyterhub-hub-login" not in r.headers.get("Set-Cookie", "")
+    assert groups_of(hub, "forged@lms.test") is None
+
+
+@pytest.mark.slow
+def test_wrong_nonce_is_rejected(hub):
+    r = launch(hub, "replay@lms.test", [LEARNER], nonce="a-nonce-from-another-launch")
+    assert r.status_code == 400 and "nonce" in r.text.lower()
+    assert groups_of(hub, "replay@lms.test") is None
+
+
+@pytest.mark.slow
+def test_role_without_a_course_group_is_refused(hub):
+    r = launch(hub, "mentor@lms.test", [LIS + "membership#Mentor"])
+    assert r.status_code == 403
+    assert groups_of(hub, "mentor@lms.test") is None
