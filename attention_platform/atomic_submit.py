@@ -1,0 +1,239 @@
+"""An all-or-nothing ``nbgrader submit`` (student side of nbgrader's pluggable exchange).
+
+Stock ``ExchangeSubmit`` copies the student's files straight into their final folder
+``inbound/<student>+<assignment>+<timestamp>+<random>/``. A grader who collects while that
+copy runs, a server killed half-way, or a disk that fills up leaves a *partial* submission
+exactly where ``collect`` looks. Here a submission is built in a hidden folder next to its
+final place (``.partial-<final name>``, which no collect glob matches: a leading dot is
+never matched by ``*``), flushed to disk, and renamed into place in one ``rename(2)``. The
+inbound therefore holds complete submissions only; a failure leaves nothing behind but,
+at worst, a hidden folder that the student's next submit sweeps away.
+
+A retry is idempotent: when the student's newest complete submission already holds exactly
+the files being submitted (same bytes), nothing new is filed and the student is told when
+it was received. A student whose server died after the rename but before the browser saw
+the answer can therefore press Submit again without creating a second copy.
+
+Errors that concern the student (exchange full, read-only, not writable) end in an
+``ExchangeError`` whose message says, in one sentence, that the submission was NOT
+received, why, and what to do; the Assignments tab shows it.
+
+Wired in ``hub/student/nbgrader_config.py``:
+``c.ExchangeFactory.submit = "attention_platform.atomic_submit.AtomicSubmit"``.
+"""
+
+from __future__ import annotations
+
+import errno
+import glob
+import hashlib
+import os
+import shutil
+import time
+
+from nbgrader.exchange.default.submit import ExchangeSubmit
+from nbgrader.utils import ignore_patterns
+
+PARTIAL_PREFIX = ".partial-"
+# Files nbgrader adds to a submission; they differ on every submit and are not the student's work.
+EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")
+# A leftover hidden folder older than this is swept away by the student's next submit
+# (younger ones may belong to a submit running in another tab).
+STALE_PARTIAL_SECONDS = 600
+
+_ERRNO_MESSAGES = {
+    errno.ENOSPC: "the course's submission storage is full",
+    errno.EDQUOT: "the course's submission storage quota is used up",
+    errno.EFBIG: "a file is larger than the submission storage accepts",
+    errno.EROFS: "the course's submission storage is read-only right now",
+    errno.EACCES: "you are not allowed to write to the course's submission folder",
+    errno.EPERM: "you are not allowed to write to the course's submission folder",
+}
+
+
+def not_received(reason: str) -> str:
+    """The one message a student reads when a submit fails for a reason outside their work."""
+    return (f"Your submission was NOT received: {reason}. Nothing was handed in, and your files "
+            "are unchanged in your home folder. Please try again in a few minutes; if this keeps "
+            "happening, tell your instructor (before the deadline) with this message.")
+
+
+def content_digest(folder: str, ignore=None) -> str:
+    """SHA-256 over the relative paths and bytes of a submission's files (exchange files excluded).
+
+    ``ignore`` is a ``shutil.copytree``-style callable: what submit would not copy is not counted.
+    """
+    digest = hashlib.sha256()
+    for root, dirs, files in os.walk(folder):
+        skipped = set(ignore(root, dirs + files)) if ignore else set()
+        dirs[:] = sorted(d for d in dirs if d not in skipped)
+        for name in sorted(f for f in files if f not in skipped):
+            path = os.path.join(root, name)
+            rel = os.path.relpath(path, folder)
+            if rel in EXCHANGE_FILES:
+                continue
+            digest.update(rel.encode() + b"\0")
+            with open(path, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 16), b""):
+                    digest.update(block)
+            digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _fsync_tree(folder: str) -> None:
+    for root, _dirs, files in os.walk(folder):
+        for name in files:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fd = os.open(root, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class AtomicSubmit(ExchangeSubmit):
+    """``nbgrader submit`` that files a complete submission or nothing."""
+
+    def init_dest(self):
+        try:
+            super().init_dest()
+        except Exception as exc:
+            if "write permissions" in str(exc):
+                inbound = os.path.join(self.root, self.coursedir.course_id, "inbound")
+                reason = _ERRNO_MESSAGES[errno.EROFS if _read_only(inbound) else errno.EACCES]
+                self.fail(not_received(reason))
+            raise
+
+    def _own_submissions(self) -> list[str]:
+        pattern = os.path.join(self.inbound_path, "{}+{}+*".format(
+            self.assignment_filename.split("+")[0], self.coursedir.assignment_id))
+        # <student>+<assignment>+<timestamp>+<random>: newest timestamp first.
+        return sorted(glob.glob(pattern), key=lambda p: os.path.basename(p).split("+")[2], reverse=True)
+
+    def _sweep_stale_partials(self) -> None:
+        student = self.assignment_filename.split("+")[0]
+        pattern = os.path.join(self.inbound_path, "{}{}+{}+*".format(PARTIAL_PREFIX, student,
+                                                                    self.coursedir.assignment_id))
+        for path in glob.glob(pattern):
+            try:
+                if time.time() - os.lstat(path).st_mtime > STALE_PARTIAL_SECONDS:
+                    shutil.rmtree(path, ignore_errors=True)
+            except OSError:
+                pass
+
+    def copy_files(self):
+        self.init_release()
+        self.check_filename_diff()
+        self._sweep_stale_partials()
+
+        final = os.path.join(self.inbound_path, self.assignment_filename)
+        partial = os.path.join(self.inbound_path, PARTIAL_PREFIX + self.assignment_filename)
+        self.log.info("Source: {}".format(self.src_path))
+        self.log.info("Destination: {}".format(final))
+
+        # An identical, complete submission is already in: a retry, not a new submission.
+        newest = self._own_submissions()[:1]
+        if newest:
+            try:
+                ignore = ignore_patterns(exclude=self.coursedir.ignore, include=self.coursedir.include,
+                                         max_file_size=self.coursedir.max_file_size, log=self.log)
+                same = content_digest(newest[0]) == content_digest(self.src_path, ignore)
+            except OSError:
+                same = False
+            if same:
+                with open(os.path.join(newest[0], "timestamp.txt")) as fh:
+                    received = fh.read().strip()
+                self.timestamp = received  # what the student is shown and cached
+                self._copy_to_cache(newest[0], received)
+                self.log.info("Already received at {}: identical to your last submission; nothing new "
+                              "was filed.".format(received))
+                self.log.info("Submitted as: {} {} {}".format(
+                    self.coursedir.course_id, self.coursedir.assignment_id, received))
+                return
+
+        import secrets
+        from stat import S_IRGRP, S_IROTH, S_IRUSR, S_IWUSR, S_IXGRP, S_IXOTH, S_IXUSR
+
+        try:
+            self.do_copy(self.src_path, partial)
+            with open(os.path.join(partial, "timestamp.txt"), "w") as fh:
+                fh.write(self.timestamp)
+            with open(os.path.join(partial, "submission_secret.txt"), "w") as fh:
+                fh.write(secrets.token_hex(64))
+            self.set_perms(
+                partial,
+                fileperms=(S_IRUSR | S_IWUSR | S_IRGRP | S_IROTH),
+                dirperms=(S_IRUSR | S_IWUSR | S_IXUSR | S_IRGRP | S_IXGRP | S_IROTH | S_IXOTH))
+            os.chmod(partial, 0o777)  # as stock nbgrader: the instructor can delete it later
+            _fsync_tree(partial)
+            os.rename(partial, final)  # the only step collect can observe: all or nothing
+            fd = os.open(self.inbound_path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except BaseException as exc:
+            shutil.rmtree(partial, ignore_errors=True)
+            if isinstance(exc, (shutil.Error, OSError)):
+                code = _errno_of(exc)
+                reason = _ERRNO_MESSAGES.get(code)
+                if reason is None:
+                    reason = "the course's submission storage failed ({})".format(
+                        os.strerror(code) if code else type(exc).__name__)
+                self.log.error("submit of %s failed: %r", self.assignment_filename, exc)
+                self.fail(not_received(reason))
+            if isinstance(exc, RuntimeError) and "too big" in str(exc):  # nbgrader's max_dir_size
+                self.fail(not_received(
+                    "your assignment folder is larger than the {:.0f} MB a submission may hold; remove large "
+                    "files (data, outputs) from it".format(self.coursedir.max_dir_size / 1000)))
+            raise
+
+        with open(os.path.join(final, "submission_secret.txt")) as fh:
+            self._secret = fh.read()
+        self._copy_to_cache(final, self.timestamp)
+        self.log.info("Submitted as: {} {} {}".format(
+            self.coursedir.course_id, self.coursedir.assignment_id, str(self.timestamp)))
+
+    def _copy_to_cache(self, submission: str, timestamp: str) -> None:
+        """The student's own record of what they submitted (the Assignments tab lists it).
+
+        A failure here is logged, not raised: the submission itself is safely in, and an
+        error would make the student submit again for nothing.
+        """
+        base = self.assignment_filename.rsplit("+", 1)[0] if self.add_random_string else self.assignment_filename
+        cache_path = os.path.join(self.cache_path, base)
+        try:
+            os.makedirs(self.cache_path, exist_ok=True)
+            if not os.path.isdir(cache_path):
+                self.do_copy(self.src_path, cache_path)
+                with open(os.path.join(cache_path, "timestamp.txt"), "w") as fh:
+                    fh.write(timestamp)
+                with open(os.path.join(submission, "submission_secret.txt")) as src, \
+                        open(os.path.join(cache_path, "submission_secret.txt"), "w") as dst:
+                    dst.write(src.read())
+        except OSError as exc:
+            self.log.warning("Submitted, but the local record in %s could not be written: %s", cache_path, exc)
+
+
+def _errno_of(exc: BaseException) -> int | None:
+    if isinstance(exc, OSError) and exc.errno:
+        return exc.errno
+    if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list):
+        for _src, _dst, why in exc.args[0]:
+            for code, text in ((errno.ENOSPC, "No space left"), (errno.EROFS, "Read-only"),
+                               (errno.EDQUOT, "quota"), (errno.EACCES, "Permission denied"),
+                               (errno.EFBIG, "File too large")):
+                if text in str(why):
+                    return code
+    return None
+
+
+def _read_only(path: str) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
