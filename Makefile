@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 DEMO_DIR ?= build/demo
 export PATH := $(BIN):$(PATH)
 
-.PHONY: venv system-deps demo test release clean
+.PHONY: venv system-deps demo test release clean start load bench
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,13 +20,29 @@ venv: $(VENV)/.installed
 system-deps:
 	scripts/install-system-deps.sh
 
+## The course's JupyterHub on 127.0.0.1, no Docker: prints the demo accounts; Ctrl-C stops it.
+start: venv system-deps
+	$(BIN)/attention-course hub
+
 ## Grade the bundled sample class end to end and print the grade table.
 demo: venv
 	$(BIN)/attention-course demo --workdir $(DEMO_DIR)
 
+## Stock nbgrader autograde vs the sandboxed batch grader on BENCH_N generated submissions:
+## identical grades, both throughputs and their ratio, submit-to-feedback latency (not part of CI).
+BENCH_N ?= 100
+bench: venv
+	$(BIN)/attention-course bench-autograde -n $(BENCH_N)
+
 ## The whole test suite (CI runs exactly this).
 test: venv system-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## The deadline rush (issue #7): LOAD_STUDENTS simulated students against a native hub;
+## per-step latency, lost/duplicated submissions, memory. Figures: build/load/load-results.json
+LOAD_STUDENTS ?= 50
+load: venv system-deps
+	$(BIN)/attention-course load-test -n $(LOAD_STUDENTS)
 
 ## Regenerate release/ from source/ (commit the result).
 release: venv

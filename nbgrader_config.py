@@ -10,6 +10,7 @@ from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPrep
 from nbgrader import preprocessors as pp
 
 from attention_platform.preprocessors import HideCheckCode, RestoreCellMetadata, SanitizeCheckOutputs
+from attention_platform.sandboxed_execute import SandboxedExecute
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
@@ -29,6 +30,10 @@ c.Execute.timeout = int(os.environ.get("NBGRADER_CELL_TIMEOUT", "60"))
 
 # A deleted check cell is restored from the instructor's copy and graded, not lost.
 c.OverwriteCells.add_missing_cells = True
+# TA rubrics live in locked markdown cells (grade id rubric_<answer>) inside ### BEGIN/END MARK SCHEME:
+# stripped from the release, restored from the gradebook at autograde (so the formgrader shows them next
+# to the answer) and stripped again from the feedback. They are not task cells, hence no enforcement.
+c.ClearMarkScheme.enforce_metadata = False
 # Before nbgrader's own sanitising: edited cell metadata is put back (see preprocessors.py).
 c.Autograde.sanitize_preprocessors = [
     pp.ClearOutput,
@@ -40,8 +45,13 @@ c.Autograde.sanitize_preprocessors = [
 ]
 
 # After execution: one-line errors and no stderr in check cells (see preprocessors.py).
+# Student code runs in a fresh sandbox per submission (no network, own uid, only its own files,
+# cgroup/rlimit bounds) and every check's verdict is judged outside it (attention_platform/sandbox/).
+# ATTENTION_AUTOGRADE_EXECUTE=stock runs nbgrader's in-kernel Execute instead (benchmark baseline).
+STOCK_EXECUTE = os.environ.get("ATTENTION_AUTOGRADE_EXECUTE", "sandbox") == "stock"
+c.SandboxedExecute.cell_timeout = c.Execute.timeout
 c.Autograde.autograde_preprocessors = [
-    pp.Execute,
+    pp.Execute if STOCK_EXECUTE else SandboxedExecute,
     SanitizeCheckOutputs,
     pp.IgnorePattern,
     ClearMetadataPreprocessor,
@@ -54,6 +64,7 @@ c.Autograde.autograde_preprocessors = [
 # Feedback shows each check's verdict and message, never its code.
 c.GenerateFeedback.preprocessors = [
     HideCheckCode,
+    pp.ClearMarkScheme,
     SanitizeCheckOutputs,
     pp.GetGrades,
     CSSHTMLHeaderPreprocessor,

@@ -44,12 +44,14 @@ def nbgrader(course: Path, *args: str, check: bool = False, timeout: float = 180
     )
 
 
-def write_submission(course: Path, student: str, notebook, *, timestamp: datetime | None = None) -> Path:
+def write_submission(course: Path, student: str, notebook, *, timestamp: datetime | None = None,
+                     name: str = NOTEBOOK) -> Path:
     """File a submission as ``nbgrader collect`` would. ``notebook`` is a
-    NotebookNode, or raw bytes/str to store verbatim (for broken files)."""
+    NotebookNode, or raw bytes/str to store verbatim (for broken files);
+    ``name`` is its file name (one call per notebook of the assignment)."""
     folder = course / "submitted" / student / ASSIGNMENT
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / NOTEBOOK
+    path = folder / name
     if isinstance(notebook, (bytes, bytearray)):
         path.write_bytes(notebook)
     elif isinstance(notebook, str):
@@ -61,17 +63,28 @@ def write_submission(course: Path, student: str, notebook, *, timestamp: datetim
     return path
 
 
-def check_scores(course: Path, course_id: str | None = None) -> dict[str, dict[str, float | None]]:
-    """``{student: {grade_id: score}}`` for every autograded submission in the gradebook."""
+def check_scores(course: Path, course_id: str | None = None,
+                 notebook: str | None = NOTEBOOK) -> dict[str, dict[str, float | None]]:
+    """``{student: {grade_id: score}}`` for every autograded submission in the gradebook:
+    of ``notebook`` (default the core one), or of every notebook if ``notebook`` is None
+    (grade ids of different notebooks are prefixed ``<notebook id>/`` then)."""
     from nbgrader.api import Gradebook, MissingEntry
 
     db_url = "sqlite:///" + str(course / "gradebook.db")
     table: dict[str, dict[str, float | None]] = {}
     with Gradebook(db_url) as gb:
         for student in gb.students:
+            if notebook is None:
+                try:
+                    submission = gb.find_submission(ASSIGNMENT, student.id)
+                except MissingEntry:
+                    continue
+                table[student.id] = {f"{nb.name}/{grade.name}": grade.score
+                                     for nb in submission.notebooks for grade in nb.grades}
+                continue
             try:
-                notebook = gb.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, student.id)
+                found = gb.find_submission_notebook(notebook.removesuffix(".ipynb"), ASSIGNMENT, student.id)
             except MissingEntry:
                 continue
-            table[student.id] = {grade.name: grade.score for grade in notebook.grades}
+            table[student.id] = {grade.name: grade.score for grade in found.grades}
     return table

@@ -15,8 +15,12 @@ import nbformat
 
 from . import samples
 from .course import check_scores, copy_course, nbgrader, write_submission
-from .notebooks import ASSIGNMENT, NOTEBOOK, with_answer
-from grader_tests.registry import ALL_CHECKS, GRADE_ID_PREFIX
+from .notebooks import ASSIGNMENT, NOTEBOOK, PART_NOTEBOOKS, solved, with_answer
+from grader_tests.registry import GRADE_ID_PREFIX, NOTEBOOK_CHECKS
+
+ALL_CHECKS = NOTEBOOK_CHECKS["self_attention"]  # the table's columns: the core notebook's checks
+# Sample students who also hand in the further parts (02–06), with the instructor's solutions.
+PART_STUDENTS = ("ada",)
 
 
 def grade_table(scores: dict[str, dict[str, float | None]]) -> str:
@@ -34,6 +38,20 @@ def grade_table(scores: dict[str, dict[str, float | None]]) -> str:
     return "\n".join(lines)
 
 
+def parts_table(scores: dict[str, dict[str, float | None]]) -> str:
+    """Per student and part notebook: points so far (written answers count once a TA grades them)."""
+    stems = [n.removesuffix(".ipynb") for n in PART_NOTEBOOKS]
+    lines = [f"{'student':<8} " + " ".join(f"{s[:18]:>18}" for s in stems)]
+    for student in sorted(scores):
+        cells = []
+        for stem in stems:
+            grades = [v for k, v in scores[student].items() if k.startswith(stem + "/")]
+            cells.append(format(sum(v or 0 for v in grades), "g") if grades else "-")
+        lines.append(f"{student:<8} " + " ".join(f"{c:>18}" for c in cells))
+    lines.append("(parts 4-6 also have written answers, 9 points in all, graded by a TA in the formgrader)")
+    return "\n".join(lines)
+
+
 def run_demo(workdir: Path, log=print) -> dict[str, dict[str, float | None]]:
     started = time.monotonic()
     course = copy_course(workdir)
@@ -43,12 +61,19 @@ def run_demo(workdir: Path, log=print) -> dict[str, dict[str, float | None]]:
     log(f"release generated: {course / 'release' / ASSIGNMENT / NOTEBOOK}")
     for student in samples.SAMPLE_CLASS:
         write_submission(course, student, with_answer(release, samples.sample_answer(student)))
+    for name in PART_NOTEBOOKS:
+        part = solved(nbformat.read(course / "release" / ASSIGNMENT / name, as_version=4),
+                      nbformat.read(course / "source" / ASSIGNMENT / name, as_version=4))
+        for student in PART_STUDENTS:
+            write_submission(course, student, part, name=name)
     log(f"{len(samples.SAMPLE_CLASS)} sample submissions filed; autograding (real kernels)…")
     nbgrader(course, "autograde", ASSIGNMENT, "--force", check=True)
     nbgrader(course, "generate_feedback", ASSIGNMENT, "--force", check=True)
     scores = check_scores(course)
     log("")
     log(grade_table(scores))
+    log("")
+    log(parts_table({s: g for s, g in check_scores(course, notebook=None).items() if s in PART_STUDENTS}))
     log("")
     log(f"feedback: {course / 'feedback'}/<student>/{ASSIGNMENT}/{NOTEBOOK.replace('.ipynb', '.html')}")
     log(f"done in {time.monotonic() - started:.1f} s")

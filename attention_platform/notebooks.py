@@ -19,14 +19,18 @@ ASSIGNMENT = "self_attention"
 NOTEBOOK = "self_attention.ipynb"
 CLASS_CELL_ID = "self_attention_class"
 ANSWERED_METHODS = ("forward", "attention_weights")
+# The assignment's further parts, each its own notebook (see grader_tests.registry.NOTEBOOK_CHECKS).
+PART_NOTEBOOKS = ("02_by_hand.ipynb", "03_head_and_bias.ipynb", "04_shapes_and_cost.ipynb",
+                  "05_experiments.ipynb", "06_explain.ipynb")
+NOTEBOOKS = (NOTEBOOK, *PART_NOTEBOOKS)
 
 
-def release_notebook(course_root: Path = COURSE_ROOT) -> nbformat.NotebookNode:
-    return nbformat.read(course_root / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
+def release_notebook(course_root: Path = COURSE_ROOT, notebook: str = NOTEBOOK) -> nbformat.NotebookNode:
+    return nbformat.read(course_root / "release" / ASSIGNMENT / notebook, as_version=4)
 
 
-def source_notebook(course_root: Path = COURSE_ROOT) -> nbformat.NotebookNode:
-    return nbformat.read(course_root / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
+def source_notebook(course_root: Path = COURSE_ROOT, notebook: str = NOTEBOOK) -> nbformat.NotebookNode:
+    return nbformat.read(course_root / "source" / ASSIGNMENT / notebook, as_version=4)
 
 
 def class_cell(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
@@ -72,4 +76,51 @@ def class_namespace(nb: nbformat.NotebookNode) -> dict:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         if grade_id in ("imports", CLASS_CELL_ID):
             exec(compile(cell.source, f"<{grade_id}>", "exec"), namespace)
+    return namespace
+
+
+# --------------------------------------------------------------------------- the further parts
+# A part answer is a list of edits (grade_id, old, new) to the instructor's cells: the instructor
+# solution with one misconception (or another idiom) typed in.
+
+def _grade_id(cell) -> str | None:
+    return cell.metadata.get("nbgrader", {}).get("grade_id")
+
+
+def with_edits(nb: nbformat.NotebookNode, edits=()) -> nbformat.NotebookNode:
+    """A copy of ``nb`` with each ``(grade_id, old, new)`` edit applied (``old`` must occur)."""
+    copy = nbformat.from_dict(nb)
+    for grade_id, old, new in edits:
+        cell = next((c for c in copy.cells if _grade_id(c) == grade_id), None)
+        if cell is None or old not in cell.source:
+            raise ValueError(f"edit does not apply: {old!r} not in cell {grade_id!r}")
+        cell.source = cell.source.replace(old, new)
+    return copy
+
+
+def solved(release: nbformat.NotebookNode, source: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """``release`` with every answer cell filled in from ``source`` (the solution markers dropped),
+    which is what a student who wrote the instructor's solution would submit."""
+    answers = {_grade_id(c): c.source for c in source.cells if c.metadata.get("nbgrader", {}).get("solution")}
+    copy = nbformat.from_dict(release)
+    for cell in copy.cells:
+        if _grade_id(cell) in answers:
+            cell.source = "\n".join(line for line in answers[_grade_id(cell)].splitlines()
+                                    if line.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION"))
+    return copy
+
+
+def run_cells(nb: nbformat.NotebookNode, skip: frozenset = frozenset()) -> dict:
+    """Execute the notebook's code cells except grade (check) cells and ``skip``, as a kernel would:
+    a failing cell is recorded in ``__errors__`` and the next one runs. IPython magics are ignored."""
+    namespace: dict = {"__name__": "__student__", "__errors__": {}}
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code" or meta.get("grade") or _grade_id(cell) in skip:
+            continue
+        source = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in cell.source.splitlines())
+        try:
+            exec(compile(source, f"<{_grade_id(cell)}>", "exec"), namespace)
+        except Exception as exc:  # a failing student cell does not stop the notebook
+            namespace["__errors__"][_grade_id(cell)] = exc
     return namespace

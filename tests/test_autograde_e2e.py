@@ -12,7 +12,9 @@ import pytest
 from attention_platform.course import check_scores, copy_course, nbgrader, write_submission
 from attention_platform.notebooks import ASSIGNMENT, NOTEBOOK, with_answer
 from grader_tests.answers import BUGGY, CORRECT
-from grader_tests.registry import ALL_CHECKS, GRADE_ID_PREFIX
+from grader_tests.registry import GRADE_ID_PREFIX, NOTEBOOK_CHECKS
+
+ALL_CHECKS = NOTEBOOK_CHECKS["self_attention"]  # this file grades the core notebook; parts: test_autograde_parts_e2e.py
 
 pytestmark = pytest.mark.slow
 
