@@ -45,6 +45,8 @@ class SandboxedExecute(NbGraderPreprocessor):
     fsize_mb = Integer(16, help="Largest file a sandbox may write, in MB (RLIMIT_FSIZE).").tag(config=True)
     tmpfs_mb = Integer(32, help="Size of the sandbox's /tmp, /dev/shm and working directory, in MB each.").tag(config=True)
     output_chars = Integer(100_000, help="Most characters of output kept per cell; the rest is truncated.").tag(config=True)
+    images_per_cell = Integer(8, help="Most matplotlib figures kept per cell, as PNG.").tag(config=True)
+    image_bytes = Integer(500_000, help="Largest PNG figure kept, in bytes; a bigger one becomes a note.").tag(config=True)
     secret_seed = Unicode(
         os.environ.get("ATTENTION_SECRET_SEED", ""),
         help="If set, each check's inputs and weights are drawn from a seed derived from this secret instead of "
@@ -56,6 +58,7 @@ class SandboxedExecute(NbGraderPreprocessor):
             cell_timeout=self.cell_timeout, notebook_timeout=self.notebook_timeout, cpu_seconds=self.cpu_seconds,
             memory_mb=self.memory_mb, address_space_mb=self.address_space_mb, nproc=self.nproc,
             fsize_mb=self.fsize_mb, tmpfs_mb=self.tmpfs_mb, output_chars=self.output_chars,
+            images_per_cell=self.images_per_cell, image_bytes=self.image_bytes,
         )
 
     def preprocess(self, nb, resources):

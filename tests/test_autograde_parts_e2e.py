@@ -5,7 +5,6 @@ nowhere else, and plots in the feedback."""
 
 from __future__ import annotations
 
-import os
 import re
 import time
 
@@ -148,12 +147,6 @@ def test_feedback_shows_teaching_messages(graded):
     assert "lost their bias" in head
 
 
-# The sandboxed executor (the course default) returns text outputs only, so figures drawn in a
-# submission do not reach the graded notebook yet; with nbgrader's own Execute they do.
-SANDBOXED = os.environ.get("ATTENTION_AUTOGRADE_EXECUTE", "sandbox") != "stock"
-
-
-@pytest.mark.xfail(SANDBOXED, strict=True, reason="sandboxed execution does not capture matplotlib figures yet")
 def test_feedback_shows_the_plots(graded):
     course, _, _, _, _, _ = graded
     ref = (course / "feedback" / "ref" / ASSIGNMENT / "05_experiments.html").read_text()

@@ -64,3 +64,58 @@ def test_the_probe_payload_holds_no_reference_and_no_answers():
     assert "grader_tests.reference" not in names and "grader_tests.reference" in payload["stubs"]
     assert not names & {"grader_tests.answers", "grader_tests.registry", "grader_tests.kernel"}
     assert "grader_tests.self_attention_checks" in payload["checks_modules"]
+
+
+PLOT_CELL = """
+import matplotlib.pyplot as plt
+fig, ax = plt.subplots(figsize=(3, 2))
+ax.plot([0, 1, 2], [2, 0, 1])
+plt.show()
+print("after the plot")
+"""
+
+# A student cannot smuggle markup into the feedback page through a fake image output.
+FORGED_IMAGE_CELL = """
+import sys
+outputs = sys.stdout.sink
+outputs.items.append({"output_type": "display_data",
+                      "data": {"image/png": '"><script>alert(1)</script>', "text/plain": "forged"}})
+outputs.items.append({"output_type": "display_data",
+                      "data": {"image/png": "iVBORw0KGgo=" + "A" * 4_000_000, "text/plain": "huge"}})
+"""
+
+
+def _run_cells(zygote, *sources, limits=LIMITS):
+    """Each source as the first student cell of an otherwise empty notebook; their outputs."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(src) for src in sources])
+    grade_notebook(nb, zygote=zygote, limits=limits)
+    return [cell.outputs for cell in nb.cells]
+
+
+def test_figures_come_back_as_png_like_the_inline_backend(zygote):
+    import base64
+
+    (outputs,) = _run_cells(zygote, PLOT_CELL)
+    images = [o for o in outputs if o["output_type"] == "display_data" and "image/png" in o["data"]]
+    assert len(images) == 1, outputs
+    assert base64.b64decode(images[0]["data"]["image/png"]).startswith(b"\x89PNG\r\n\x1a\n")
+    streams = "".join(o.get("text", "") for o in outputs if o["output_type"] == "stream")
+    assert "after the plot" in streams and "non-interactive" not in streams and "non-GUI" not in streams
+
+
+def test_figures_are_flushed_per_cell_and_capped(zygote):
+    one, none = _run_cells(zygote, PLOT_CELL, "1 + 1")
+    assert sum("image/png" in o.get("data", {}) for o in one) == 1
+    assert not any("image/png" in o.get("data", {}) for o in none), none  # closed after its cell
+    many = "import matplotlib.pyplot as plt\nfor i in range(30):\n    plt.figure(); plt.plot([i, 0])"
+    (capped,) = _run_cells(zygote, many, limits=SandboxLimits(cell_timeout=20, notebook_timeout=60, images_per_cell=4))
+    assert sum("image/png" in o.get("data", {}) for o in capped) == 4
+    assert any("figures not shown" in o.get("text", "") for o in capped), capped
+
+
+def test_forged_image_outputs_are_dropped(zygote):
+    (outputs,) = _run_cells(zygote, FORGED_IMAGE_CELL)
+    assert not any("image/png" in o.get("data", {}) for o in outputs), outputs
+    assert "<script>" not in str(outputs)

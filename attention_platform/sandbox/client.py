@@ -39,6 +39,8 @@ class SandboxLimits:
     nofile: int = 128  # RLIMIT_NOFILE
     tmpfs_mb: int = 32  # size of /tmp, /dev/shm and /home/student each
     output_chars: int = 100_000  # captured stdout/stderr/display per cell
+    images_per_cell: int = 8  # matplotlib figures sent back as PNG per cell (the rest are counted, not shown)
+    image_bytes: int = 500_000  # largest PNG kept (8 of them fit a frame); a bigger one becomes a note
     max_frame_bytes: int = 8 * 1024 * 1024  # largest message accepted from a sandbox
 
 

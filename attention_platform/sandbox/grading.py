@@ -125,8 +125,23 @@ def probe_payload() -> dict:
     return _PROBE_PAYLOAD
 
 
-def _clean_outputs(items, limit: int) -> list:
-    """Rebuild a sandbox's cell outputs from plain strings only, bounded."""
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _clean_png(value, max_bytes: int) -> str | None:
+    """A sandbox's figure, re-encoded here, or None: only real PNG data under the size cap
+    leaves a sandbox, so nothing but an image can reach the feedback page through it."""
+    if not isinstance(value, str) or len(value) > (max_bytes * 4) // 3 + 4:
+        return None
+    try:
+        png = base64.b64decode(value, validate=True)
+    except (ValueError, TypeError):
+        return None
+    return base64.b64encode(png).decode("ascii") if png.startswith(PNG_MAGIC) and len(png) <= max_bytes else None
+
+
+def _clean_outputs(items, limit: int, images: int = 0, image_bytes: int = 0) -> list:
+    """Rebuild a sandbox's cell outputs from plain strings and checked PNGs only, bounded."""
     outputs, used = [], 0
     if not isinstance(items, list):
         return outputs
@@ -146,7 +161,13 @@ def _clean_outputs(items, limit: int) -> list:
             data = item.get("data")
             body = text(data.get("text/plain") if isinstance(data, dict) else None, room)
             extra = {"execution_count": None} if kind == "execute_result" else {}
-            outputs.append(new_output(kind, data={"text/plain": body}, **extra))
+            bundle = {"text/plain": body}
+            if kind == "display_data" and isinstance(data, dict) and "image/png" in data and images > 0:
+                png = _clean_png(data["image/png"], image_bytes)
+                if png is None:
+                    continue  # forged or too big: dropped, with its caption
+                bundle["image/png"], images = png, images - 1
+            outputs.append(new_output(kind, data=bundle, **extra))
         elif kind == "error":
             ename = text(item.get("ename"), 200) or "Error"
             evalue = text(item.get("evalue"), min(room, 4000))
@@ -267,8 +288,10 @@ def grade_notebook(nb, *, zygote: Zygote | None = None, limits: SandboxLimits | 
             try:
                 kind, reply = sandbox.call({"op": "cell", "source": cell.source})
                 items = reply.get("outputs") if kind == b"J" and isinstance(reply, dict) else None
-                cell.outputs = _clean_outputs(items, limits.output_chars) if not probes_loaded else \
-                    [new_output("stream", name="stdout", text=WITHHELD)]
+                if probes_loaded:
+                    cell.outputs = [new_output("stream", name="stdout", text=WITHHELD)]
+                else:
+                    cell.outputs = _clean_outputs(items, limits.output_chars, limits.images_per_cell, limits.image_bytes)
             except SandboxError as exc:
                 result.stopped, stopped_at = exc.reason, cell.source
                 ename = "CellTimeoutError" if isinstance(exc, SandboxTimeout) else "DeadKernelError"

@@ -30,6 +30,7 @@ The trusted client enforces wall-clock deadlines and kills the whole cgroup.
 from __future__ import annotations
 
 import ast
+import base64
 import builtins
 import ctypes
 import io
@@ -41,7 +42,6 @@ import socket
 import sys
 import tempfile
 import traceback
-import types
 import warnings
 
 from .cgroups import cgroup_dirs
@@ -125,6 +125,13 @@ def _build_root(root: str, spec: dict) -> None:
     for path in SYSTEM_PATHS:
         if os.path.lexists(path):
             _bind(path, root)
+    size = spec["tmpfs_mb"]
+    # /tmp and /dev/shm as on any system (root's, sticky, world-writable); the home is the student's.
+    for path, mode, owner in (("/tmp", "1777", 0), ("/dev/shm", "1777", 0), ("/home/student", "700", uid)):
+        os.makedirs(root + path, exist_ok=True)
+        _mount("tmpfs", root + path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size}m,mode={mode},uid={owner},gid={owner}")
+    # After the tmpfs mounts, so that a venv under /tmp (a CI checkout) stays visible; its
+    # parent folders are root's and the sticky bit keeps the student from renaming them.
     for path in spec["ro_paths"]:
         if os.path.exists(path):
             _bind(path, root)
@@ -141,10 +148,6 @@ def _build_root(root: str, spec: dict) -> None:
         if os.path.exists("/dev/" + node):
             _bind("/dev/" + node, root, readonly=False)
     os.symlink("/proc/self/fd", root + "/dev/fd")
-    size = spec["tmpfs_mb"]
-    for path, mode in (("/tmp", "1777"), ("/dev/shm", "1777"), ("/home/student", "700")):
-        os.makedirs(root + path, exist_ok=True)
-        _mount("tmpfs", root + path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size}m,mode={mode},uid={uid},gid={uid}")
     os.makedirs(root + "/proc", exist_ok=True)
     os.chdir(root)
     os.mkdir(".oldroot")
@@ -264,6 +267,33 @@ class _Outputs:
             self.items.append({"output_type": kind, "data": {"text/plain": text}})
 
 
+def _flush_figures(outputs: "_Outputs", limit: int, max_bytes: int) -> None:
+    """What IPython's inline backend does at the end of a cell: every open matplotlib
+    figure becomes a PNG display output, then all are closed. At most ``limit`` per cell,
+    each at most ``max_bytes``."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return
+    try:
+        numbers = list(plt.get_fignums())
+        for number in numbers[:limit]:
+            figure = plt.figure(number)
+            buffer = io.BytesIO()
+            figure.savefig(buffer, format="png", bbox_inches="tight")
+            if buffer.tell() > max_bytes:
+                outputs.stream("stdout", f"\n[a figure of {buffer.tell():,} bytes is larger than the {max_bytes:,} "
+                                         "the grader shows: try a smaller figsize or dpi]\n")
+                continue
+            outputs.items.append({"output_type": "display_data",
+                                  "data": {"image/png": base64.b64encode(buffer.getvalue()).decode("ascii"),
+                                           "text/plain": _safe_repr(figure)}})
+        if len(numbers) > limit:
+            outputs.stream("stdout", f"\n[{len(numbers) - limit} more figures not shown: the grader keeps {limit} per cell]\n")
+        plt.close("all")
+    except BaseException:  # noqa: BLE001 - a broken figure costs the student its picture, nothing else
+        pass
+
+
 def _safe_repr(value) -> str:
     try:
         return repr(value)[:20000]
@@ -293,7 +323,7 @@ class Worker:
         self.count = 0
 
     def serve(self) -> None:
-        from .protocol import WIRE, recv_frame, send_json
+        from .protocol import recv_frame, send_json
 
         while True:
             kind, msg = recv_frame(self.sock)
@@ -354,6 +384,7 @@ class Worker:
                 ename, evalue, tb = "Error", "", ["Error"]
             outputs.items.append({"output_type": "error", "ename": ename, "evalue": evalue, "traceback": tb})
         finally:
+            _flush_figures(outputs, self.spec.get("images_per_cell", 0), self.spec.get("image_bytes", 0))
             sys.stdout, sys.stderr = saved
         if outputs.truncated:
             outputs.items.append({"output_type": "stream", "name": "stdout",
@@ -437,6 +468,12 @@ def main(argv: list[str]) -> int:
     import torch
 
     torch.set_num_threads(1)
+    # Loaded once here, so no sandbox rebuilds matplotlib's font cache; Agg renders the PNGs
+    # that _flush_figures sends back, and plt.show() must not warn that Agg cannot show.
+    os.environ["MPLBACKEND"] = "Agg"
+    import matplotlib.pyplot  # noqa: F401
+
+    warnings.filterwarnings("ignore", message=r".*(non-interactive|non-GUI backend).*", category=UserWarning)
     global _WIRE
     import grader_tests.wire as _WIRE  # the codec only; no check, judge or reference
 
