@@ -167,6 +167,8 @@ def prepare(state: Path, *, port: int = 8000, formgrader_port: int = 9999, relea
             entry = pwd.getpwnam(grader)
             os.chown(path, entry.pw_uid, entry.pw_gid)
 
+    if as_root:
+        hide_course_secrets(COURSE_ROOT, log)
     # The course directory: source and config only; the grader owns it, nobody else can read it.
     if not (hub.course_dir / "source").is_dir():
         copy_course(hub.course_dir, Path(course_root))
@@ -177,11 +179,40 @@ def prepare(state: Path, *, port: int = 8000, formgrader_port: int = 9999, relea
     nbgrader = str(Path(sys.executable).parent / "nbgrader")
     kw = dict(cwd=hub.course_dir, env=nb_env)
     _run([nbgrader, "generate_assignment", ASSIGNMENT, "--force"], **kw)
+    enrol_demo_students(hub.course_dir / "gradebook.db")
     if release:
         if not (course_x / "outbound" / ASSIGNMENT).is_dir():
             _run([nbgrader, "release_assignment", ASSIGNMENT], **kw)
         log(f"assignment {ASSIGNMENT!r} released to {course_x / 'outbound'}")
     return hub
+
+
+# The checkout the hub runs from, as its students' kernels see it: the venv's editable
+# install makes grader_tests importable and the tree is world-readable by default.
+SECRET_PATHS = ("grader_tests", "source", ".git", "tests", "autograded", "submitted", "feedback",
+                "gradebook.db", "build/demo")
+
+
+def hide_course_secrets(root: Path, log=print) -> None:
+    """Make the hidden checks, the instructor notebooks (solutions), the git history
+    (which holds both) and any local grading data readable by root only. Students run
+    the same venv, so they keep attention_platform (their submit uses it) and release/."""
+    for name in SECRET_PATHS:
+        path = root / name
+        if path.exists():
+            os.chown(path, 0, 0)
+            path.chmod(0o700 if path.is_dir() else 0o600)
+    log(f"hidden from students: {', '.join(n for n in SECRET_PATHS if (root / n).exists())} under {root}")
+
+
+def enrol_demo_students(gradebook: Path) -> None:
+    """Put the demo students in the gradebook with names, as an instructor's roster import
+    (`nbgrader db student import`) would; otherwise the formgrader lists them as "None, None"."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{gradebook}") as gb:
+        for name in DEMO_STUDENTS:
+            gb.update_or_create_student(name, first_name="Demo", last_name=name.capitalize())
 
 
 def add_demo_logins(hub: NativeHub) -> None:

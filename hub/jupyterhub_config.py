@@ -190,7 +190,7 @@ c.Spawner.cpu_limit = CPU_LIMIT
 if MODE == "native":
     c.Spawner.cmd = [str(Path(sys.executable).parent / "jupyterhub-singleuser")]
     if AS_ROOT:  # real Unix users: exchange permissions are enforced by the kernel
-        from jupyterhub.spawner import LocalProcessSpawner
+        from jupyterhub.spawner import LocalProcessSpawner, set_user_setuid
 
         class StateHomeSpawner(LocalProcessSpawner):
             """A real Unix user's server whose home is <state>/home/<user>, whatever
@@ -200,6 +200,16 @@ if MODE == "native":
                 env = super().user_env(env)
                 env["HOME"] = str(STATE / "home" / self.user.name)
                 return env
+
+            def make_preexec_fn(self, name):
+                drop_privileges = set_user_setuid(name, chdir=False)  # it would chdir to the passwd home
+                home = str(STATE / "home" / name)
+
+                def preexec():
+                    drop_privileges()
+                    os.chdir(home)
+
+                return preexec
 
         c.JupyterHub.spawner_class = StateHomeSpawner
         c.Spawner.notebook_dir = str(STATE / "home" / "{username}")

@@ -162,10 +162,11 @@ class RunningHub:
 
 @contextlib.contextmanager
 def launch_hub(name: str, *, release: bool = True, timeout: float = 300, fresh: bool = True,
-               port: int | None = None):
+               port: int | None = None, env: dict | None = None):
     """Run ``attention-course hub`` in a fresh state directory; Ctrl-C it afterwards.
 
-    ``fresh=False`` and the previous ``port`` restart a hub on its kept state (issue #7's faults).
+    ``fresh=False`` and the previous ``port`` restart a hub on its kept state (issue #7's faults);
+    ``env`` adds settings the hub reads from its environment (e.g. CULL_IDLE_TIMEOUT).
     """
     state = REPO / "build" / name
     if fresh and state.exists():
@@ -182,7 +183,8 @@ def launch_hub(name: str, *, release: bool = True, timeout: float = 300, fresh: 
     started = time.monotonic()
     offset = log_path.stat().st_size if not fresh and log_path.exists() else 0  # a restart appends
     with open(log_path, "w" if fresh else "a") as log:
-        process = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                   env={**os.environ, **(env or {})})
     hub = None
     try:
         while "Press Ctrl-C" not in log_path.read_text(errors="replace")[offset:]:

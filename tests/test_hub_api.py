@@ -20,7 +20,8 @@ import sys
 import nbformat
 import pytest
 
-from attention_platform.notebooks import class_cell, release_notebook, with_answer
+from attention_platform.notebooks import COURSE_ROOT, class_cell, release_notebook, with_answer
+from attention_platform.hub_native import DEMO_STUDENTS
 from grader_tests.answers import BUGGY
 from hub_helpers import COURSE
 
@@ -46,6 +47,18 @@ def as_user(user: str, code: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
 
 
+def _singleuser_processes(user: str) -> list[int]:
+    uid = pwd.getpwnam(user).pw_uid
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.stat(f"/proc/{pid}").st_uid == uid and b"jupyterhub-singleuser" in open(f"/proc/{pid}/cmdline", "rb").read():
+                found.append(int(pid))
+        except OSError:
+            continue  # it exited meanwhile
+    return found
+
+
 def ensure_released(hub) -> None:
     """The instructor releases from the formgrader unless the browser test already did."""
     if not (hub.state / "exchange" / COURSE / "outbound" / ASSIGNMENT).is_dir():
@@ -57,6 +70,11 @@ def test_submit_over_http_and_the_protections(hub, record_property):
     ensure_released(hub)
     s3 = hub.session("student3")
     record_property("spawn_seconds", round(s3.spawn(), 1))
+
+    # student3's server runs in this hub's home for student3 (the Unix account's passwd home
+    # may belong to another hub's state directory)
+    servers = _singleuser_processes("student3")
+    assert servers and {os.readlink(f"/proc/{pid}/cwd") for pid in servers} == {str(hub.state / "home" / "student3")}
 
     # student3's server: no formgrader, and it refuses to be framed
     assert s3.get("/user/student3/formgrader").status_code == 404
@@ -93,6 +111,15 @@ def test_submit_over_http_and_the_protections(hub, record_property):
     assert "PermissionError" in overwrite.stderr
     assert as_user("student3", f"import os; print(os.listdir({str(x / 'inbound' / 'student3')!r}))").returncode == 0
 
+    # the checkout the hub runs from: a student's kernel neither imports the hidden checks
+    # (the venv's editable install points at them) nor reads the instructor notebooks or git history
+    leak = as_user("student1", "import grader_tests.reference; print('LEAKED')")
+    assert leak.returncode != 0 and "LEAKED" not in leak.stdout, leak.stdout + leak.stderr
+    for secret in ("grader_tests/reference.py", f"source/{NOTEBOOK}", ".git/HEAD"):
+        read = as_user("student1", f"open({str(COURSE_ROOT / secret)!r}).read()")
+        assert "PermissionError" in read.stderr, (secret, read.stdout, read.stderr)
+    assert as_user("student1", "import attention_platform.atomic_submit").returncode == 0  # its submit needs this
+
     # the TA's formgrader: framed by its own JupyterLab only, no terminals, no kernels; collect
     ta = hub.session("ta")
     page = ta.get(f"/services/{COURSE}/formgrader")
@@ -107,6 +134,10 @@ def test_submit_over_http_and_the_protections(hub, record_property):
         assert refused.status_code == 403, (method, api, refused.status_code)
     assert (hub.state / "exchange" / COURSE / "outbound" / ASSIGNMENT).is_dir()  # still released
     assert ta.formgrader("POST", f"assignment/{ASSIGNMENT}/collect").json()["success"]
+    # the class list names every student (nbgrader shows "None, None" for a student it only met at collect)
+    roster = {row["id"]: (row["last_name"], row["first_name"]) for row in ta.formgrader("GET", "students").json()}
+    assert set(DEMO_STUDENTS) <= set(roster), roster
+    assert all(last and first for last, first in roster.values()), roster
     collected = hub.state / "course" / "submitted" / "student3" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
     assert class_cell(nbformat.read(collected, 4)).source == class_cell(with_answer(release_notebook(), BUGGY_ANSWER.code)).source
 
