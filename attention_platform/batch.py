@@ -265,6 +265,14 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
                 session.rollback()
             outcome.seconds += time.monotonic() - t0
 
+        def finish_some():
+            done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+            for future in done:
+                who = pending[future][0]
+                finish(future)
+                if bar and not any(v[0] == who for v in pending.values()):
+                    bar.step(who)  # that student's last notebook is done
+
         for student in found:
             t0 = time.monotonic()
             outcome = outcomes[student] = StudentOutcome(student)
@@ -331,21 +339,10 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
                 pending[future] = (student, notebook_id, nb, resources, dest, t0)
             if not any(v[0] == student for v in pending.values()) and bar:
                 bar.step(student)
-            # keep the pool busy but finish what is done, so memory stays flat
-            while len(pending) >= 2 * jobs:
-                done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
-                for future in done:
-                    who = pending[future][0]
-                    finish(future)
-                    if bar and not any(v[0] == who for v in pending.values()):
-                        bar.step(who)
+            while len(pending) >= 2 * jobs:  # keep the pool busy but finish what is done: memory stays flat
+                finish_some()
         while pending:
-            done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
-            for future in done:
-                who = pending[future][0]
-                finish(future)
-                if bar and not any(v[0] == who for v in pending.values()):
-                    bar.step(who)
+            finish_some()
 
         session.commit()  # students whose notebooks were all rejected keep their submission row
         gb.db = session

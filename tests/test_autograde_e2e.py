@@ -3,69 +3,21 @@ class with real kernels, then exact per-check scores and leak-free feedback."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import nbformat
 import pytest
 
-from attention_platform.course import check_scores, copy_course, nbgrader, write_submission
-from attention_platform.notebooks import ASSIGNMENT, NOTEBOOK, with_answer
-from grader_tests.answers import BUGGY, CORRECT
-from grader_tests.registry import GRADE_ID_PREFIX, NOTEBOOK_CHECKS
-
-ALL_CHECKS = NOTEBOOK_CHECKS["self_attention"]  # this file grades the core notebook; parts: test_autograde_parts_e2e.py
+from attention_platform.course import check_scores, copy_course, nbgrader
+from attention_platform.notebooks import ASSIGNMENT, NOTEBOOK
+from e2e_class import ANSWERS, CHEATER_FAILS, CORE_CHECKS as ALL_CHECKS, HONEST, TAMPERED_FAILS, write_class
+from grader_tests.registry import GRADE_ID_PREFIX
 
 pytestmark = pytest.mark.slow
-
-ANSWERS = {answer.name: answer for answer in BUGGY + CORRECT}
-# student -> catalogue answer graded as submitted
-HONEST = {
-    "ref": "reference_style",
-    "warns": "warns_and_prints_to_stderr",
-    "sdpa": "scaled_dot_product_attention",
-    "noscale": "no_scale",
-    "masklate": "mask_after_softmax",
-    "inverted": "inverted_mask",
-    "vkeys": "values_are_keys",
-    "inplace": "input_overwritten_through_data",
-}
-
-
-def _cell(nb, grade_id):
-    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
-
-
-def _tampered(release):
-    """Correct answer, but check cells edited, re-pointed and deleted."""
-    nb = with_answer(release, ANSWERS["reference_style"].code)
-    _cell(nb, "check_sqrt_d_scale").source = "print('trust me')"
-    _cell(nb, "check_shapes").metadata.nbgrader["points"] = 100
-    _cell(nb, "check_gradients").metadata.nbgrader["grade"] = False
-    nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "check_softmax_dim"]
-    return nb
-
-
-def _cheater(release):
-    """A wrong answer whose check cells were replaced by code that always passes."""
-    nb = with_answer(release, ANSWERS["no_scale"].code)
-    for check in ALL_CHECKS:
-        _cell(nb, GRADE_ID_PREFIX + check.id).source = "pass"
-    return nb
 
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     course = copy_course(tmp_path_factory.mktemp("course"))
-    nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", check=True)
-    release = nbformat.read(course / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
-    for student, answer in HONEST.items():
-        write_submission(course, student, with_answer(release, ANSWERS[answer].code))
-    write_submission(course, "empty", release)
-    write_submission(course, "tampered", _tampered(release))
-    write_submission(course, "cheater", _cheater(release))
-    write_submission(course, "notjson", b'{"cells": [ this is not json')
-    write_submission(course, "nocells", json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": []}))
+    write_class(course)
     autograde = nbgrader(course, "autograde", ASSIGNMENT, "--force")
     feedback = nbgrader(course, "generate_feedback", ASSIGNMENT, "--force")
     return course, autograde, feedback, check_scores(course)
@@ -85,8 +37,8 @@ def test_exact_scores_per_check(graded, student):
     "student, failing",
     [
         ("empty", {c.id for c in ALL_CHECKS}),
-        ("tampered", set()),  # graded from the instructor's cells: edits and deletions change nothing
-        ("cheater", {"sqrt_d_scale"}),  # replaced checks are restored, so the bug is still caught
+        ("tampered", TAMPERED_FAILS),  # graded from the instructor's cells: edits and deletions change nothing
+        ("cheater", CHEATER_FAILS),  # replaced checks are restored, so the bug is still caught
         ("nocells", {c.id for c in ALL_CHECKS}),  # every cell restored from the gradebook, no answer in it
     ],
 )

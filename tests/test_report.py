@@ -16,13 +16,13 @@ import statistics
 from html.parser import HTMLParser
 from pathlib import Path
 
-import nbformat
 import pytest
 
 import gradebooks
+from e2e_class import CHEATER_FAILS, HONEST, TAMPERED_FAILS, UNREADABLE, write_class
 from attention_platform.cli import main as cli
-from attention_platform.course import check_scores, copy_course, nbgrader, write_submission
-from attention_platform.notebooks import ASSIGNMENT, NOTEBOOK, with_answer
+from attention_platform.course import check_scores, copy_course, nbgrader
+from attention_platform.notebooks import ASSIGNMENT, NOTEBOOK
 from attention_platform.report import (
     FAILED_EVERYTHING, UNKNOWN_CHECK_NOTE, collect, read_report_data, summary_text, write_report,
 )
@@ -217,54 +217,17 @@ def test_summary_fits_one_screen(built):
 
 # ---------------------------------------------------------------- slow: a real nbgrader autograde
 
-# The end-to-end test's class (tests/test_autograde_e2e.py), restated here so that this
-# test keeps its own footing while other notebooks' checks join the registry.
-E2E_HONEST = {"ref": "reference_style", "warns": "warns_and_prints_to_stderr", "sdpa": "scaled_dot_product_attention",
-              "noscale": "no_scale", "masklate": "mask_after_softmax", "inverted": "inverted_mask",
-              "vkeys": "values_are_keys", "inplace": "input_overwritten_through_data"}
-
-
-def _cell(nb, grade_id):
-    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
-
-
-def _tampered(release):
-    """Correct answer, check cells edited, re-pointed and deleted (graded from the instructor's cells)."""
-    nb = with_answer(release, gradebooks.ANSWERS["reference_style"].code)
-    _cell(nb, "check_sqrt_d_scale").source = "print('trust me')"
-    _cell(nb, "check_shapes").metadata.nbgrader["points"] = 100
-    _cell(nb, "check_gradients").metadata.nbgrader["grade"] = False
-    nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "check_softmax_dim"]
-    return nb
-
-
-def _cheater(release):
-    """A wrong answer whose check cells were replaced by code that always passes."""
-    nb = with_answer(release, gradebooks.ANSWERS["no_scale"].code)
-    for grade_id in SA_IDS:
-        _cell(nb, grade_id).source = "pass"
-    return nb
-
-
 @pytest.fixture(scope="module")
 def e2e_class(tmp_path_factory):
-    """The end-to-end test's class, graded by a real ``nbgrader autograde``."""
+    """The end-to-end test's class (tests/e2e_class.py), graded by a real ``nbgrader autograde``."""
     course = copy_course(tmp_path_factory.mktemp("report-course"))
-    nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", check=True)
-    release = nbformat.read(course / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
-    for student, answer in E2E_HONEST.items():
-        write_submission(course, student, with_answer(release, gradebooks.ANSWERS[answer].code))
-    write_submission(course, "empty", release)
-    write_submission(course, "tampered", _tampered(release))
-    write_submission(course, "cheater", _cheater(release))
-    write_submission(course, "notjson", b'{"cells": [ this is not json')
-    write_submission(course, "nocells", json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": []}))
+    write_class(course)
     nbgrader(course, "autograde", ASSIGNMENT, "--force")
-    expected = {s: set(gradebooks.ANSWERS[a].fails) for s, a in E2E_HONEST.items()}
-    expected.update(empty={c.id for c in SA_CHECKS}, tampered=set(), cheater={"sqrt_d_scale"})
+    expected = {s: set(gradebooks.ANSWERS[a].fails) for s, a in HONEST.items()}
+    expected.update(empty={c.id for c in SA_CHECKS}, tampered=TAMPERED_FAILS, cheater=CHEATER_FAILS)
     # a submission nbgrader could not grade has no autograded notebook: the report must say "not graded";
     # one it graded (even with every cell restored) fails every check
-    for student in ("notjson", "nocells"):
+    for student in UNREADABLE:
         if (course / "autograded" / student / ASSIGNMENT / NOTEBOOK).exists():
             expected[student] = {c.id for c in SA_CHECKS}
     return course, expected
