@@ -194,15 +194,17 @@ SECRET_PATHS = ("grader_tests", "source", ".git", "tests", "autograded", "submit
 
 
 def hide_course_secrets(root: Path, log=print) -> None:
-    """Make the hidden checks, the instructor notebooks (solutions), the git history
-    (which holds both) and any local grading data readable by root only. Students run
-    the same venv, so they keep attention_platform (their submit uses it) and release/."""
+    """Take "other" permissions off the hidden checks, the instructor notebooks (solutions),
+    the git history (which holds both) and any local grading data. Students are "other" to
+    the checkout; its owner (a developer who ran `sudo make start`) keeps every access.
+    Students run the same venv, so they keep attention_platform (their submit uses it)."""
+    hidden = []
     for name in SECRET_PATHS:
         path = root / name
         if path.exists():
-            os.chown(path, 0, 0)
-            path.chmod(0o700 if path.is_dir() else 0o600)
-    log(f"hidden from students: {', '.join(n for n in SECRET_PATHS if (root / n).exists())} under {root}")
+            path.chmod(path.stat().st_mode & 0o770)
+            hidden.append(name)
+    log(f"hidden from students: {', '.join(hidden)} under {root}")
 
 
 def enrol_demo_students(gradebook: Path) -> None:
