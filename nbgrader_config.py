@@ -9,8 +9,8 @@ import os
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader import preprocessors as pp
 
-from attention_platform.preprocessors import HideCheckCode, RestoreCellMetadata, SanitizeCheckOutputs
-from attention_platform.sandboxed_execute import SandboxedExecute
+from attention_platform.grading.preprocessors import HideCheckCode, RestoreCellMetadata, SanitizeCheckOutputs
+from attention_platform.grading.sandboxed_execute import SandboxedExecute
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
@@ -46,7 +46,7 @@ c.Autograde.sanitize_preprocessors = [
 
 # After execution: one-line errors and no stderr in check cells (see preprocessors.py).
 # Student code runs in a fresh sandbox per submission (no network, own uid, only its own files,
-# cgroup/rlimit bounds) and every check's verdict is judged outside it (attention_platform/sandbox/).
+# cgroup/rlimit bounds) and every check's verdict is judged outside it (attention_platform/grading/sandbox/).
 # ATTENTION_AUTOGRADE_EXECUTE=stock runs nbgrader's in-kernel Execute instead (benchmark baseline).
 STOCK_EXECUTE = os.environ.get("ATTENTION_AUTOGRADE_EXECUTE", "sandbox") == "stock"
 c.SandboxedExecute.cell_timeout = c.Execute.timeout

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .notebooks import COURSE_ROOT
+from attention_platform.course.notebooks import COURSE_ROOT
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,37 +27,37 @@ def main(argv: list[str] | None = None) -> int:
     hub.add_argument("--no-release", action="store_true",
                      help="generate the assignment but let the instructor release it from the formgrader")
 
-    from .loadtest import add_command as add_load_test  # the deadline rush on the native hub (issue #7)
+    from attention_platform.hub.loadtest import add_command as add_load_test  # the deadline rush on the native hub (issue #7)
 
     add_load_test(commands)
 
-    from .report_cli import add_report_commands  # misconception report and grade exports (issue #6)
+    from attention_platform.reporting.commands import add_report_commands  # misconception report and grade exports (issue #6)
 
     add_report_commands(commands)
 
-    from .grading_cli import COMMANDS as GRADING_COMMANDS, add_grading_commands  # sandboxed grading (issue #4)
+    from attention_platform.grading.commands import COMMANDS as GRADING_COMMANDS, add_grading_commands  # sandboxed grading (issue #4)
 
     add_grading_commands(commands)
 
     args = parser.parse_args(argv)
     if args.command in GRADING_COMMANDS:
-        from .grading_cli import run_grading_command
+        from attention_platform.grading.commands import run_grading_command
 
         return run_grading_command(args)
     if args.command in ("report", "export-checks", "export-canvas", "feedback"):
-        from .report_cli import run_report_command
+        from attention_platform.reporting.commands import run_report_command
 
         return run_report_command(args)
     if args.command == "load-test":
-        from .loadtest import main as load_test
+        from attention_platform.hub.loadtest import main as load_test
 
         return load_test(args)
     if args.command == "demo":
-        from .demo import run_demo
+        from attention_platform.course.demo import run_demo
 
         run_demo(args.workdir)
     elif args.command == "hub":
-        from .hub_native import run
+        from attention_platform.hub.native import run
 
         return run(args.state_dir, port=args.port, formgrader_port=args.formgrader_port, release=not args.no_release,
                    course_root=args.course_root)

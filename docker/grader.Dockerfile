@@ -31,4 +31,4 @@ RUN chmod 700 /srv/course
 
 ENV GRADER_CONFIG_DIR=/etc/dl-attention/grader COURSE_DIR=/srv/course FORMGRADER_IP=0.0.0.0 FORMGRADER_PORT=9999
 EXPOSE 9999
-CMD ["python", "-m", "attention_platform.formgrader_service"]
+CMD ["python", "-m", "attention_platform.hub.formgrader_service"]

@@ -17,8 +17,9 @@ RUN pip install --no-cache-dir \
     dockerspawner==14.0.0 \
     "psycopg[binary]==3.3.9"
 
-COPY hub/jupyterhub_config.py hub/native_auth.py hub/lti.py /srv/hub/
+COPY hub/jupyterhub_config.py /srv/hub/
+COPY attention_platform /srv/hub/attention_platform
 WORKDIR /srv/hub-state
-ENV HUB_MODE=docker HUB_STATE_DIR=/srv/hub-state
+ENV HUB_MODE=docker HUB_STATE_DIR=/srv/hub-state PYTHONPATH=/srv/hub
 EXPOSE 8000
 CMD ["jupyterhub", "-f", "/srv/hub/jupyterhub_config.py"]

@@ -24,7 +24,6 @@ c = get_config()  # noqa: F821
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(HERE))  # hub/lti.py, when the LTI authenticator is selected
 
 
 def env(name, default=""):
@@ -50,7 +49,7 @@ HUB_PORT = int(env("HUB_INTERNAL_PORT", "8081"))
 PROXY_API_PORT = int(env("PROXY_API_PORT", "8001"))
 # Hub database: SQLite natively, PostgreSQL in docker (postgresql+psycopg://...).
 DB_URL = env("HUB_DB_URL", f"sqlite:///{STATE / 'jupyterhub.sqlite'}")
-# Authenticator: native (NativeAuthenticator, admin approval) or lti (hub/lti.py).
+# Authenticator: native (NativeAuthenticator, admin approval) or lti (attention_platform/hub/lti.py).
 AUTHENTICATOR = env("HUB_AUTHENTICATOR", "native")
 # Hub administrators (comma-separated): they approve sign-ups and manage everything.
 ADMINS = env_list("HUB_ADMIN_USERS", "instructor")
@@ -102,16 +101,16 @@ if MODE == "docker":
 
 # ---------------------------------------------------------------- authentication
 if AUTHENTICATOR == "native":
-    c.JupyterHub.authenticator_class = "native_auth.CourseNativeAuthenticator"  # hub/native_auth.py
+    from attention_platform.hub.native_auth import CourseNativeAuthenticator
+
+    c.JupyterHub.authenticator_class = CourseNativeAuthenticator
     c.CourseNativeAuthenticator.open_signup = False  # sign-ups wait for an admin's approval
     c.CourseNativeAuthenticator.minimum_password_length = 10
     c.CourseNativeAuthenticator.check_common_password = True
     c.Authenticator.allow_all = True  # who may log in is NativeAuthenticator's approval list
 elif AUTHENTICATOR == "lti":
-    try:
-        from lti import configure_lti
-    except ImportError as exc:  # hub/lti.py not deployed
-        raise SystemExit(f"HUB_AUTHENTICATOR=lti needs hub/lti.py (configure_lti): {exc}")
+    from attention_platform.hub.lti import configure_lti
+
     configure_lti(c)
 elif AUTHENTICATOR == "dummy":  # tests only: any password; refuses to serve beyond loopback
     if "127.0.0.1" not in BIND_URL:
@@ -156,7 +155,7 @@ c.JupyterHub.load_roles = [
 ]
 
 # ---------------------------------------------------------------- services
-# The formgrader is an external service in both modes: attention_platform/formgrader_service.py
+# The formgrader is an external service in both modes: attention_platform/hub/formgrader_service.py
 # starts it (natively the launcher, in Docker the grader container) with this same token.
 _formgrader = {
     "name": COURSE,
@@ -164,7 +163,7 @@ _formgrader = {
     "api_token": env("FORMGRADER_API_TOKEN"),  # secret shared with the formgrader process
     "display": True,  # listed in the hub's Services menu for those who may use it
     "oauth_no_confirm": True,  # no "Authorize access" stop for TAs (it is our own service)
-    # The formgrader learns the user's groups: instructors-only actions (attention_platform/instructor_gate.py).
+    # The formgrader learns the user's groups: instructors-only actions (attention_platform/hub/role_gate.py).
     "oauth_client_allowed_scopes": ["read:users:groups!user"],
 }
 c.JupyterHub.services = [

@@ -160,6 +160,6 @@ def add_ballast(folder: Path, kilobytes: int) -> None:
 
 
 def submission_digest(folder: Path) -> str:
-    from attention_platform.atomic_submit import content_digest
+    from attention_platform.hub.submit import content_digest
 
     return content_digest(str(folder))

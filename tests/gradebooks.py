@@ -17,7 +17,7 @@ import functools
 import nbgrader.api
 from nbgrader.api import Gradebook
 
-from attention_platform.notebooks import ASSIGNMENT, NOTEBOOK
+from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK
 from grader_tests.answers import BUGGY, CORRECT
 from grader_tests.registry import GRADE_ID_PREFIX
 from grader_tests.self_attention_checks import CHECKS as SELF_ATTENTION_CHECKS

@@ -6,8 +6,8 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from attention_platform.course import check_scores, copy_course, nbgrader
-from attention_platform.notebooks import ASSIGNMENT, NOTEBOOK
+from attention_platform.course.directory import check_scores, copy_course, nbgrader
+from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK
 from e2e_class import ANSWERS, CHEATER_FAILS, CORE_CHECKS as ALL_CHECKS, HONEST, TAMPERED_FAILS, write_class
 from grader_tests.registry import GRADE_ID_PREFIX
 

@@ -11,8 +11,8 @@ import time
 import nbformat
 import pytest
 
-from attention_platform.course import check_scores, copy_course, nbgrader, write_submission
-from attention_platform.notebooks import ASSIGNMENT, NOTEBOOKS, PART_NOTEBOOKS, solved, with_edits
+from attention_platform.course.directory import check_scores, copy_course, nbgrader, write_submission
+from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOKS, PART_NOTEBOOKS, solved, with_edits
 from grader_tests.answers_parts import BUGGY
 from grader_tests.registry import GRADE_ID_PREFIX, NOTEBOOK_CHECKS
 

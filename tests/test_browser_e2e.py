@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from attention_platform.notebooks import class_cell, release_notebook, with_methods
+from attention_platform.course.notebooks import class_cell, release_notebook, with_methods
 from grader_tests.answers import BUGGY, CORRECT
 from hub_helpers import COURSE, REPO
 

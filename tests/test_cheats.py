@@ -26,10 +26,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attention_platform.course import check_scores, copy_course, write_submission
-from attention_platform.notebooks import ASSIGNMENT, NOTEBOOK, release_notebook, with_answer
-from attention_platform.sandbox import SandboxLimits, Zygote
-from attention_platform.sandbox.grading import grade_notebook
+from attention_platform.course.directory import check_scores, copy_course, write_submission
+from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK, release_notebook, with_answer
+from attention_platform.grading.sandbox import SandboxLimits, Zygote
+from attention_platform.grading.sandbox.grading import grade_notebook
 from cheats import ANSWERS, BASE, CHEATS, Cheat, Context
 from grader_tests.registry import ALL_CHECKS, GRADE_ID_PREFIX
 
@@ -124,7 +124,7 @@ def test_fork_bomb_leaves_nothing_behind(world):
 
 
 def _sandbox_uid(pid: str) -> bool:
-    from attention_platform.sandbox.client import UID_BASE, UID_SPAN
+    from attention_platform.grading.sandbox.client import UID_BASE, UID_SPAN
 
     try:
         status = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status") if ":" in line)

@@ -23,8 +23,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attention_platform.course import copy_course, write_submission
-from attention_platform.notebooks import NOTEBOOK, with_answer
+from attention_platform.course.directory import copy_course, write_submission
+from attention_platform.course.notebooks import NOTEBOOK, with_answer
 from grader_tests.answers import BUGGY, CORRECT
 from tests.fault_helpers import ASSIGNMENT, COURSE, add_ballast, make_exchange, submission_digest, write_marker
 
@@ -181,7 +181,7 @@ def test_collect_while_students_submit_never_collects_a_partial_submission(tmp_p
 def test_two_tas_autograde_at_once_keep_the_gradebook_consistent(tmp_path):
     from nbgrader.api import Gradebook
 
-    from attention_platform.course import check_scores, nbgrader
+    from attention_platform.course.directory import check_scores, nbgrader
 
     course = copy_course(tmp_path / "course")
     nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", check=True)

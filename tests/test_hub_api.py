@@ -20,8 +20,8 @@ import sys
 import nbformat
 import pytest
 
-from attention_platform.notebooks import COURSE_ROOT, class_cell, release_notebook, with_answer
-from attention_platform.hub_native import DEMO_STUDENTS
+from attention_platform.course.notebooks import COURSE_ROOT, class_cell, release_notebook, with_answer
+from attention_platform.hub.native import DEMO_STUDENTS
 from grader_tests.answers import BUGGY
 from hub_helpers import COURSE
 
@@ -118,7 +118,7 @@ def test_submit_over_http_and_the_protections(hub, record_property):
     for secret in ("grader_tests/reference.py", f"source/{NOTEBOOK}", ".git/HEAD"):
         read = as_user("student1", f"open({str(COURSE_ROOT / secret)!r}).read()")
         assert "PermissionError" in read.stderr, (secret, read.stdout, read.stderr)
-    assert as_user("student1", "import attention_platform.atomic_submit").returncode == 0  # its submit needs this
+    assert as_user("student1", "import attention_platform.hub.submit").returncode == 0  # its submit needs this
 
     # the TA's formgrader: framed by its own JupyterLab only, no terminals, no kernels; collect
     ta = hub.session("ta")

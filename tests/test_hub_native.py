@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from attention_platform.hub_native import SECRET_PATHS, hide_course_secrets
+from attention_platform.hub.native import SECRET_PATHS, hide_course_secrets
 
 OWNER = 4242  # a developer's uid: not root, not a student
 

@@ -1,4 +1,4 @@
-"""LMS launches: a real JupyterHub on 127.0.0.1 configured by ``hub/lti.configure_lti``
+"""LMS launches: a real JupyterHub on 127.0.0.1 configured by ``attention_platform.hub.lti.configure_lti``
 from the environment, a throw-away LMS (an RSA key pair made here, its JWKS served
 on 127.0.0.1) and signed LTI 1.3 launches for each role. No external LMS."""
 
@@ -26,8 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa  # noqa: E402
 from jwt.algorithms import RSAAlgorithm  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-HUB_DIR = REPO / "hub"
-from lti import (  # noqa: E402  (hub/ is on pytest's pythonpath)
+from attention_platform.hub.lti import (  # noqa: E402
     CourseLTI13Authenticator, configure_lti, default_role_groups, groups_for_roles, parse_role_groups, role_names,
 )
 
@@ -129,9 +128,7 @@ class LMS:
 
 
 HUB_CONFIG = """
-import sys
-sys.path.insert(0, {hub_dir!r})
-from lti import configure_lti
+from attention_platform.hub.lti import configure_lti
 configure_lti(c)
 c.JupyterHub.bind_url = "http://127.0.0.1:{port}"
 c.JupyterHub.hub_bind_url = "http://127.0.0.1:{hub_port}"
@@ -158,7 +155,7 @@ def hub(tmp_path_factory):
     port, hub_port, api_port = _free_port(), _free_port(), _free_port()
     token = uuid.uuid4().hex
     (state / "jupyterhub_config.py").write_text(HUB_CONFIG.format(
-        hub_dir=str(HUB_DIR), port=port, hub_port=hub_port, api_port=api_port, chp=chp, state=str(state),
+        port=port, hub_port=hub_port, api_port=api_port, chp=chp, state=str(state),
         token=token, graders=GRADERS))
     env = dict(os.environ, LTI_ISSUER=ISSUER, LTI_CLIENT_ID=CLIENT_ID, LTI_URI_SCHEME="http",
                LTI_AUTHORIZE_URL=lms.url + "/authorize", LTI_JWKS_URL=lms.url + "/jwks.json",

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from attention_platform.course import copy_course, nbgrader
-from attention_platform.notebooks import ASSIGNMENT, COURSE_ROOT, NOTEBOOK, NOTEBOOKS
+from attention_platform.course.directory import copy_course, nbgrader
+from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT, NOTEBOOK, NOTEBOOKS
 
 
 @pytest.mark.slow

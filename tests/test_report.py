@@ -21,9 +21,9 @@ import pytest
 import gradebooks
 from e2e_class import CHEATER_FAILS, HONEST, TAMPERED_FAILS, UNREADABLE, write_class
 from attention_platform.cli import main as cli
-from attention_platform.course import check_scores, copy_course, nbgrader
-from attention_platform.notebooks import ASSIGNMENT, NOTEBOOK
-from attention_platform.report import (
+from attention_platform.course.directory import check_scores, copy_course, nbgrader
+from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK
+from attention_platform.reporting.report import (
     FAILED_EVERYTHING, UNKNOWN_CHECK_NOTE, collect, read_report_data, summary_text, write_report,
 )
 from grader_tests.registry import CHECKS, GRADE_ID_PREFIX
@@ -286,7 +286,7 @@ def test_report_for_the_e2e_class_has_the_catalogue_counts(e2e_class, capsys):
 def test_exports_of_the_e2e_class_through_nbgrader_export(e2e_class):
     course, expected = e2e_class
     checks_csv, canvas_csv = course / "checks.csv", course / "canvas.csv"
-    r = nbgrader(course, "export", "--exporter=attention_platform.exports.CheckBreakdownExportPlugin",
+    r = nbgrader(course, "export", "--exporter=attention_platform.reporting.exports.CheckBreakdownExportPlugin",
                  "--to", str(checks_csv))
     assert r.returncode == 0, r.stderr[-2000:]
     assert cli(["export-canvas", "--course", str(course), "--to", str(canvas_csv)]) == 0

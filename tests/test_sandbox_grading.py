@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from attention_platform.notebooks import class_namespace, release_notebook, with_answer
-from attention_platform.sandbox import SandboxLimits, Zygote
-from attention_platform.sandbox.grading import grade_notebook, probe_payload, seed_function
+from attention_platform.course.notebooks import class_namespace, release_notebook, with_answer
+from attention_platform.grading.sandbox import SandboxLimits, Zygote
+from attention_platform.grading.sandbox.grading import grade_notebook, probe_payload, seed_function
 from grader_tests.answers import BUGGY, CORRECT
 from grader_tests.registry import CHECKS
 

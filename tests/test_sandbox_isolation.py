@@ -15,9 +15,9 @@ import time
 
 import pytest
 
-from attention_platform.sandbox import SandboxDied, SandboxLimits, SandboxTimeout, Zygote
-from attention_platform.sandbox.cgroups import cgroup_dirs
-from attention_platform.notebooks import COURSE_ROOT
+from attention_platform.grading.sandbox import SandboxDied, SandboxLimits, SandboxTimeout, Zygote
+from attention_platform.grading.sandbox.cgroups import cgroup_dirs
+from attention_platform.course.notebooks import COURSE_ROOT
 
 LIMITS = SandboxLimits(cell_timeout=3, notebook_timeout=8, cpu_seconds=4, memory_mb=256, nproc=16, tmpfs_mb=8,
                        output_chars=10_000)

@@ -11,7 +11,7 @@ import warnings
 
 import pytest
 
-from attention_platform.notebooks import class_namespace, release_notebook, with_answer
+from attention_platform.course.notebooks import class_namespace, release_notebook, with_answer
 
 
 @pytest.fixture(scope="session")

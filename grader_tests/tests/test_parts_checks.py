@@ -15,7 +15,7 @@ import warnings
 import pytest
 import torch
 
-from attention_platform.notebooks import (ASSIGNMENT, COURSE_ROOT, release_notebook, run_cells, source_notebook,
+from attention_platform.course.notebooks import (ASSIGNMENT, COURSE_ROOT, release_notebook, run_cells, source_notebook,
                                           with_edits)
 from grader_tests import by_hand_checks, head_checks
 from grader_tests.answers_parts import BUGGY, CORRECT

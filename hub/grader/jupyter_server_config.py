@@ -14,7 +14,7 @@ c.ServerApp.jpserver_extensions = {
     "nbgrader.server_extensions.assignment_list": False,
     "nbgrader.server_extensions.validate_assignment": True,
     # Release, generate, create/edit assignments and students: instructors only (TAs get 403).
-    "attention_platform.instructor_gate": True,
+    "attention_platform.hub.role_gate": True,
 }
 # The formgrader runs as root natively (the autograder's sandbox needs it) and graders
 # share it: no terminals and no kernels here, so it is no shell for anyone. Grading

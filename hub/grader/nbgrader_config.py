@@ -10,9 +10,9 @@ c = get_config()  # noqa: F821
 
 # The whole exchange: the grader sees every student's inbound and feedback folder.
 c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE_ROOT", "/srv/nbgrader/exchange")
-# Per-student exchange layout (nbgrader #1225, #1885): see attention_platform/exchange.py.
-c.ExchangeFactory.release_assignment = "attention_platform.exchange.PerStudentReleaseAssignment"
-c.ExchangeFactory.collect = "attention_platform.exchange.PerStudentCollect"
-c.ExchangeFactory.release_feedback = "attention_platform.exchange.PerStudentReleaseFeedback"
+# Per-student exchange layout (nbgrader #1225, #1885): see attention_platform/hub/exchange.py.
+c.ExchangeFactory.release_assignment = "attention_platform.hub.exchange.PerStudentReleaseAssignment"
+c.ExchangeFactory.collect = "attention_platform.hub.exchange.PerStudentCollect"
+c.ExchangeFactory.release_feedback = "attention_platform.hub.exchange.PerStudentReleaseFeedback"
 # In containers every file belongs to jovyan; identity is the student's folder instead.
 c.ExchangeCollect.check_owner = os.environ.get("NBGRADER_CHECK_OWNER", "1") == "1"

@@ -2,7 +2,7 @@
 
 The hub points JUPYTER_CONFIG_PATH here. The student runs stock nbgrader against
 their own view of the exchange: the released files (read-only) and an inbound and
-a feedback folder that belong to them alone (see attention_platform/exchange.py).
+a feedback folder that belong to them alone (see attention_platform/hub/exchange.py).
 """
 
 import os
@@ -19,7 +19,7 @@ c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE_ROOT", "/srv/nbgrader/exchan
 c.Exchange.path_includes_course = False
 # All-or-nothing submit (issue #7): a submission appears in the inbound complete or not at all,
 # a retry of an identical submission files nothing new, and a full/read-only exchange says so.
-c.ExchangeFactory.submit = "attention_platform.atomic_submit.AtomicSubmit"
+c.ExchangeFactory.submit = "attention_platform.hub.submit.AtomicSubmit"
 # Validate runs the notebook in a kernel. nbclient's default 4 s wait for a cell's last IOPub
 # message failed half of a 50-student deadline rush on 2 cores ("Timeout waiting for IOPub
 # output" on `import torch`); a loaded machine needs longer. Per-cell timeout as in grading.

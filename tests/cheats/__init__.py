@@ -23,7 +23,7 @@ from typing import Callable
 import nbformat
 from nbformat.v4 import new_code_cell
 
-from attention_platform.notebooks import CLASS_CELL_ID, with_answer
+from attention_platform.course.notebooks import CLASS_CELL_ID, with_answer
 from grader_tests.answers import BUGGY, CORRECT
 from grader_tests.registry import ALL_CHECKS, GRADE_ID_PREFIX
 

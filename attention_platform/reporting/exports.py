@@ -3,8 +3,8 @@
 Stock ``nbgrader export`` (CsvExportPlugin, grades.csv) is untouched; these are
 selected with ``--exporter`` from the course root::
 
-    nbgrader export --exporter=attention_platform.exports.CheckBreakdownExportPlugin --to checks.csv
-    nbgrader export --exporter=attention_platform.exports.CanvasExportPlugin --to canvas.csv
+    nbgrader export --exporter=attention_platform.reporting.exports.CheckBreakdownExportPlugin --to checks.csv
+    nbgrader export --exporter=attention_platform.reporting.exports.CanvasExportPlugin --to canvas.csv
 
 or through ``attention-course export-checks`` / ``export-canvas``, which add
 progress and a summary. ``--assignment``/``--student`` filter as for stock export.
@@ -39,7 +39,7 @@ from traitlets import Enum, Unicode
 
 from grader_tests.registry import GRADE_ID_PREFIX, check_for_grade_id
 
-from .report import NOT_A_CHECK_NOTE, UNKNOWN_CHECK_NOTE, progress
+from attention_platform.reporting.report import NOT_A_CHECK_NOTE, UNKNOWN_CHECK_NOTE, progress
 
 CHECK_COLUMNS = [
     "assignment", "student_id", "last_name", "first_name", "email", "timestamp",
@@ -210,9 +210,9 @@ def run_export(plugin_class, db_url: str, *, to: str, assignments=(), students=(
     """Run an export plug-in in-process on the gradebook at ``db_url``; return its summary."""
     import logging
 
-    from .report import open_gradebook
+    from attention_platform.reporting.report import open_gradebook
 
-    log = logging.getLogger("attention_platform.exports")
+    log = logging.getLogger("attention_platform.reporting.exports")
     log.propagate = False
     log.setLevel(logging.WARNING)
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .notebooks import ASSIGNMENT, COURSE_ROOT
+from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT
 
 COMMANDS = ("autograde-batch", "bench-autograde")
 
@@ -37,16 +37,16 @@ def add_grading_commands(commands) -> None:
 
 def run_grading_command(args: argparse.Namespace) -> int:
     if args.command == "autograde-batch":
-        from .sandbox.client import get_zygote
+        from attention_platform.grading.sandbox.client import get_zygote
 
         get_zygote()  # starts importing torch in the warm worker while this process imports nbgrader
-        from .batch import autograde_batch
+        from attention_platform.grading.batch import autograde_batch
 
         outcomes = autograde_batch(args.course, args.assignment, jobs=args.jobs, students=args.student,
                                    progress=not args.no_progress)
         return 0 if all(not o.status.startswith("error") for o in outcomes) else 1
     if args.command == "bench-autograde":
-        from .bench import run_benchmark
+        from attention_platform.grading.bench import run_benchmark
 
         return run_benchmark(args.workdir, args.submissions, jobs=args.jobs, latency_runs=args.latency_runs)
     raise SystemExit(f"unknown command {args.command}")

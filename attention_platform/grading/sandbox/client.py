@@ -81,8 +81,8 @@ class Zygote:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
                "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         self.process = subprocess.Popen(
-            [python or sys.executable, "-m", "attention_platform.sandbox.zygote", str(theirs.fileno())],
-            pass_fds=[theirs.fileno()], cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
+            [python or sys.executable, "-m", "attention_platform.grading.sandbox.zygote", str(theirs.fileno())],
+            pass_fds=[theirs.fileno()], cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__)))),
             env=env, stdin=subprocess.DEVNULL,
         )
         theirs.close()

@@ -25,8 +25,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from .course import copy_course
-from .notebooks import ASSIGNMENT, COURSE_ROOT
+from attention_platform.course.directory import copy_course
+from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT
 
 HUB_CONFIG = COURSE_ROOT / "hub" / "jupyterhub_config.py"
 COURSE_ID = os.environ.get("NBGRADER_COURSE_ID", "dl-attention")
@@ -254,7 +254,7 @@ def wait_for_hub(url: str, process: subprocess.Popen, timeout: float = 90) -> No
 
 def start(hub: NativeHub) -> NativeHub:
     """Start JupyterHub and the formgrader (child processes, own sessions) and wait for both."""
-    from .formgrader_service import command, service_env
+    from attention_platform.hub.formgrader_service import command, service_env
 
     started = time.monotonic()
     log = open(hub.state / "jupyterhub.log", "ab")

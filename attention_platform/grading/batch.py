@@ -211,9 +211,9 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
     from nbgrader.coursedir import CourseDirectory
     from nbgrader.utils import parse_utc
 
-    from .sandbox.client import get_zygote
-    from .sandbox.grading import grade_notebook, seed_function, submission_files
-    from .sandboxed_execute import SandboxedExecute
+    from attention_platform.grading.sandbox.client import get_zygote
+    from attention_platform.grading.sandbox.grading import grade_notebook, seed_function, submission_files
+    from attention_platform.grading.sandboxed_execute import SandboxedExecute
 
     started = time.monotonic()
     course = Path(course).resolve()

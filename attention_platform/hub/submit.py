@@ -19,7 +19,7 @@ Errors that concern the student (exchange full, read-only, not writable) end in 
 received, why, and what to do; the Assignments tab shows it.
 
 Wired in ``hub/student/nbgrader_config.py``:
-``c.ExchangeFactory.submit = "attention_platform.atomic_submit.AtomicSubmit"``.
+``c.ExchangeFactory.submit = "attention_platform.hub.submit.AtomicSubmit"``.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .notebooks import ASSIGNMENT, COURSE_ROOT, NOTEBOOK
+from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT, NOTEBOOK
 
 COURSE = os.environ.get("NBGRADER_COURSE_ID", "dl-attention")
 STEPS = ("login", "spawn", "open_lab", "fetch", "save", "validate", "submit")
@@ -154,7 +154,7 @@ class LoadStudent:
 
     async def save(self, round_no: int) -> str:
         """Write an answer into the fetched notebook; returns the SHA-256 of the bytes saved."""
-        from .notebooks import with_answer
+        from attention_platform.course.notebooks import with_answer
 
         import nbformat
 
@@ -441,7 +441,7 @@ def run_load(n: int = 50, state: Path | None = None, port: int = 8400, ramp: flo
     os.environ["HUB_DEMO_STUDENTS"] = str(n)
     if url is None:  # our own accounts: no clash with another hub's demo users on this machine
         os.environ.setdefault("HUB_DEMO_PREFIX", "load-")
-    from . import hub_native
+    from attention_platform.hub import native as hub_native
 
     if len(hub_native.DEMO_STUDENTS) < n or not hub_native.DEMO_STUDENTS[0].startswith(
             os.environ.get("HUB_DEMO_PREFIX", "")):

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import nbformat
 
-from . import samples
-from .course import check_scores, copy_course, nbgrader, write_submission
-from .notebooks import ASSIGNMENT, NOTEBOOK, PART_NOTEBOOKS, solved, with_answer
+from attention_platform.course import samples
+from attention_platform.course.directory import check_scores, copy_course, nbgrader, write_submission
+from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK, PART_NOTEBOOKS, solved, with_answer
 from grader_tests.registry import GRADE_ID_PREFIX, NOTEBOOK_CHECKS
 
 ALL_CHECKS = NOTEBOOK_CHECKS["self_attention"]  # the table's columns: the core notebook's checks

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import nbformat
 
-from .course import check_scores, copy_course, nbgrader, write_submission
-from .notebooks import ASSIGNMENT, NOTEBOOK, with_answer
+from attention_platform.course.directory import check_scores, copy_course, nbgrader, write_submission
+from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK, with_answer
 
 
 def generated_class(n: int) -> dict[str, str | None]:
@@ -136,8 +136,8 @@ def run_benchmark(workdir: Path, n: int = 100, *, jobs: int | None = None, laten
 def measure_latency(course: Path, student: str, runs: int = 20) -> list[float]:
     """Submit one student's notebook again and again to a warm in-process grader;
     time each from the file landing in submitted/ to grades and feedback written."""
-    from .batch import autograde_batch
-    from .sandbox.client import get_zygote
+    from attention_platform.grading.batch import autograde_batch
+    from attention_platform.grading.sandbox.client import get_zygote
 
     get_zygote().wait_ready()
     folder = course / "submitted" / student / ASSIGNMENT

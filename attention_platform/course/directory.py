@@ -15,7 +15,7 @@ from pathlib import Path
 
 import nbformat
 
-from .notebooks import ASSIGNMENT, COURSE_ROOT, NOTEBOOK
+from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT, NOTEBOOK
 
 COURSE_FILES = ("source", "nbgrader_config.py")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import nbformat
 
-COURSE_ROOT = Path(__file__).resolve().parents[1]
+COURSE_ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENT = "self_attention"
 NOTEBOOK = "self_attention.ipynb"
 CLASS_CELL_ID = "self_attention_class"

@@ -1,6 +1,6 @@
 """The warm worker: imports torch once, then forks one confined sandbox per submission.
 
-Run by ``client.Zygote`` as root: ``python -m attention_platform.sandbox.zygote FD``
+Run by ``client.Zygote`` as root: ``python -m attention_platform.grading.sandbox.zygote FD``
 where FD is its control socket. It imports torch (and the pickle-free wire codec)
 but nothing of the hidden checks, the reference or the course: whatever a
 sandbox inherits from it by ``fork`` holds no secret.

@@ -143,7 +143,7 @@ class CourseLTI13Authenticator(LTI13Authenticator):
 def _required(env: dict, name: str) -> str:
     value = env.get(name, "").strip()
     if not value:
-        raise SystemExit(f"HUB_AUTHENTICATOR=lti needs {name} (see hub/lti.py)")
+        raise SystemExit(f"HUB_AUTHENTICATOR=lti needs {name} (see attention_platform/hub/lti.py)")
     return value
 
 

@@ -4,7 +4,7 @@ The grader is a JupyterLab (``jupyterhub-singleuser``) of the course's grader
 account, served under ``/services/<course>/``, with nbgrader's formgrader inside.
 The hub only routes to it and checks who may use it; this module starts it with
 the environment a hub-managed service would get. The Docker grader container runs
-``python -m attention_platform.formgrader_service`` and the native launcher runs
+``python -m attention_platform.hub.formgrader_service`` and the native launcher runs
 the same function, so both deployments start the formgrader one way.
 
 Environment:
@@ -22,7 +22,7 @@ import os
 import sys
 from pathlib import Path
 
-HUB_DIR = Path(__file__).resolve().parents[1] / "hub"
+HUB_DIR = Path(__file__).resolve().parents[2] / "hub"
 
 
 def service_env(*, course: str, api_token: str, hub_api_url: str, ip: str, port: int,

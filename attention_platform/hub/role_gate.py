@@ -54,7 +54,7 @@ def _gate(method):
 
 
 def _jupyter_server_extension_points():
-    return [{"module": "attention_platform.instructor_gate"}]
+    return [{"module": "attention_platform.hub.role_gate"}]
 
 
 def _load_jupyter_server_extension(serverapp):

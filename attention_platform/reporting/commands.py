@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .notebooks import ASSIGNMENT, COURSE_ROOT
+from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT
 
 
 def add_report_commands(commands) -> None:
@@ -46,7 +46,7 @@ def add_report_commands(commands) -> None:
 def run_report_command(args) -> int:
     if args.command == "feedback":
         return _feedback(args)
-    from .report import ReportError, default_db_url
+    from attention_platform.reporting.report import ReportError, default_db_url
 
     db_url = args.db_url or default_db_url(args.course)
     try:
@@ -59,7 +59,7 @@ def run_report_command(args) -> int:
 
 
 def _report(args, db_url: str) -> int:
-    from .report import summary_text, write_report
+    from attention_platform.reporting.report import summary_text, write_report
 
     out = args.out or Path(args.course) / "build" / "reports" / f"{args.assignment}.html"
     data = write_report(db_url, args.assignment, out, course=args.course)
@@ -70,7 +70,7 @@ def _report(args, db_url: str) -> int:
 def _export(args, db_url: str) -> int:
     import time
 
-    from .exports import CanvasExportPlugin, CheckBreakdownExportPlugin, run_export
+    from attention_platform.reporting.exports import CanvasExportPlugin, CheckBreakdownExportPlugin, run_export
 
     started = time.monotonic()
     canvas = args.command == "export-canvas"

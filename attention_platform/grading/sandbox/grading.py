@@ -45,7 +45,7 @@ from grader_tests.registry import check_for_grade_id
 
 from .client import SandboxError, SandboxLimits, SandboxTimeout, Zygote, get_zygote
 
-GRADER_TESTS = Path(__file__).resolve().parents[2] / "grader_tests"
+GRADER_TESTS = Path(__file__).resolve().parents[3] / "grader_tests"
 # Replaced by empty modules inside a sandbox: the reference solution never enters one.
 # Only the modules that list checks and what they import from grader_tests are sent
 # (never answers.py, registry.py, kernel.py or the tests).

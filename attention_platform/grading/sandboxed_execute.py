@@ -3,7 +3,7 @@
 Wired in ``nbgrader_config.py`` in place of ``nbgrader.preprocessors.Execute`` in
 ``c.Autograde.autograde_preprocessors``, so ``nbgrader autograde``, the
 formgrader's autograde button and ``attention-course autograde-batch`` all grade
-through ``attention_platform.sandbox.grading.grade_notebook``: student cells and
+through ``attention_platform.grading.sandbox.grading.grade_notebook``: student cells and
 probes run in a fresh confined process tree per submission, every check's verdict
 is decided by a judge in this (trusted) process, and check cells get the same
 output shapes the in-kernel ``grader_tests.kernel.grade`` produces, so
@@ -17,7 +17,7 @@ import os
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Float, Integer, Unicode
 
-from .sandbox.client import SandboxLimits
+from attention_platform.grading.sandbox.client import SandboxLimits
 
 
 def _env_float(name: str, default: float) -> float:
@@ -62,7 +62,7 @@ class SandboxedExecute(NbGraderPreprocessor):
         )
 
     def preprocess(self, nb, resources):
-        from .sandbox.grading import grade_notebook, seed_function, submission_files
+        from attention_platform.grading.sandbox.grading import grade_notebook, seed_function, submission_files
 
         metadata = resources.get("metadata", {})
         name = resources.get("unique_key") or metadata.get("name", "submission")

@@ -1,0 +1,1 @@
+"""Grading: nbgrader preprocessors, the sandbox untrusted code runs in, the batch grader."""

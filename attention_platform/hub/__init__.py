@@ -1,0 +1,1 @@
+"""The JupyterHub side: native launcher, exchange plug-ins, submit, formgrader service, login."""

@@ -1,0 +1,1 @@
+"""What teachers read: the misconception report, grade exports, feedback."""
