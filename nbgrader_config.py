@@ -11,6 +11,7 @@ from nbgrader import preprocessors as pp
 
 from attention_platform.grading.preprocessors import HideCheckCode, RestoreCellMetadata, SanitizeCheckOutputs
 from attention_platform.grading.sandboxed_execute import SandboxedExecute
+from attention_platform.reporting.safe_html import FeedbackHTMLExporter
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
@@ -61,6 +62,9 @@ c.Autograde.autograde_preprocessors = [
     pp.CheckCellMetadata,
 ]
 
+# Feedback is a page built from student content: markdown, raw cells and outputs are sanitised
+# and the page forbids every script (see attention_platform/reporting/safe_html.py).
+c.GenerateFeedback.exporter_class = FeedbackHTMLExporter
 # Feedback shows each check's verdict and message, never its code.
 c.GenerateFeedback.preprocessors = [
     HideCheckCode,

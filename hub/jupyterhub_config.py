@@ -163,7 +163,7 @@ _formgrader = {
     "api_token": env("FORMGRADER_API_TOKEN"),  # secret shared with the formgrader process
     "display": True,  # listed in the hub's Services menu for those who may use it
     "oauth_no_confirm": True,  # no "Authorize access" stop for TAs (it is our own service)
-    # The formgrader learns the user's groups: instructors-only actions (attention_platform/hub/role_gate.py).
+    # The formgrader learns the user's groups: its gate tells TAs from instructors (attention_platform/hub/formgrader_gate.py).
     "oauth_client_allowed_scopes": ["read:users:groups!user"],
 }
 c.JupyterHub.services = [

@@ -1,7 +1,10 @@
 """Fixtures for the platform's tests.
 
-- ``graded_class`` (session): a scratch copy of the course in which real
-  ``nbgrader`` graded a small class of submissions; yields ``GradedClass``.
+- ``native_hub`` (session): one ``attention-course hub`` (the README's first command) shared by
+  the browser walk-through and the hub API tests, started with --no-release.
+- ``security_hub`` (session): a second hub, released, for the attacks on the formgrader
+  (tests/test_formgrader_gate.py, tests/test_hostile_submission.py), so what they leave
+  behind never meets the walk-through's expectations.
 """
 
 
@@ -17,4 +20,17 @@ def native_hub():
     from hub_helpers import launch_hub
 
     with launch_hub("test-hub", release=False) as hub:
+        yield hub
+
+
+@pytest.fixture(scope="session")
+def security_hub():
+    """A released course on its own hub, for tests that attack it."""
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("the hub's real Unix users need root (CI is root)")
+    from hub_helpers import launch_hub
+
+    with launch_hub("security-hub") as hub:
         yield hub

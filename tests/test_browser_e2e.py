@@ -2,8 +2,8 @@
 against the README's first command: real hub, proxy, single-user servers,
 formgrader and nbgrader.
 
-The instructor releases self_attention from the formgrader (and sees the
-formgrader render inside the grader's JupyterLab); two students log in, fetch it
+The instructor releases self_attention from the formgrader (a service that serves
+the formgrader and nothing else); two students log in, fetch it
 in the Assignments tab, type their answers into the notebook (one correct, one
 with a bug), validate and submit; the TA collects, autogrades, generates and
 releases feedback from the formgrader; each student fetches feedback and sees
@@ -77,12 +77,15 @@ def login(browser, hub, user: str):
     return page
 
 
-def close_modal(page, timeout: float = 300_000) -> None:
+def close_modal(page, timeout: float = 300_000) -> str:
+    """Wait for the formgrader's result dialog, close it, return what it said."""
     modal = page.locator(".modal.show, .modal.in")
     modal.first.wait_for(state="visible", timeout=timeout)
+    text = modal.first.inner_text()
     modal.first.locator(".modal-footer button").first.click()
     modal.first.wait_for(state="hidden")
     page.locator(".modal-backdrop").wait_for(state="detached")
+    return text
 
 
 def formgrader_click(page, hub, column: str, *, modal: bool = True) -> None:
@@ -90,7 +93,8 @@ def formgrader_click(page, hub, column: str, *, modal: bool = True) -> None:
     row = page.locator(f"tr:has(td.name:has-text('{ASSIGNMENT}'))")
     row.locator(f"td.{column} a").first.click()
     if modal:
-        close_modal(page)
+        said = close_modal(page)
+        assert "Successfully" in said, said
 
 
 def open_lab(page, hub, user: str) -> float:
@@ -119,12 +123,11 @@ def test_a_whole_assignment_in_the_browser(hub, browser, record_property):
     formgrader_click(prof, hub, "release", modal=False)
     prof.locator(f"tr:has(td.name:has-text('{ASSIGNMENT}')) td.status:has-text('released')").wait_for()
     shot(prof, "instructor-released")
-    prof.goto(f"{hub.url}/services/{COURSE}/lab")
-    prof.locator(".jp-LabShell").wait_for()
-    prof.get_by_role("menuitem", name="Nbgrader").click()
-    prof.get_by_role("menuitem", name=re.compile("^Formgrader")).first.click()
-    prof.frame_locator("iframe").first.locator("text=Manage Assignments").first.wait_for()
-    shot(prof, "instructor-formgrader-inside-jupyterlab")
+    # the service is the formgrader and nothing else: its front door leads there, JupyterLab is not served
+    prof.goto(f"{hub.url}/services/{COURSE}/")
+    prof.locator("text=Manage Assignments").first.wait_for()
+    assert prof.goto(f"{hub.url}/services/{COURSE}/lab").status == 404
+    shot(prof, "instructor-formgrader-only")
 
     # students: fetch in the Assignments tab, type the answer, validate, submit
     pages = {}
@@ -175,7 +178,8 @@ def test_a_whole_assignment_in_the_browser(hub, browser, record_property):
     for user in ANSWERS:
         row = ta.locator(f"tr:has-text('{user}')")
         row.locator("td.autograde a").click()
-        close_modal(ta)  # "Successfully autograded ..."
+        said = close_modal(ta)
+        assert "Successfully autograded" in said, said
     shot(ta, "ta-autograded")
     formgrader_click(ta, hub, "generate-feedback")
     formgrader_click(ta, hub, "release-feedback")

@@ -124,7 +124,7 @@ def test_fork_bomb_leaves_nothing_behind(world):
 
 
 def _sandbox_uid(pid: str) -> bool:
-    from attention_platform.grading.sandbox.client import UID_BASE, UID_SPAN
+    from attention_platform.grading.sandbox.limits import UID_BASE, UID_SPAN
 
     try:
         status = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status") if ":" in line)

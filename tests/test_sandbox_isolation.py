@@ -16,7 +16,7 @@ import time
 import pytest
 
 from attention_platform.grading.sandbox import SandboxDied, SandboxLimits, SandboxTimeout, Zygote
-from attention_platform.grading.sandbox.cgroups import cgroup_dirs
+from attention_platform.grading.sandbox import cgroups
 from attention_platform.course.notebooks import COURSE_ROOT
 
 LIMITS = SandboxLimits(cell_timeout=3, notebook_timeout=8, cpu_seconds=4, memory_mb=256, nproc=16, tmpfs_mb=8,
@@ -142,9 +142,10 @@ def test_wall_clock_bound_per_cell_kills_the_whole_tree(zygote):
     assert time.monotonic() - started < 2.5
     assert uid_processes(uid) == []
     deadline = time.monotonic() + 3
-    while any(os.path.exists(p) for p in cgroup_dirs(sb.spec["cgroup"]).values()) and time.monotonic() < deadline:
+    dirs = cgroups.locate().dirs(sb.spec["cgroup"])
+    while any(os.path.exists(p) for p in dirs) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not any(os.path.exists(p) for p in cgroup_dirs(sb.spec["cgroup"]).values()), "cgroups removed"
+    assert dirs and not any(os.path.exists(p) for p in dirs), "cgroups removed"
 
 
 def test_cpu_time_limit(zygote):

@@ -40,9 +40,9 @@ def service_env(*, course: str, api_token: str, hub_api_url: str, ip: str, port:
         "JUPYTERHUB_OAUTH_CALLBACK_URL": prefix + "oauth_callback",
         "JUPYTERHUB_OAUTH_ACCESS_SCOPES": access,
         "JUPYTERHUB_OAUTH_SCOPES": access,
-        # Ask the hub for the user's groups too (instructor-only actions, instructor_gate.py).
+        # Ask the hub for the user's groups too: the gate decides TA or instructor from them.
         "JUPYTERHUB_OAUTH_CLIENT_ALLOWED_SCOPES": json.dumps(["read:users:groups!user"]),
-        "JUPYTERHUB_DEFAULT_URL": "/lab",
+        "JUPYTERHUB_DEFAULT_URL": "/formgrader",
         # Grader-side nbgrader and server settings (hub/grader/), incl. the exchange plug-in.
         "JUPYTER_CONFIG_PATH": os.environ.get("GRADER_CONFIG_DIR", str(HUB_DIR / "grader")),
     }

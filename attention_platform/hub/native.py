@@ -30,6 +30,9 @@ from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT
 
 HUB_CONFIG = COURSE_ROOT / "hub" / "jupyterhub_config.py"
 COURSE_ID = os.environ.get("NBGRADER_COURSE_ID", "dl-attention")
+# The Unix account the formgrader and every nbgrader command of the course run as (as root).
+# It owns the course directory; it is not root and cannot become root.
+GRADER_ACCOUNT = f"{COURSE_ID}-grader"
 # HUB_DEMO_PREFIX: a prefix for every demo account name, so a load test or fault test can run
 # beside another hub on the same machine (Unix users are machine-wide); HUB_DEMO_STUDENTS=N:
 # N demo students student1..N (the load test's class). Both issue #7.
@@ -49,6 +52,7 @@ class NativeHub:
     formgrader_port: int = 9999
     process: subprocess.Popen | None = None
     formgrader: subprocess.Popen | None = None
+    broker: subprocess.Popen | None = None
     grader_user: str | None = None
     start_seconds: float = 0.0
 
@@ -59,6 +63,26 @@ class NativeHub:
     @property
     def exchange(self) -> Path:
         return self.state / "exchange"
+
+    @property
+    def sandbox_socket(self) -> Path:
+        return self.state / "run" / "sandbox.sock"
+
+    @property
+    def grader_lib(self) -> Path:
+        """The grader's own copy of the hidden checks (the checkout's is hidden from every other account)."""
+        return self.state / "grader-lib"
+
+    def as_grader(self) -> dict:
+        """subprocess arguments that run a command as the grader account, in the course directory."""
+        env = dict(self.env, HOME=str(self.state / "grader-home"), PYTHONPATH=str(self.grader_lib),
+                   JUPYTER_CONFIG_PATH=str(COURSE_ROOT / "hub" / "grader"),
+                   NBGRADER_EXCHANGE_ROOT=str(self.exchange), ATTENTION_SANDBOX_SOCKET=str(self.sandbox_socket))
+        kwargs = dict(cwd=self.course_dir, env=env)
+        if self.grader_user:
+            entry = pwd.getpwnam(self.grader_user)
+            kwargs.update(user=entry.pw_uid, group=entry.pw_gid, extra_groups=[], umask=0o027)
+        return kwargs
 
 
 def _run(cmd, **kwargs):
@@ -81,14 +105,6 @@ def ensure_unix_user(name: str, home: Path, system: bool = False) -> None:
           "--shell", "/bin/bash", "--user-group", name])
 
 
-def _chown_tree(path: Path, user: str) -> None:
-    entry = pwd.getpwnam(user)
-    for root, dirs, files in os.walk(path):
-        os.chown(root, entry.pw_uid, entry.pw_gid)
-        for name in files:
-            os.lchown(os.path.join(root, name), entry.pw_uid, entry.pw_gid)
-
-
 def load_passwords(state: Path) -> dict:
     """Demo passwords, generated once per state directory and kept there (mode 0600)."""
     path = state / "demo-accounts.json"
@@ -107,29 +123,77 @@ def _secret(path: Path) -> str:
     return path.read_text().strip()
 
 
+def own_dir(path: Path, uid: int | None, gid: int | None, mode: int) -> None:
+    """Create ``path`` (its parent is root's) and give it to uid:gid with ``mode``, through a
+    file descriptor opened without following links: whatever sits at ``path`` is never followed."""
+    try:
+        path.mkdir()
+    except FileExistsError:
+        pass
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        if uid is not None:
+            os.fchown(fd, uid, gid)
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
+def _give_tree(root: Path, uid: int, gid: int) -> None:
+    """lchown everything under a tree root created moments ago, the top folder last."""
+    for folder, dirs, files in os.walk(root, topdown=False):
+        for name in dirs + files:
+            os.lchown(os.path.join(folder, name), uid, gid)
+    os.lchown(root, uid, gid)
+
+
+def _install_for_grader(hub: "NativeHub", target: Path, build) -> None:
+    """Build a tree as root in a fresh folder of the (root-owned) state directory, hand it to
+    the grader, and swap it into ``target``: nothing the grader can write is ever followed."""
+    fresh = hub.state / f".{target.name}-{secrets.token_hex(6)}"
+    build(fresh)
+    if hub.grader_user:
+        entry = pwd.getpwnam(hub.grader_user)
+        _give_tree(fresh, entry.pw_uid, entry.pw_gid)
+    fresh.chmod(0o700)
+    if target.is_dir() and not target.is_symlink():
+        shutil.rmtree(target)
+    elif target.is_symlink():
+        target.unlink()
+    os.rename(fresh, target)
+
+
+def _copy_grader_tests(dest: Path) -> None:
+    dest.mkdir()
+    shutil.copytree(COURSE_ROOT / "grader_tests", dest / "grader_tests",
+                    ignore=shutil.ignore_patterns("tests", "__pycache__", "*.pyc"))
+
+
 def prepare(state: Path, *, port: int = 8000, formgrader_port: int = 9999, release: bool = True,
             course_root: Path = COURSE_ROOT, log=print) -> NativeHub:
     """Everything before the hub starts: accounts, course directory, exchange."""
     state = state.resolve()
     state.mkdir(parents=True, exist_ok=True)
-    state.chmod(0o755)
     as_root = os.geteuid() == 0
-    # The formgrader runs as root when we are root: the autograder's sandbox
-    # (attention_platform/sandbox) needs root to build each submission's namespaces
-    # and drops student code to its own uid. Its JupyterLab has no terminals and no
-    # kernels (hub/grader/jupyter_server_config.py), so TAs do not get a root shell.
-    grader = "root" if as_root else None
+    # Students only traverse the state directory (to their homes and exchange views); its
+    # files (hub database, tokens, passwords) are root's and 0600.
+    state.chmod(0o711 if as_root else 0o755)
+    # As root, the formgrader and every nbgrader command run as the course's grader account,
+    # never as root: what renders student work for TAs cannot touch the rest of the machine.
+    # The one root part of grading, the sandbox broker, only builds sandboxes (start()).
+    grader = GRADER_ACCOUNT if as_root else None
     passwords = load_passwords(state)
-    (state / "grader-home").mkdir(exist_ok=True)
-    (state / "grader-home").chmod(0o700)
     if as_root:
+        ensure_unix_user(GRADER_ACCOUNT, state / "grader-home", system=True)
         for name in DEMO_ACCOUNTS:
             ensure_unix_user(name, state / "home" / name)
+    grader_ids = (pwd.getpwnam(grader).pw_uid, pwd.getpwnam(grader).pw_gid) if grader else (None, None)
+    own_dir(state / "grader-home", *grader_ids, 0o700)
+    own_dir(state / "home", None, None, 0o711 if as_root else 0o755)
     for name in DEMO_ACCOUNTS:
-        (state / "home" / name).mkdir(parents=True, exist_ok=True)
-        if as_root:
-            _chown_tree(state / "home" / name, name)
-            (state / "home" / name).chmod(0o700)
+        entry = pwd.getpwnam(name) if as_root else None
+        own_dir(state / "home" / name, entry and entry.pw_uid, entry and entry.pw_gid, 0o700 if as_root else 0o755)
+    own_dir(state / "run", None, None, 0o755)
 
     url = f"http://127.0.0.1:{port}"
     env = dict(
@@ -169,20 +233,20 @@ def prepare(state: Path, *, port: int = 8000, formgrader_port: int = 9999, relea
 
     if as_root:
         hide_course_secrets(COURSE_ROOT, log)
+    # The grader's copy of the hidden checks, fresh at every start (the checkout's copy is
+    # hidden from every account but its owner's).
+    _install_for_grader(hub, hub.grader_lib, _copy_grader_tests)
     # The course directory: source and config only; the grader owns it, nobody else can read it.
     if not (hub.course_dir / "source").is_dir():
-        copy_course(hub.course_dir, Path(course_root))
+        _install_for_grader(hub, hub.course_dir, lambda fresh: copy_course(fresh, Path(course_root)))
         log(f"course directory created: {hub.course_dir}")
-    hub.course_dir.chmod(0o700)
-    nb_env = dict(env, JUPYTER_CONFIG_PATH=str(COURSE_ROOT / "hub" / "grader"),
-                  NBGRADER_EXCHANGE_ROOT=str(hub.exchange), HOME=str(state / "grader-home"))
     nbgrader = str(Path(sys.executable).parent / "nbgrader")
-    kw = dict(cwd=hub.course_dir, env=nb_env)
-    _run([nbgrader, "generate_assignment", ASSIGNMENT, "--force"], **kw)
-    enrol_demo_students(hub.course_dir / "gradebook.db")
+    as_grader = hub.as_grader()
+    _run([nbgrader, "generate_assignment", ASSIGNMENT, "--force"], **as_grader)
+    _run([nbgrader, "db", "student", "import", str(write_demo_roster(hub))], **as_grader)
     if release:
         if not (course_x / "outbound" / ASSIGNMENT).is_dir():
-            _run([nbgrader, "release_assignment", ASSIGNMENT], **kw)
+            _run([nbgrader, "release_assignment", ASSIGNMENT], **as_grader)
         log(f"assignment {ASSIGNMENT!r} released to {course_x / 'outbound'}")
     return hub
 
@@ -207,14 +271,14 @@ def hide_course_secrets(root: Path, log=print) -> None:
     log(f"hidden from students: {', '.join(hidden)} under {root}")
 
 
-def enrol_demo_students(gradebook: Path) -> None:
-    """Put the demo students in the gradebook with names, as an instructor's roster import
-    (`nbgrader db student import`) would; otherwise the formgrader lists them as "None, None"."""
-    from nbgrader.api import Gradebook
-
-    with Gradebook(f"sqlite:///{gradebook}") as gb:
-        for name in DEMO_STUDENTS:
-            gb.update_or_create_student(name, first_name="Demo", last_name=name.capitalize())
+def write_demo_roster(hub: NativeHub) -> Path:
+    """The demo students as a roster CSV, as an instructor would import a real class with
+    ``nbgrader db student import``; without names the formgrader lists them as "None, None"."""
+    roster = hub.state / "run" / "demo-roster.csv"
+    lines = ["id,first_name,last_name"] + [f"{name},Demo,{name.capitalize()}" for name in DEMO_STUDENTS]
+    roster.write_text("\n".join(lines) + "\n")
+    roster.chmod(0o644)
+    return roster
 
 
 def add_demo_logins(hub: NativeHub) -> None:
@@ -252,8 +316,26 @@ def wait_for_hub(url: str, process: subprocess.Popen, timeout: float = 90) -> No
     raise TimeoutError(f"the hub did not answer on {url} within {timeout:.0f} s")
 
 
+def start_broker(hub: NativeHub, log_file, timeout: float = 120) -> None:
+    """The root sandbox broker, for the grader account only (see grading/sandbox/broker.py)."""
+    entry = pwd.getpwnam(hub.grader_user)
+    hub.broker = subprocess.Popen(
+        [sys.executable, "-m", "attention_platform.grading.sandbox.broker", "--socket", str(hub.sandbox_socket),
+         "--allow-uid", str(entry.pw_uid), "--allow-gid", str(entry.pw_gid)],
+        cwd=hub.state, env=hub.env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    deadline = time.monotonic() + timeout
+    while not hub.sandbox_socket.exists():
+        if hub.broker.poll() is not None:
+            raise RuntimeError(f"the sandbox broker exited with status {hub.broker.returncode}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the sandbox broker did not start within {timeout:.0f} s")
+        time.sleep(0.1)
+
+
 def start(hub: NativeHub) -> NativeHub:
-    """Start JupyterHub and the formgrader (child processes, own sessions) and wait for both."""
+    """Start JupyterHub, the sandbox broker and the formgrader (child processes, own
+    sessions) and wait for them."""
     from attention_platform.hub.formgrader_service import command, service_env
 
     started = time.monotonic()
@@ -262,18 +344,19 @@ def start(hub: NativeHub) -> NativeHub:
         [str(Path(sys.executable).parent / "jupyterhub"), "-f", str(HUB_CONFIG)],
         cwd=hub.state, env=hub.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
-    fg_env = dict(hub.env, HOME=str(hub.state / "grader-home"), NBGRADER_EXCHANGE_ROOT=str(hub.exchange),
-                  **service_env(course=COURSE_ID, api_token=hub.env["FORMGRADER_API_TOKEN"],
-                                hub_api_url=f"http://127.0.0.1:{hub.env['HUB_INTERNAL_PORT']}/hub/api", ip="127.0.0.1",
-                                port=hub.formgrader_port))
-    hub.formgrader = subprocess.Popen(
-        command(str(hub.course_dir), "127.0.0.1", hub.formgrader_port), cwd=hub.course_dir, env=fg_env,
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
+    if hub.grader_user:
+        start_broker(hub, log)
+    as_grader = hub.as_grader()
+    as_grader["env"].update(service_env(
+        course=COURSE_ID, api_token=hub.env["FORMGRADER_API_TOKEN"],
+        hub_api_url=f"http://127.0.0.1:{hub.env['HUB_INTERNAL_PORT']}/hub/api", ip="127.0.0.1",
+        port=hub.formgrader_port))
+    hub.formgrader = subprocess.Popen(command(str(hub.course_dir), "127.0.0.1", hub.formgrader_port),
+                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **as_grader)
     wait_for_hub(hub.url, hub.process)
     add_demo_logins(hub)
     deadline = time.monotonic() + 90
-    while True:  # the formgrader answers (302 to the hub's login) once it is up
+    while True:  # the formgrader answers its version once it is up
         if hub.formgrader.poll() is not None:
             raise RuntimeError(f"the formgrader exited with status {hub.formgrader.returncode}")
         try:
@@ -298,9 +381,10 @@ def stop(hub: NativeHub, timeout: float = 20) -> float:
     started = time.monotonic()
     if hub.process and hub.process.poll() is None:
         hub.process.send_signal(signal.SIGINT)
-    if hub.formgrader and hub.formgrader.poll() is None:
-        hub.formgrader.send_signal(signal.SIGTERM)
-    for proc in (hub.process, hub.formgrader):
+    for proc in (hub.formgrader, hub.broker):
+        if proc and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in (hub.process, hub.formgrader, hub.broker):
         if proc is None:
             continue
         try:
@@ -341,7 +425,7 @@ def run(state: Path, port: int = 8000, formgrader_port: int = 9999, release: boo
     print(f"Formgrader (instructor, ta): {hub.url}/services/{COURSE_ID}/")
     print("Press Ctrl-C to stop everything.")
     sys.stdout.flush()
-    while not stopping and hub.process.poll() is None and hub.formgrader.poll() is None:
+    while not stopping and all(p.poll() is None for p in (hub.process, hub.formgrader, hub.broker) if p):
         time.sleep(0.2)
     seconds = stop(hub)
     print(f"stopped in {seconds:.1f} s")

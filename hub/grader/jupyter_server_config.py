@@ -1,23 +1,31 @@
-"""Jupyter Server settings of the course's formgrader service (JUPYTER_CONFIG_PATH)."""
+"""Jupyter Server settings of the course's formgrader service (JUPYTER_CONFIG_PATH).
+
+This server is the formgrader and nothing else: it runs as the course's grader
+account (never root), loads only nbgrader's formgrader and our gate, and the gate
+(attention_platform/hub/formgrader_gate.py) answers 404 to every path that is not
+a formgrader page or API, checks the user's role on every request and sends a
+nonce-based Content-Security-Policy with every response.
+"""
 
 c = get_config()  # noqa: F821
 
-# JupyterHub >= 4.1 sends "frame-ancestors 'none'" from every single-user server, so
-# the Formgrader tab of this service's JupyterLab (an iframe of this same server) is
-# blank (nbgrader #1870). 'self' allows exactly that iframe on this grader-only
-# server; students' servers keep 'none'.
-c.ServerApp.tornado_settings = {"headers": {"Content-Security-Policy": "frame-ancestors 'self'"}}
-# The grader's JupyterLab has every nbgrader extension; the course list is for hub users' own servers.
 c.ServerApp.jpserver_extensions = {
     "nbgrader.server_extensions.formgrader": True,
-    "nbgrader.server_extensions.course_list": False,
+    "attention_platform.hub.formgrader_gate": True,
+    # Everything else a Jupyter install brings is off here: no Lab, no editor, no terminals,
+    # no language server, and none of nbgrader's student-side extensions (Validate runs code).
+    "jupyterlab": False,
+    "notebook": False,
+    "notebook_shim": False,
+    "jupyter_lsp": False,
+    "jupyter_server_terminals": False,
     "nbgrader.server_extensions.assignment_list": False,
-    "nbgrader.server_extensions.validate_assignment": True,
-    # Release, generate, create/edit assignments and students: instructors only (TAs get 403).
-    "attention_platform.hub.role_gate": True,
+    "nbgrader.server_extensions.course_list": False,
+    "nbgrader.server_extensions.validate_assignment": False,
 }
-# The formgrader runs as root natively (the autograder's sandbox needs it) and graders
-# share it: no terminals and no kernels here, so it is no shell for anyone. Grading
-# runs student code in the sandbox, not in this server's kernels.
+# Belt and braces under the gate: even a route it let through could start no shell and no kernel.
 c.ServerApp.terminals_enabled = False
 c.KernelSpecManager.allowed_kernelspecs = {"no-kernels-on-the-grader"}
+# A user's hub groups (TA or instructor) are re-read from the hub at most this many seconds
+# after they change, so removing a TA takes effect within seconds, not the default 5 minutes.
+c.HubOAuth.cache_max_age = 10

@@ -17,6 +17,7 @@ Two halves that never trust each other:
 probe of every hidden check there, and judge the responses here.
 """
 
-from .client import Sandbox, SandboxDied, SandboxLimits, SandboxTimeout, SandboxUnavailable, Zygote, get_zygote
+from .client import Sandbox, SandboxDied, SandboxTimeout, SandboxUnavailable, Zygote, get_zygote
+from .limits import SandboxLimits
 
 __all__ = ["Sandbox", "SandboxDied", "SandboxLimits", "SandboxTimeout", "SandboxUnavailable", "Zygote", "get_zygote"]

@@ -1,15 +1,15 @@
-"""The trusted side of the sandbox: start the zygote, spawn and drive sandboxes.
+"""The trusted side of the sandbox: reach a zygote, spawn and drive sandboxes.
 
 Nothing a sandbox sends is executed or unpickled here: frames are size-capped
 JSON or ``grader_tests.wire`` messages, every read has a deadline, and a
-sandbox that overruns is killed with its whole cgroup.
+sandbox that overruns is killed with its whole cgroup (by the zygote, which
+owns the sandbox's processes and cgroups). This side needs no privilege when
+it talks to the root sandbox broker (``broker.py``).
 """
 
 from __future__ import annotations
 
 import atexit
-import itertools
-import json
 import os
 import signal
 import socket
@@ -17,31 +17,13 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from . import protocol
-from .cgroups import CGROUP_PARENT, cgroup_dirs
+from .limits import SandboxLimits, asdict
 
-
-@dataclass
-class SandboxLimits:
-    """Bounds of one sandbox (one submission). Wall-clock bounds are enforced here,
-    the others by the kernel inside the sandbox."""
-
-    cell_timeout: float = 60.0  # wall-clock seconds per cell (and per probe)
-    notebook_timeout: float = 300.0  # wall-clock seconds for the whole submission
-    cpu_seconds: int = 120  # RLIMIT_CPU of every process in the sandbox
-    memory_mb: int = 1024  # memory cgroup limit (RSS the sandbox itself allocates)
-    address_space_mb: int = 4096  # RLIMIT_AS (torch alone maps ~650 MB)
-    nproc: int = 32  # pids cgroup and RLIMIT_NPROC (threads count)
-    fsize_mb: int = 16  # RLIMIT_FSIZE: largest file a sandbox may write
-    nofile: int = 128  # RLIMIT_NOFILE
-    tmpfs_mb: int = 32  # size of /tmp, /dev/shm and /home/student each
-    output_chars: int = 100_000  # captured stdout/stderr/display per cell
-    images_per_cell: int = 8  # matplotlib figures sent back as PNG per cell (the rest are counted, not shown)
-    image_bytes: int = 500_000  # largest PNG kept (8 of them fit a frame); a bigger one becomes a note
-    max_frame_bytes: int = 8 * 1024 * 1024  # largest message accepted from a sandbox
+PACKAGE_PARENT = Path(__file__).resolve().parents[3]  # where ``attention_platform`` can be imported from
 
 
 class SandboxError(Exception):
@@ -65,73 +47,116 @@ class SandboxUnavailable(SandboxError):
     infrastructure failure, never a student's zero."""
 
 
-_UIDS = itertools.count()
-# Removes the cgroups of finished sandboxes off the grading path (their processes are already killed).
-_REAPER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-reaper")
-UID_BASE = 61000  # sandboxes run as uid/gid UID_BASE + n (n < UID_SPAN), never a real account
-UID_SPAN = 2000
+SOCKET_ENV = "ATTENTION_SANDBOX_SOCKET"  # where an unprivileged grader finds the root sandbox broker
 
 
 class Zygote:
-    """A warm worker process (torch imported once) that forks sandboxes on request."""
+    """The grader's handle on a warm worker (torch imported once) that forks sandboxes.
+
+    ``Zygote()`` starts a private one as a child process (the grader is root);
+    ``Zygote.connect(path)`` talks to the root sandbox broker over its Unix socket
+    (the grader is not root). Either way the zygote chooses each sandbox's uid,
+    cgroup and visible paths and clamps the limits asked for to its own caps.
+    """
 
     def __init__(self, python: str | None = None, start_timeout: float = 180.0):
-        self.lock = threading.Lock()
         ours, theirs = socket.socketpair()
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
                "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         self.process = subprocess.Popen(
             [python or sys.executable, "-m", "attention_platform.grading.sandbox.zygote", str(theirs.fileno())],
-            pass_fds=[theirs.fileno()], cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__)))),
-            env=env, stdin=subprocess.DEVNULL,
+            pass_fds=[theirs.fileno()], cwd=str(PACKAGE_PARENT), env=env, stdin=subprocess.DEVNULL,
         )
         theirs.close()
-        self.ctrl = ours
-        cleanup_stale_cgroups()
+        self._attach(ours, start_timeout)
+
+    @classmethod
+    def connect(cls, path: str, start_timeout: float = 180.0) -> "Zygote":
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(path)
+        except OSError as exc:
+            sock.close()
+            raise SandboxUnavailable(f"the sandbox broker at {path} cannot be reached ({exc.strerror or exc}); "
+                                     "it runs as root beside the formgrader") from None
+        zygote = cls.__new__(cls)
+        zygote.process = None
+        zygote._attach(sock, start_timeout)
+        return zygote
+
+    def _attach(self, ctrl: socket.socket, start_timeout: float) -> None:
+        self.lock = threading.Lock()
+        self.ctrl = ctrl
+        self.broken = False
         self.start_deadline = time.monotonic() + start_timeout
         self.pid = None  # known once the zygote said it is ready (it imports torch meanwhile)
+        self.limits_kind = None
+
+    def _request(self, message: dict, timeout: float) -> tuple[dict, list[int]]:
+        """One request and its reply on the control socket (callers hold the lock)."""
+        try:
+            protocol.send_json(self.ctrl, message)
+            reply, fds = protocol.recv_frame_with_fds(self.ctrl, time.monotonic() + timeout)
+        except (protocol.FrameError, OSError) as exc:
+            self.broken = True
+            raise SandboxUnavailable(f"the sandbox zygote stopped answering ({exc})") from None
+        if not isinstance(reply, dict):
+            self.broken = True
+            raise SandboxUnavailable("the sandbox zygote sent a malformed reply")
+        return reply, fds
 
     def wait_ready(self) -> None:
         """Block until the zygote finished importing (called by the first spawn)."""
         if self.pid is not None:
             return
-        _, ready = protocol.recv_frame(self.ctrl, self.start_deadline)
-        if ready.get("op") != "ready":
-            raise RuntimeError(f"zygote did not start: {ready!r}")
-        self.pid = ready["pid"]
+        try:
+            ready, _ = protocol.recv_frame_with_fds(self.ctrl, self.start_deadline)
+        except (protocol.FrameError, OSError) as exc:
+            self.broken = True
+            raise SandboxUnavailable(f"the sandbox zygote did not start ({exc})") from None
+        if not isinstance(ready, dict) or ready.get("op") != "ready":
+            self.broken = True
+            error = ready.get("error") if isinstance(ready, dict) else ready
+            raise SandboxUnavailable(str(error)[:1000])
+        self.pid, self.limits_kind = ready["pid"], ready.get("limits")
 
     def spawn(self, limits: SandboxLimits | None = None) -> "Sandbox":
         limits = limits or SandboxLimits()
-        n = next(_UIDS)
-        uid = UID_BASE + (os.getpid() * 7 + n) % UID_SPAN
-        spec = {k: v for k, v in asdict(limits).items()}
-        spec.update(
-            uid=uid,
-            cgroup=f"sbx-{os.getpid()}-{n}",
-            ro_paths=sorted({sys.prefix, sys.base_prefix} - {"/usr"}),
-            path=os.path.join(sys.prefix, "bin") + ":/usr/bin:/bin",
-        )
         with self.lock:
             self.wait_ready()
-            protocol.send_json(self.ctrl, {"op": "spawn", "spec": spec})
-            self.ctrl.settimeout(30)
-            data, fds, _, _ = socket.recv_fds(self.ctrl, 4096, 1)
-        reply = json.loads(data)
-        sock = socket.socket(fileno=fds[0])
-        return Sandbox(sock, reply["pid"], spec, limits)
+            reply, fds = self._request({"op": "spawn", "limits": asdict(limits)}, 30)
+        if reply.get("op") != "spawned" or len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            raise SandboxUnavailable(f"the sandbox zygote refused a sandbox: {str(reply.get('error'))[:500]}")
+        spec = reply["spec"]
+        granted = SandboxLimits(**{k: spec[k] for k in asdict(SandboxLimits())})
+        return Sandbox(socket.socket(fileno=fds[0]), reply["pid"], spec, granted, zygote=self)
+
+    def kill_sandbox(self, pid: int) -> bool | None:
+        """Have the zygote kill one of its sandboxes; whether it ran out of memory (None: unknown)."""
+        with self.lock:
+            try:
+                reply, _ = self._request({"op": "kill", "pid": pid}, 30)
+            except SandboxUnavailable:
+                return None
+        return bool(reply.get("memory_exceeded")) if reply.get("known") else None
 
     def close(self) -> None:
         try:
             self.ctrl.close()
         finally:
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            if self.process is not None:
+                try:
+                    self.process.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait()
 
     def alive(self) -> bool:
-        return self.process.poll() is None
+        if self.broken:
+            return False
+        return self.process is None or self.process.poll() is None
 
 
 _ZYGOTE: Zygote | None = None
@@ -139,11 +164,20 @@ _ZYGOTE_LOCK = threading.Lock()
 
 
 def get_zygote() -> Zygote:
-    """The process-wide warm zygote, started on first use (and again if it died)."""
+    """The process-wide zygote, started or connected on first use (and again if it died):
+    the broker named by ATTENTION_SANDBOX_SOCKET if set, else a private one when root."""
     global _ZYGOTE
     with _ZYGOTE_LOCK:
         if _ZYGOTE is None or not _ZYGOTE.alive():
-            _ZYGOTE = Zygote()
+            path = os.environ.get(SOCKET_ENV)
+            if path:
+                _ZYGOTE = Zygote.connect(path)
+            elif os.geteuid() == 0:
+                _ZYGOTE = Zygote()
+            else:
+                raise SandboxUnavailable(
+                    "grading needs the sandbox broker: this process is not root and "
+                    f"{SOCKET_ENV} names no broker socket")
             atexit.register(_ZYGOTE.close)
         return _ZYGOTE
 
@@ -153,9 +187,10 @@ class Sandbox:
     """One confined process tree serving one submission."""
 
     sock: socket.socket
-    pid: int  # process A in the host PID namespace
+    pid: int  # process A in the host PID namespace (a child of the zygote)
     spec: dict
     limits: SandboxLimits
+    zygote: Zygote | None = None
     layers: list = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     closed: bool = False
@@ -202,9 +237,8 @@ class Sandbox:
             raise SandboxTimeout(f"stopped by the grader: {why}") from None
         except protocol.PeerClosed:
             self._collect_exit()
-            reason = self.death_reason()  # before kill(): it reads the memory cgroup
-            self.kill()
-            raise SandboxDied(reason) from None
+            self.kill()  # the zygote reads the memory cgroup before removing it
+            raise SandboxDied(self.death_reason()) from None
         except (protocol.FrameError, OSError) as exc:
             self.kill()
             raise SandboxDied(f"the sandbox sent something the grader cannot read ({exc})") from None
@@ -237,67 +271,22 @@ class Sandbox:
 
     # ------------------------------------------------------------------ ending
 
-    def kill(self, wait: bool = False) -> None:
-        """Kill every process of this sandbox now; remove its cgroups in the background
-        (or before returning, with ``wait``). Idempotent."""
+    def kill(self) -> None:
+        """Kill every process of this sandbox now (the zygote does it: the sandbox's
+        processes and cgroups are root's); remember whether memory ran out. Idempotent."""
         if self.closed:
             return
         self.closed = True
         try:
-            os.kill(self.pid, signal.SIGKILL)  # A; B and its namespace die with it (PDEATHSIG)
-        except ProcessLookupError:
-            pass
-        try:
             self.sock.close()
         except OSError:
             pass
-        if wait:
-            self._reap()
-        else:
-            _REAPER.submit(self._reap)
-
-    def _reap(self) -> None:
-        dirs = cgroup_dirs(self.spec["cgroup"])
-        for _ in range(400):
-            busy = False
-            for path in dirs.values():
-                try:
-                    pids = open(os.path.join(path, "cgroup.procs")).read().split()
-                except OSError:
-                    continue
-                for pid in pids:
-                    busy = True
-                    try:
-                        os.kill(int(pid), signal.SIGKILL)
-                    except (ProcessLookupError, ValueError):
-                        pass
-            if not busy:
-                break
-            time.sleep(0.005)
-        self.memory_failed = self.memory_exceeded()
-        for path in dirs.values():
-            for _ in range(200):
-                try:
-                    os.rmdir(path)
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.01)
+        if self.zygote is not None:
+            self.memory_failed = self.zygote.kill_sandbox(self.pid)
 
     def memory_exceeded(self) -> bool:
-        """Did the memory cgroup OOM-kill or refuse memory? (remembered after the cgroup is gone)"""
-        if self.memory_failed is not None:
-            return self.memory_failed
-        path = cgroup_dirs(self.spec["cgroup"]).get("memory")
-        if path is None:
-            return False
-        try:
-            control = dict(line.split() for line in open(os.path.join(path, "memory.oom_control")) if line.strip())
-            failcnt = int(open(os.path.join(path, "memory.failcnt")).read())
-            return int(control.get("oom_kill", 0)) > 0 or failcnt > 0
-        except (OSError, ValueError):
-            return False
+        """Did the memory cgroup OOM-kill or refuse memory? (known once the sandbox was killed)"""
+        return bool(self.memory_failed)
 
     def close(self) -> None:
         if not self.closed:
@@ -314,23 +303,5 @@ class Sandbox:
         self.close()
 
 
-def cleanup_stale_cgroups() -> None:
-    """Remove sandbox cgroups left by a grader process that no longer exists."""
-    for base in {os.path.dirname(p) for p in cgroup_dirs("x").values()}:
-        if not os.path.isdir(base):
-            continue
-        for name in os.listdir(base):
-            parts = name.split("-")
-            if len(parts) != 3 or parts[0] != "sbx" or not parts[1].isdigit():
-                continue
-            if os.path.exists(f"/proc/{parts[1]}"):
-                continue  # its grader still runs
-            try:
-                os.rmdir(os.path.join(base, name))
-            except OSError:
-                pass
-
-
-__all__ = ["CGROUP_PARENT", "Sandbox", "SandboxDied", "SandboxError", "SandboxLimits", "SandboxTimeout",
-           "SandboxUnavailable", "Zygote",
-           "get_zygote"]
+__all__ = ["Sandbox", "SandboxDied", "SandboxError", "SandboxLimits", "SandboxTimeout", "SandboxUnavailable",
+           "SOCKET_ENV", "Zygote", "get_zygote"]

@@ -39,13 +39,16 @@ from typing import Callable
 import nbformat
 from nbformat.v4 import new_output
 
+import grader_tests
 from grader_tests import wire
 from grader_tests.core import Check, Verdict
 from grader_tests.registry import check_for_grade_id
 
 from .client import SandboxError, SandboxLimits, SandboxTimeout, Zygote, get_zygote
 
-GRADER_TESTS = Path(__file__).resolve().parents[3] / "grader_tests"
+# Where the probes' sources are read from: the package as imported (the formgrader's own copy
+# when it runs as the grader account, the checkout otherwise).
+GRADER_TESTS = Path(grader_tests.__file__).resolve().parent
 # Replaced by empty modules inside a sandbox: the reference solution never enters one.
 # Only the modules that list checks and what they import from grader_tests are sent
 # (never answers.py, registry.py, kernel.py or the tests).

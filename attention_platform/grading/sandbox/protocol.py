@@ -9,6 +9,7 @@ the grader.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import struct
 import time
@@ -29,8 +30,53 @@ class Timeout(FrameError):
     """No complete frame before the deadline."""
 
 
+def frame(kind: bytes, payload: bytes) -> bytes:
+    return struct.pack(">Q", len(payload) + 1) + kind + payload
+
+
 def send_frame(sock: socket.socket, kind: bytes, payload: bytes) -> None:
-    sock.sendall(struct.pack(">Q", len(payload) + 1) + kind + payload)
+    sock.sendall(frame(kind, payload))
+
+
+def recv_frame_with_fds(sock: socket.socket, deadline: float | None, max_bytes: int = 1 << 16,
+                        max_fds: int = 1) -> tuple[object, list[int]]:
+    """A JSON frame sent in one ``sendmsg`` together with file descriptors (the zygote's
+    replies): returns (decoded JSON, fds)."""
+    if deadline is not None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise Timeout("deadline passed")
+        sock.settimeout(remaining)
+    else:
+        sock.settimeout(None)
+    try:
+        data, fds, _, _ = socket.recv_fds(sock, 8 + 1 + max_bytes, max_fds)
+    except socket.timeout:
+        raise Timeout("deadline passed") from None
+    except OSError as exc:
+        raise PeerClosed(str(exc)) from None
+    if not data:
+        raise PeerClosed("connection closed")
+    if len(data) < 8:
+        data += _recv_exact(sock, 8 - len(data), deadline)
+    (length,) = struct.unpack(">Q", data[:8])
+    if length < 1 or length > max_bytes + 1:
+        for fd in fds:
+            os.close(fd)
+        raise FrameError(f"frame of {length} bytes exceeds the limit of {max_bytes}")
+    body = data[8:]
+    if len(body) < length:
+        body += _recv_exact(sock, length - len(body), deadline)
+    if body[:1] != JSON:
+        for fd in fds:
+            os.close(fd)
+        raise FrameError(f"expected a JSON frame, got kind {body[:1]!r}")
+    try:
+        return json.loads(body[1:]), list(fds)
+    except (ValueError, RecursionError) as exc:
+        for fd in fds:
+            os.close(fd)
+        raise FrameError(f"bad JSON frame: {exc}") from None
 
 
 def send_json(sock: socket.socket, obj) -> None:

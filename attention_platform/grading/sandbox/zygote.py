@@ -37,14 +37,17 @@ import io
 import json
 import os
 import resource
+import select
 import signal
 import socket
 import sys
 import tempfile
+import time
 import traceback
 import warnings
 
-from .cgroups import cgroup_dirs
+from . import cgroups
+from .limits import BROKER_CAPS, UID_BASE, UID_SPAN, SandboxLimits, asdict, clamp
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
@@ -76,28 +79,6 @@ def _mount(source, target, fstype, flags, data=None) -> None:
 
 def _prctl(option: int, arg: int) -> None:
     _check(_libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0), f"prctl {option}")
-
-
-# --------------------------------------------------------------------------- cgroups
-
-def _join_cgroups(name: str, spec: dict) -> list[str]:
-    layers = []
-    for controller, path in cgroup_dirs(name).items():
-        try:
-            os.makedirs(path, exist_ok=True)
-            if controller == "pids":
-                open(os.path.join(path, "pids.max"), "w").write(str(spec["nproc"]))
-            else:
-                open(os.path.join(path, "memory.limit_in_bytes"), "w").write(str(spec["memory_mb"] << 20))
-                try:
-                    open(os.path.join(path, "memory.memsw.limit_in_bytes"), "w").write(str(spec["memory_mb"] << 20))
-                except OSError:
-                    pass
-            open(os.path.join(path, "cgroup.procs"), "w").write(str(os.getpid()))
-            layers.append(f"cgroup:{controller}")
-        except OSError:
-            pass  # e.g. a container with a read-only cgroupfs: rlimits still apply
-    return layers
 
 
 # --------------------------------------------------------------------------- the new root
@@ -186,12 +167,13 @@ def _drop_privileges(spec: dict) -> None:
     os.close(null)
 
 
-def _sandbox_child(sock: socket.socket, spec: dict, root: str) -> None:
+def _sandbox_child(sock: socket.socket, spec: dict, root: str, groups: cgroups.Cgroups) -> None:
     """Process A: confine, fork B (PID 1 of the new namespace), report its exit."""
     os.setsid()
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    layers = _join_cgroups(spec["cgroup"], spec)
+    groups.join(spec["cgroup"], os.getpid())  # an error here is a setup failure: no limits, no sandbox
+    layers = [f"cgroup:{controller}" for controller in ("memory", "pids")] + [f"limits:{groups.version}"]
     _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
     layers += ["ns:mount", "ns:net", "ns:pid", "ns:ipc", "ns:uts"]
     _libc.sethostname(b"sandbox", 7)
@@ -463,8 +445,9 @@ def _reap_children(signum, frame) -> None:
             return
 
 
-def main(argv: list[str]) -> int:
-    ctrl = socket.socket(fileno=int(argv[1]))  # the zygote exits when the grader closes this
+def warm_up() -> None:
+    """Import what every sandbox needs once, before any fork: torch, matplotlib, the wire codec."""
+    global _WIRE
     import torch
 
     torch.set_num_threads(1)
@@ -474,37 +457,65 @@ def main(argv: list[str]) -> int:
     import matplotlib.pyplot  # noqa: F401
 
     warnings.filterwarnings("ignore", message=r".*(non-interactive|non-GUI backend).*", category=UserWarning)
-    global _WIRE
-    import grader_tests.wire as _WIRE  # the codec only; no check, judge or reference
+    import grader_tests.wire as wire  # the codec only; no check, judge or reference
 
-    from .protocol import recv_frame, send_json
-
+    _WIRE = wire
     assert "grader_tests.reference" not in sys.modules and "grader_tests.registry" not in sys.modules
-    signal.signal(signal.SIGCHLD, _reap_children)  # reaped here, so their CPU time is accounted to us
-    root = tempfile.mkdtemp(prefix="attention-sandbox-root-")
-    os.chmod(root, 0o755)
-    try:
-        send_json(ctrl, {"op": "ready", "pid": os.getpid()})
-    except OSError:  # the grader went away while we imported torch
-        return 0
-    while True:
+
+
+def send_reply(ctrl: socket.socket, message: dict, fds: list[int] = ()) -> None:
+    """A framed JSON reply on the control socket, with file descriptors if any."""
+    from .protocol import JSON, frame
+
+    socket.send_fds(ctrl, [frame(JSON, json.dumps(message).encode())], list(fds))
+
+
+class ZygoteServer:
+    """Serves one grader's control connection: ``spawn`` a sandbox (limits clamped to
+    ``caps``, everything else chosen here), ``kill`` one of ours. It only ever acts on
+    sandboxes it forked itself."""
+
+    MAX_LIVE = 64  # sandboxes at once per grader connection
+
+    def __init__(self, ctrl: socket.socket, groups: cgroups.Cgroups, caps: SandboxLimits, root: str):
+        self.ctrl, self.groups, self.caps, self.root = ctrl, groups, caps, root
+        self.live: dict[int, str] = {}  # pid of process A -> its cgroup name
+        self.dying: set[str] = set()  # cgroups killed, not yet removed
+        self.count = 0
+
+    def spec_for(self, requested: dict) -> dict:
+        self.count += 1
+        spec = asdict(clamp(requested if isinstance(requested, dict) else {}, self.caps))
+        spec.update(
+            uid=UID_BASE + (os.getpid() * 7 + self.count) % UID_SPAN,
+            cgroup=f"sbx-{os.getpid()}-{self.count}",
+            ro_paths=visible_prefixes(),
+            path=os.path.join(sys.prefix, "bin") + ":/usr/bin:/bin",
+        )
+        return spec
+
+    def spawn(self, requested: dict) -> None:
+        if len(self.live) >= self.MAX_LIVE:
+            send_reply(self.ctrl, {"op": "refused", "error": f"more than {self.MAX_LIVE} sandboxes at once"})
+            return
+        spec = self.spec_for(requested)
         try:
-            kind, msg = recv_frame(ctrl)
-        except Exception:
-            break
-        if msg.get("op") != "spawn":
-            continue
+            self.groups.create(spec["cgroup"], spec["memory_mb"] << 20, spec["nproc"])
+        except OSError as exc:
+            send_reply(self.ctrl, {"op": "refused", "error": f"cannot create the sandbox's {self.groups.version} "
+                                                             f"cgroup: {exc.strerror or exc}"})
+            return
         parent_end, child_end = socket.socketpair()
         pid = os.fork()
         if pid == 0:
             code = 0
             try:
-                ctrl.close()
+                self.ctrl.close()
                 parent_end.close()
                 os.dup2(child_end.fileno(), 3)
                 child_end.close()
                 os.closerange(4, 1 << 16)
-                _sandbox_child(socket.socket(fileno=3), msg["spec"], root)
+                _sandbox_child(socket.socket(fileno=3), spec, self.root, self.groups)
             except BaseException:  # noqa: BLE001
                 code = 127
                 try:
@@ -515,8 +526,130 @@ def main(argv: list[str]) -> int:
                     pass
             os._exit(code)
         child_end.close()
-        socket.send_fds(ctrl, [json.dumps({"op": "spawned", "pid": pid}).encode()], [parent_end.fileno()])
+        self.live[pid] = spec["cgroup"]
+        send_reply(self.ctrl, {"op": "spawned", "pid": pid, "spec": spec}, [parent_end.fileno()])
         parent_end.close()
+
+    def kill(self, pid) -> None:
+        name = self.live.pop(pid, None) if isinstance(pid, int) else None
+        if name is None:
+            send_reply(self.ctrl, {"op": "killed", "known": False})
+            return
+        try:
+            os.kill(pid, signal.SIGKILL)  # A; B and its namespace die with it (PDEATHSIG)
+        except ProcessLookupError:
+            pass
+        self.groups.kill(name)
+        exceeded = self.groups.memory_exceeded(name)  # read before the cgroup goes
+        self.dying.add(name)
+        self.reap()
+        send_reply(self.ctrl, {"op": "killed", "known": True, "memory_exceeded": exceeded})
+
+    def reap(self) -> None:
+        """Remove the cgroups of killed sandboxes whose processes are gone."""
+        for name in list(self.dying):
+            self.groups.kill(name)
+            if self.groups.remove(name):
+                self.dying.discard(name)
+
+    def close(self) -> None:
+        for pid in list(self.live):
+            name = self.live.pop(pid)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.groups.kill(name)
+            self.dying.add(name)
+        for _ in range(200):
+            self.reap()
+            if not self.dying:
+                break
+            time.sleep(0.01)
+
+    def serve(self) -> None:
+        from .protocol import FrameError, recv_frame
+
+        try:
+            while True:
+                ready, _, _ = select.select([self.ctrl], [], [], 0.02 if self.dying else None)
+                self.reap()
+                if not ready:
+                    continue
+                try:
+                    _, msg = recv_frame(self.ctrl, max_bytes=1 << 16)
+                except (FrameError, OSError):
+                    break  # the grader went away: its sandboxes go with it
+                if not isinstance(msg, dict):
+                    continue
+                if msg.get("op") == "spawn":
+                    self.spawn(msg.get("limits"))
+                elif msg.get("op") == "kill":
+                    self.kill(msg.get("pid"))
+        finally:
+            self.close()
+
+
+def visible_prefixes() -> list[str]:
+    """The Python installations every sandbox sees, read-only, besides SYSTEM_PATHS."""
+    return sorted({sys.prefix, sys.base_prefix} - {"/usr"})
+
+
+def hidden_checks_problem() -> str | None:
+    """Why grading must not start if the hidden checks would be readable inside every
+    sandbox (e.g. installed into the interpreter's site-packages under /usr), else None."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("grader_tests")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = os.path.realpath(list(spec.submodule_search_locations)[0])
+    for visible in (*SYSTEM_PATHS, *visible_prefixes()):
+        if folder == visible or folder.startswith(os.path.realpath(visible).rstrip("/") + "/"):
+            return (f"the hidden checks ({folder}) lie inside {visible}, which every sandbox can read: "
+                    "install grader_tests outside the Python installation the sandbox sees")
+    return None
+
+
+def sandbox_root_dir() -> str:
+    root = tempfile.mkdtemp(prefix="attention-sandbox-root-")
+    os.chmod(root, 0o755)
+    return root
+
+
+def limit_groups() -> tuple[cgroups.Cgroups | None, str | None]:
+    """(cgroups, None), or (None, why the sandbox's memory/pids limits cannot be applied)."""
+    try:  # ATTENTION_CGROUP_ROOT: another cgroup mount, for tests of the refusal
+        groups = cgroups.setup(os.environ.get("ATTENTION_CGROUP_ROOT", cgroups.CGROUP_ROOT))
+    except cgroups.CgroupUnavailable as exc:
+        return None, f"the grading sandbox cannot limit memory and processes: {exc}"
+    except OSError as exc:
+        return None, f"the grading sandbox cannot read this machine's cgroups: {exc}"
+    groups.remove_stale(keep=lambda name: _zygote_alive(name))
+    return groups, None
+
+
+def _zygote_alive(name: str) -> bool:
+    parts = name.split("-")
+    return len(parts) == 3 and parts[0] == "sbx" and parts[1].isdigit() and os.path.exists(f"/proc/{parts[1]}")
+
+
+def main(argv: list[str]) -> int:
+    """A zygote for the grader process that started it (as root), on the control socket FD."""
+    ctrl = socket.socket(fileno=int(argv[1]))  # the zygote exits when the grader closes this
+    warm_up()
+    groups, problem = limit_groups()
+    problem = problem or hidden_checks_problem()
+    signal.signal(signal.SIGCHLD, _reap_children)  # reaped here, so their CPU time is accounted to us
+    try:
+        if problem:
+            send_reply(ctrl, {"op": "unavailable", "error": problem})
+            return 1
+        send_reply(ctrl, {"op": "ready", "pid": os.getpid(), "limits": groups.version})
+    except OSError:  # the grader went away while we imported torch
+        return 0
+    root = sandbox_root_dir()
+    ZygoteServer(ctrl, groups, BROKER_CAPS, root).serve()
     try:
         os.rmdir(root)
     except OSError:

@@ -1,0 +1,104 @@
+"""Student content rendered as data: sanitised HTML wherever a notebook becomes a page.
+
+A student controls their notebook's markdown, raw cells, outputs and attachments.
+Whoever renders it (the formgrader for a TA, the feedback page for the student,
+the report for the instructor) passes it through here:
+
+* ``clean_html`` keeps the markup markdown produces (headings, lists, tables, code,
+  links, images) and drops everything that can run or load code: scripts, event
+  handlers, styles, iframes, forms, ``javascript:``/``data:`` links (``data:`` stays
+  allowed for images only, which is how notebooks embed pictures).
+* ``SafeHTMLExporter`` is nbconvert's HTML exporter with markdown sanitised *after*
+  rendering (sanitising markdown source would mangle ``<`` and ``>`` in code) and
+  outputs and raw cells sanitised before.
+
+Pages that show student content also send a Content-Security-Policy that forbids
+inline and foreign script, so a sanitiser bypass still runs nothing.
+"""
+
+from __future__ import annotations
+
+import bleach
+from jinja2 import pass_context
+from bleach.css_sanitizer import CSSSanitizer
+from nbconvert.exporters import HTMLExporter
+from nbconvert.preprocessors.sanitize import SanitizeHTML
+from traitlets import Unicode
+
+TAGS = frozenset({
+    "a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "div", "dl", "dt", "em",
+    "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "kbd", "li", "ol", "p", "pre", "s", "span",
+    "strong", "sub", "summary", "sup", "table", "tbody", "td", "tfoot", "th", "thead", "tr", "ul",
+})
+_CELL = ("align", "colspan", "rowspan")
+_PLAIN = {
+    "img": ("src", "alt", "title", "width", "height"),
+    "td": _CELL, "th": _CELL,
+    "code": ("class",), "pre": ("class",), "span": ("class",), "div": ("class",),
+    "abbr": ("title",),
+    **{f"h{n}": ("id",) for n in range(1, 7)},
+}
+
+
+def _link_attribute(tag: str, name: str, value: str) -> bool:
+    """<a href> may not be a data: URL (a page in disguise); data: stays for <img src>."""
+    if name == "href":
+        return not value.strip().lower().startswith("data:")
+    return name == "title"
+
+
+ATTRIBUTES = {"a": _link_attribute, **{tag: list(names) for tag, names in _PLAIN.items()}}
+PROTOCOLS = frozenset({"http", "https", "mailto", "data"})
+_cleaner = bleach.Cleaner(tags=TAGS, attributes=ATTRIBUTES, protocols=PROTOCOLS, strip=True, strip_comments=True,
+                          css_sanitizer=CSSSanitizer(allowed_css_properties=()))
+
+
+def clean_html(html: str) -> str:
+    """``html`` (rendered from student content) without anything that runs or loads code."""
+    return _cleaner.clean(html)
+
+
+class SanitizeOutputsAndRawCells(SanitizeHTML):
+    """nbconvert's SanitizeHTML for outputs and raw cells; markdown is left for the
+    exporter, which sanitises it after rendering."""
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        if cell.cell_type == "markdown":
+            return cell, resources
+        if cell.cell_type == "raw":
+            cell.source = clean_html(cell.source)
+            return cell, resources
+        return super().preprocess_cell(cell, resources, cell_index)
+
+
+class SafeHTMLExporter(HTMLExporter):
+    """HTML export of a notebook written by a student: markdown, raw cells and outputs sanitised."""
+
+    @pass_context
+    def markdown2html(self, context, source):
+        return clean_html(super().markdown2html(context, source))
+
+    def _init_preprocessors(self):
+        super()._init_preprocessors()
+        self.register_preprocessor(SanitizeOutputsAndRawCells(parent=self), enabled=True)
+
+
+# A feedback page is a static file the student opens wherever they like: it needs no script,
+# so it allows none, whatever the page holds; styles and embedded pictures only.
+FEEDBACK_POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; font-src data:; base-uri 'none'; form-action 'none'"
+
+
+class FeedbackHTMLExporter(SafeHTMLExporter):
+    """The feedback page: sanitised like every student page, and carrying its own
+    Content-Security-Policy (``<meta http-equiv>``) that forbids every script."""
+
+    content_security_policy = Unicode(
+        FEEDBACK_POLICY, help="Content-Security-Policy written into the page's <head>; empty for none.",
+    ).tag(config=True)
+
+    def from_notebook_node(self, nb, resources=None, **kw):
+        output, resources = super().from_notebook_node(nb, resources, **kw)
+        if self.content_security_policy:
+            meta = f'<meta http-equiv="Content-Security-Policy" content="{self.content_security_policy}">'
+            output = output.replace("<head>", "<head>\n" + meta, 1) if "<head>" in output else meta + output
+        return output, resources

@@ -1,0 +1,236 @@
+"""The root sandbox broker, used by an unprivileged grader as the formgrader uses it.
+
+A real broker runs as root on a socket in a root-owned folder; clients run as
+other Unix accounts in their own processes and reach it only through that socket.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from attention_platform.grading.sandbox import cgroups
+from attention_platform.grading.sandbox.limits import BROKER_CAPS, UID_BASE, UID_SPAN
+
+GRADER = "attention-sbx-grader"  # stands in for the course's grader account
+STRANGER = "attention-sbx-other"  # any other account on the machine
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the broker runs as root")
+
+
+def ensure_user(name: str) -> pwd.struct_passwd:
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+        return pwd.getpwnam(name)
+
+
+def start_broker(folder: Path, allow: pwd.struct_passwd, env: dict | None = None,
+                 extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, Path]:
+    socket_path = folder / "sandbox.sock"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "attention_platform.grading.sandbox.broker", "--socket", str(socket_path),
+         "--allow-uid", str(allow.pw_uid), "--allow-gid", str(allow.pw_gid), *extra],
+        env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not socket_path.exists():
+        assert process.poll() is None, process.stdout.read()
+        assert time.monotonic() < deadline, "the broker did not start"
+        time.sleep(0.1)
+    return process, socket_path
+
+
+@pytest.fixture
+def run_folder():
+    """A root-owned folder others may traverse (pytest's own tmp_path is root's 0700)."""
+    folder = Path(tempfile.mkdtemp(prefix="attention-broker-test-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def broker():
+    grader = ensure_user(GRADER)
+    folder = Path(tempfile.mkdtemp(prefix="attention-broker-test-"))
+    folder.chmod(0o755)  # root's, not writable by others: the broker checks
+    process, socket_path = start_broker(folder, grader)
+    yield socket_path, grader
+    process.terminate()
+    process.wait(20)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def as_user(user: pwd.struct_passwd, code: str, env: dict | None = None, timeout: float = 120) -> dict:
+    """Run ``code`` as ``user`` in a fresh interpreter; it prints one JSON line, returned here."""
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], user=user.pw_uid, group=user.pw_gid,
+                          extra_groups=[], env={"PATH": "/usr/bin:/bin", **(env or {})}, cwd="/",
+                          capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+CLIENT = """
+import json, os, sys
+from attention_platform.grading.sandbox import SandboxLimits, SandboxUnavailable, Zygote
+try:
+    zygote = Zygote.connect({path!r})
+    with zygote.spawn(SandboxLimits(**{limits!r})) as sb:
+        _, reply = sb.call({{"op": "cell", "source": {source!r}}})
+        print(json.dumps({{"uid": os.getuid(), "spec": sb.spec, "limits": sb.limits.__dict__,
+                          "outputs": reply["outputs"]}}))
+except SandboxUnavailable as exc:
+    print(json.dumps({{"unavailable": exc.reason}}))
+"""
+
+
+def client(path, user, source="print(6 * 7)", limits=None, env=None) -> dict:
+    return as_user(user, CLIENT.format(path=str(path), source=source, limits=limits or {}), env=env)
+
+
+def test_an_unprivileged_grader_gets_a_confined_sandbox(broker):
+    path, grader = broker
+    result = client(path, grader, "import os\nprint(os.getuid(), open('/proc/self/status').read().count('CapEff:\\t0000000000000000'))")
+    assert result["uid"] == grader.pw_uid != 0
+    sandbox_uid = result["spec"]["uid"]
+    assert UID_BASE <= sandbox_uid < UID_BASE + UID_SPAN
+    assert result["outputs"][0]["text"].split() == [str(sandbox_uid), "1"]
+
+
+def test_any_other_account_is_refused(broker, tmp_path):
+    path, _ = broker
+    stranger = ensure_user(STRANGER)
+    os.chmod(path, 0o666)  # even if the socket's mode let it in, the broker checks the peer's uid
+    try:
+        result = client(path, stranger)
+    finally:
+        os.chmod(path, 0o660)
+    assert result == {"unavailable": f"uid {stranger.pw_uid} may not use the sandbox broker"}
+
+
+def test_limits_asked_for_are_clamped_to_the_brokers_caps(broker):
+    path, grader = broker
+    result = client(path, grader, "print('ok')", limits={"memory_mb": 10 ** 7, "nproc": 10 ** 6, "cell_timeout": 9})
+    assert result["limits"]["memory_mb"] == BROKER_CAPS.memory_mb
+    assert result["limits"]["nproc"] == BROKER_CAPS.nproc
+    assert result["limits"]["cell_timeout"] == 9
+
+
+KILL_OTHERS = """
+import json, os
+from attention_platform.grading.sandbox import Zygote
+zygote = Zygote.connect({path!r})
+zygote.wait_ready()
+with zygote.lock:
+    replies = [zygote._request({{"op": "kill", "pid": pid}}, 10)[0] for pid in {pids!r}]
+print(json.dumps(replies))
+"""
+
+
+def test_a_grader_can_kill_only_its_own_sandboxes(broker, tmp_path):
+    path, grader = broker
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        replies = as_user(grader, KILL_OTHERS.format(path=str(path), pids=[bystander.pid, 1, os.getpid()]))
+        assert replies == [{"op": "killed", "known": False}] * 3
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+
+
+ABANDON = """
+import json, os
+from attention_platform.grading.sandbox import Zygote
+zygote = Zygote.connect({path!r})
+sb = zygote.spawn()
+sb.call({{"op": "cell", "source": "import os, time\\nfor _ in range(3):\\n    os.fork() == 0 and time.sleep(120)"}})
+print(json.dumps({{"uid": sb.spec["uid"]}}), flush=True)
+os._exit(0)  # the grader dies without closing anything
+"""
+
+
+def test_a_grader_that_dies_takes_its_sandboxes_with_it(broker):
+    path, grader = broker
+    uid = as_user(grader, ABANDON.format(path=str(path)))["uid"]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        alive = [pid for pid in filter(str.isdigit, os.listdir("/proc"))
+                 if os.path.exists(f"/proc/{pid}/status") and f"Uid:\t{uid}\t" in Path(f"/proc/{pid}/status").read_text()]
+        if not alive:
+            break
+        time.sleep(0.1)
+    assert alive == []
+
+
+def test_without_root_and_without_a_broker_grading_refuses_instead_of_scoring_zero():
+    grader = ensure_user(GRADER)
+    result = as_user(grader, """
+        import json
+        from attention_platform.grading.sandbox import SandboxUnavailable, get_zygote
+        try:
+            get_zygote()
+            print(json.dumps({"started": True}))
+        except SandboxUnavailable as exc:
+            print(json.dumps({"unavailable": exc.reason}))
+    """)
+    assert "not root" in result["unavailable"] and "ATTENTION_SANDBOX_SOCKET" in result["unavailable"]
+
+
+def test_a_socket_folder_others_can_write_is_refused(tmp_path):
+    grader = ensure_user(GRADER)
+    tmp_path.chmod(0o777)
+    done = subprocess.run([sys.executable, "-m", "attention_platform.grading.sandbox.broker", "--socket",
+                           str(tmp_path / "s.sock"), "--allow-uid", str(grader.pw_uid)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "writable by root only" in done.stderr
+
+
+@pytest.fixture
+def cgroup2_without_controllers(tmp_path):
+    """A cgroup2 hierarchy that delegates no memory or pids controller (as a v2 host
+    or container that was not given them would)."""
+    mount = tmp_path / "cgroup2"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "cgroup2", "none", str(mount)]).returncode:
+        pytest.skip("cannot mount a cgroup2 hierarchy here")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)])
+
+
+def test_cgroup_v2_without_memory_and_pids_is_refused_with_a_reason(cgroup2_without_controllers):
+    controllers = (cgroup2_without_controllers / "cgroup.controllers").read_text().split()
+    assert "memory" not in controllers  # on this cgroup v1 machine they belong to the v1 hierarchies
+    with pytest.raises(cgroups.CgroupUnavailable, match=r"cgroup v2 at .* does not delegate the memory and pids"):
+        cgroups.setup(str(cgroup2_without_controllers), proc_file="/proc/self/cgroup")
+
+
+def test_a_broker_that_cannot_limit_memory_refuses_every_grader(run_folder, cgroup2_without_controllers):
+    grader = ensure_user(GRADER)
+    process, path = start_broker(run_folder, grader, env={"ATTENTION_CGROUP_ROOT": str(cgroup2_without_controllers)})
+    try:
+        result = client(path, grader)
+    finally:
+        process.terminate()
+        process.wait(20)
+    assert result["unavailable"].startswith("the grading sandbox cannot limit memory and processes: cgroup v2")
+
+
+def test_hidden_checks_installed_where_sandboxes_read_stop_grading(monkeypatch):
+    from attention_platform.course.notebooks import COURSE_ROOT
+    from attention_platform.grading.sandbox import zygote
+
+    assert zygote.hidden_checks_problem() is None  # the checkout: not visible inside a sandbox
+    # as in an image that pip-installed grader_tests into the interpreter's site-packages
+    monkeypatch.setattr(zygote, "visible_prefixes", lambda: [str(COURSE_ROOT)])
+    assert "every sandbox can read" in zygote.hidden_checks_problem()
