@@ -4,6 +4,7 @@ on 127.0.0.1) and signed LTI 1.3 launches for each role. No external LMS."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import shutil
@@ -36,6 +37,9 @@ INSTRUCTOR = LIS + "membership#Instructor"
 TA = LIS + "membership/Instructor#TeachingAssistant"
 ISSUER = "https://lms.example.test"
 CLIENT_ID = "attention-tool-1"
+DEPLOYMENT = "deployment-1"
+CONTEXT = "course-42"
+ADMIN = "instructor"
 KID = "lms-key-1"
 COURSE = "dl-attention"
 STUDENTS, GRADERS, INSTRUCTORS = f"nbgrader-{COURSE}", f"formgrade-{COURSE}", f"instructors-{COURSE}"
@@ -113,23 +117,30 @@ class LMS:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def id_token(self, *, email, roles, nonce, key=None, **extra):
+    def id_token(self, *, email, roles, nonce, key=None, claims=None):
+        """A signed launch; ``claims`` replaces claims of a regular one (None removes the claim)."""
         now = int(time.time())
-        claims = {
+        token = {
             "iss": ISSUER, "aud": CLIENT_ID, "sub": uuid.uuid5(uuid.NAMESPACE_DNS, email).hex, "email": email,
             "iat": now, "exp": now + 300, "nonce": nonce,
-            CLAIM + "version": "1.3.0", CLAIM + "deployment_id": "deployment-1",
+            CLAIM + "version": "1.3.0", CLAIM + "deployment_id": DEPLOYMENT,
             CLAIM + "message_type": "LtiResourceLinkRequest", CLAIM + "target_link_uri": "http://127.0.0.1/hub",
             CLAIM + "resource_link": {"id": "self-attention-link"}, CLAIM + "roles": roles,
-            CLAIM + "context": {"id": "course-42", "label": "DL", "title": "Deep learning"},
+            CLAIM + "context": {"id": CONTEXT, "label": "DL", "title": "Deep learning"},
         }
-        claims.update(extra)
-        return jwt.encode(claims, key or self.key, algorithm="RS256", headers={"kid": KID})
+        for name, value in (claims or {}).items():
+            if value is None:
+                token.pop(name, None)
+            else:
+                token[name] = value
+        return jwt.encode(token, key or self.key, algorithm="RS256", headers={"kid": KID})
 
 
 HUB_CONFIG = """
 from attention_platform.hub.lti import configure_lti
 configure_lti(c)
+# as hub/jupyterhub_config.py does after configure_lti
+c.Authenticator.admin_users = {{{admin!r}}}
 c.JupyterHub.bind_url = "http://127.0.0.1:{port}"
 c.JupyterHub.hub_bind_url = "http://127.0.0.1:{hub_port}"
 c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{api_port}"
@@ -139,10 +150,70 @@ c.JupyterHub.db_url = "sqlite:///" + {state!r} + "/jupyterhub.sqlite"
 c.JupyterHub.cookie_secret_file = {state!r} + "/cookie_secret"
 c.JupyterHub.services = [{{"name": "checker", "api_token": {token!r}}}]
 c.JupyterHub.load_roles = [
-    {{"name": "checker", "scopes": ["list:users", "read:users", "read:users:groups"], "services": ["checker"]}},
+    {{"name": "checker", "scopes": ["list:users", "read:users", "read:users:groups", "admin:users"],
+      "services": ["checker"]}},
     {{"name": "graders", "scopes": ["access:services"], "groups": [{graders!r}]}},
 ]
 """
+
+
+class Hub:
+    """A real JupyterHub (and its proxy) on 127.0.0.1, configured by ``configure_lti`` from
+    the environment; ``restart`` keeps its state directory (database, cookie secret)."""
+
+    def __init__(self, state: Path, lms: LMS, chp: str):
+        self.state, self.lms, self.token = state, lms, uuid.uuid4().hex
+        port, hub_port, api_port = _free_port(), _free_port(), _free_port()
+        self.base = f"http://127.0.0.1:{port}"
+        self.log = state / "hub.log"
+        (state / "jupyterhub_config.py").write_text(HUB_CONFIG.format(
+            port=port, hub_port=hub_port, api_port=api_port, chp=chp, state=str(state),
+            token=self.token, graders=GRADERS, admin=ADMIN))
+        self.env = dict(os.environ, LTI_ISSUER=ISSUER, LTI_CLIENT_ID=CLIENT_ID, LTI_URI_SCHEME="http",
+                        LTI_AUTHORIZE_URL=lms.url + "/authorize", LTI_JWKS_URL=lms.url + "/jwks.json",
+                        LTI_DEPLOYMENT_IDS=DEPLOYMENT, LTI_CONTEXT_IDS=CONTEXT, NBGRADER_COURSE_ID=COURSE,
+                        PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
+        for name in ("LTI_ROLE_GROUPS", "LTI_USERNAME_KEY", "LTI_ALLOW_UNMAPPED_ROLES"):
+            self.env.pop(name, None)
+        self.proc = None
+
+    def start(self):
+        log = open(self.log, "a")
+        self.proc = subprocess.Popen([str(Path(sys.executable).parent / "jupyterhub"), "-f", "jupyterhub_config.py"],
+                                     cwd=self.state, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + 60
+        while True:
+            if self.proc.poll() is not None:
+                pytest.fail("the hub exited:\n" + self.log.read_text()[-3000:])
+            try:
+                if requests.get(self.base + "/hub/api", timeout=2).status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("the hub did not start in 60 s:\n" + self.log.read_text()[-3000:])
+            time.sleep(0.3)
+
+    def stop(self):
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def restart(self):
+        self.stop()
+        self.start()
+
+    def api(self, method, path, **kw):
+        return requests.request(method, self.base + "/hub/api" + path,
+                                headers={"Authorization": "token " + self.token}, timeout=10, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -150,74 +221,72 @@ def hub(tmp_path_factory):
     chp = _chp()
     if chp is None:
         pytest.skip("configurable-http-proxy is not installed (make system-deps)")
-    state = tmp_path_factory.mktemp("hub")
     lms = LMS()
-    port, hub_port, api_port = _free_port(), _free_port(), _free_port()
-    token = uuid.uuid4().hex
-    (state / "jupyterhub_config.py").write_text(HUB_CONFIG.format(
-        port=port, hub_port=hub_port, api_port=api_port, chp=chp, state=str(state),
-        token=token, graders=GRADERS))
-    env = dict(os.environ, LTI_ISSUER=ISSUER, LTI_CLIENT_ID=CLIENT_ID, LTI_URI_SCHEME="http",
-               LTI_AUTHORIZE_URL=lms.url + "/authorize", LTI_JWKS_URL=lms.url + "/jwks.json",
-               NBGRADER_COURSE_ID=COURSE, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
-    for name in ("LTI_ROLE_GROUPS", "LTI_USERNAME_KEY", "LTI_ALLOW_UNMAPPED_ROLES"):
-        env.pop(name, None)
-    log = open(state / "hub.log", "w")
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "jupyterhub"), "-f", "jupyterhub_config.py"],
-                            cwd=state, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
+    running = Hub(tmp_path_factory.mktemp("hub"), lms, chp)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail("the hub exited:\n" + (state / "hub.log").read_text()[-3000:])
-            try:
-                if requests.get(base + "/hub/api", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("the hub did not start in 60 s:\n" + (state / "hub.log").read_text()[-3000:])
-            time.sleep(0.3)
-        yield {"base": base, "lms": lms, "token": token, "log": state / "hub.log"}
+        running.start()
+        yield running
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        running.stop()
         lms.server.shutdown()
-        log.close()
 
 
 def _login_init(hub, email):
     """Step 1 (LMS → tool): OIDC login initiation; returns the session and the authorize request."""
     session = requests.Session()
-    r = session.post(hub["base"] + "/hub/lti13/oauth_login", allow_redirects=False, data={
-        "iss": ISSUER, "login_hint": email, "target_link_uri": hub["base"] + "/hub", "client_id": CLIENT_ID,
+    r = session.post(hub.base + "/hub/lti13/oauth_login", allow_redirects=False, data={
+        "iss": ISSUER, "login_hint": email, "target_link_uri": hub.base + "/hub", "client_id": CLIENT_ID,
         "lti_message_hint": "hint-1"})
     assert r.status_code == 302, r.text[:500]
     location = urlparse(r.headers["Location"])
-    assert f"{location.scheme}://{location.netloc}{location.path}" == hub["lms"].url + "/authorize"
+    assert f"{location.scheme}://{location.netloc}{location.path}" == hub.lms.url + "/authorize"
     return session, {k: v[0] for k, v in parse_qs(location.query).items()}
 
 
-def launch(hub, email, roles, *, nonce=None, key=None):
+class Launch:
+    """One launch as it crosses the wire: the browser's cookies and the id_token form post,
+    i.e. everything an attacker who captured it holds."""
+
+    def __init__(self, hub, email, roles, *, nonce=None, key=None, claims=None):
+        self.session, auth = _login_init(hub, email)
+        assert auth["client_id"] == CLIENT_ID and auth["response_type"] == "id_token"
+        token = hub.lms.id_token(email=email, roles=roles, nonce=nonce or auth["nonce"], key=key, claims=claims)
+        self.url = auth["redirect_uri"]
+        self.form = {"id_token": token, "state": auth["state"]}
+        self.cookies = self.session.cookies.get_dict()
+
+    def post(self):
+        return self.session.post(self.url, data=self.form, allow_redirects=False)
+
+    def replay(self):
+        """The captured request sent again from another machine: same cookies, same form."""
+        return requests.post(self.url, data=self.form, cookies=self.cookies, allow_redirects=False)
+
+
+def launch(hub, email, roles, *, nonce=None, key=None, claims=None):
     """A whole launch; returns the callback response (the tool's answer to the signed id_token)."""
-    session, auth = _login_init(hub, email)
-    assert auth["client_id"] == CLIENT_ID and auth["response_type"] == "id_token"
-    token = hub["lms"].id_token(email=email, roles=roles, nonce=nonce or auth["nonce"], key=key)
-    return session.post(auth["redirect_uri"], data={"id_token": token, "state": auth["state"]},
-                        allow_redirects=False)
+    return Launch(hub, email, roles, nonce=nonce, key=key, claims=claims).post()
 
 
-def groups_of(hub, name):
-    r = requests.get(hub["base"] + "/hub/api/users/" + quote(name, safe=""),
-                     headers={"Authorization": "token " + hub["token"]}, timeout=10)
+def logged_in(response) -> bool:
+    return "jupyterhub-hub-login" in response.headers.get("Set-Cookie", "")
+
+
+def message(response) -> str:
+    return html.unescape(response.text)
+
+
+def user_model(hub, name):
+    r = hub.api("GET", "/users/" + quote(name, safe=""))
     if r.status_code == 404:
         return None
     r.raise_for_status()
-    return sorted(r.json()["groups"])
+    return r.json()
+
+
+def groups_of(hub, name):
+    model = user_model(hub, name)
+    return None if model is None else sorted(model["groups"])
 
 
 @pytest.mark.slow
@@ -229,7 +298,7 @@ def groups_of(hub, name):
 def test_signed_launch_puts_each_role_in_its_groups(hub, email, roles, groups):
     r = launch(hub, email, roles)
     assert r.status_code == 302, r.text[:500]
-    assert "jupyterhub-hub-login" in r.headers.get("Set-Cookie", ""), "the launch logs the user in"
+    assert logged_in(r), "the launch logs the user in"
     assert groups_of(hub, email) == groups
 
 
@@ -246,7 +315,7 @@ def test_bad_signature_is_rejected(hub):
     forger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     r = launch(hub, "forged@lms.test", [INSTRUCTOR], key=forger)
     assert r.status_code == 400 and "signature" in r.text.lower()
-    assert "jupyterhub-hub-login" not in r.headers.get("Set-Cookie", "")
+    assert not logged_in(r)
     assert groups_of(hub, "forged@lms.test") is None
 
 
