@@ -28,7 +28,7 @@ from jwt.algorithms import RSAAlgorithm  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 from attention_platform.hub.lti import (  # noqa: E402
-    CourseLTI13Authenticator, configure_lti, default_role_groups, groups_for_roles, parse_role_groups, role_names,
+    CourseLTI13Authenticator, configure_lti, course_roles, default_role_groups, groups_for_roles, parse_role_groups,
 )
 
 LIS = "http://purl.imsglobal.org/vocab/lis/v2/"
@@ -48,16 +48,39 @@ CLAIM = "https://purl.imsglobal.org/spec/lti/claim/"
 
 # ---------------------------------------------------------------- unit: mapping and configuration
 
-def test_role_names_and_default_mapping():
-    mapping = default_role_groups(COURSE)
-    assert groups_for_roles([LEARNER], mapping) == [STUDENTS]
-    assert groups_for_roles([TA], mapping) == [GRADERS]
-    assert groups_for_roles([INSTRUCTOR], mapping) == sorted([GRADERS, INSTRUCTORS])
-    # Canvas sends a TA as Instructor plus the TA sub-role: a TA, not an instructor
-    assert groups_for_roles([INSTRUCTOR, TA], mapping) == [GRADERS]
-    # institution roles are not course roles; bare names are allowed
-    assert role_names([LIS + "institution/person#Instructor", "Learner"]) == {"Learner"}
-    assert groups_for_roles([LIS + "membership#Mentor"], mapping) == []
+SUB_ROLE_NAMED_INSTRUCTOR = LIS + "membership/Learner#Instructor"
+
+
+@pytest.mark.parametrize("case, roles, groups", [
+    ("learner", [LEARNER], [STUDENTS]),
+    ("teaching assistant", [TA], [GRADERS]),
+    ("instructor", [INSTRUCTOR], sorted([GRADERS, INSTRUCTORS])),
+    ("Canvas sends a TA as Instructor plus the TA sub-role: a TA", [INSTRUCTOR, TA], [GRADERS]),
+    ("institution roles add nothing", [LEARNER, LIS + "institution/person#Instructor"], [STUDENTS]),
+    ("a sub-role is not its fragment", [SUB_ROLE_NAMED_INSTRUCTOR], []),
+    ("a sub-role beside a real role adds nothing", [LEARNER, SUB_ROLE_NAMED_INSTRUCTOR], [STUDENTS]),
+    ("another vocabulary's #Learner", ["https://lms.example.test/roles#Learner"], []),
+    ("LTI 1.1 short names", ["Learner", "Instructor"], []),
+    ("a mentor", [LIS + "membership#Mentor"], []),
+    ("a role that differs in case", [LIS + "membership#instructor"], []),
+    ("roles that are not a list", LEARNER, []),
+    ("no roles", [], []),
+])
+def test_roles_map_by_their_full_uri(case, roles, groups):
+    assert groups_for_roles(roles, default_role_groups(COURSE)) == groups, case
+
+
+def test_role_table_is_keyed_by_full_uri():
+    mapping = parse_role_groups(f"{LEARNER}=s1 ; {TA}=g1;\n{INSTRUCTOR}=g1, i1")
+    assert mapping == {LEARNER: ["s1"], TA: ["g1"], INSTRUCTOR: ["g1", "i1"]}
+    assert course_roles([INSTRUCTOR, TA, LEARNER], mapping) == {TA, LEARNER}
+    # a table without the TA row still keeps a Canvas TA out of Instructor
+    assert groups_for_roles([INSTRUCTOR, TA], parse_role_groups(f"{INSTRUCTOR}=i1")) == []
+    # the LTI 1.1 URN may be mapped on purpose, by its whole string
+    assert groups_for_roles(["urn:lti:role:ims/lis/Learner"], parse_role_groups("urn:lti:role:ims/lis/Learner=s1")) == ["s1"]
+    for bad in ("Learner=s1", f"{LEARNER}", "=s1"):
+        with pytest.raises(ValueError, match="LTI_ROLE_GROUPS"):
+            parse_role_groups(bad)
 
 
 def test_configure_lti_reads_the_environment():
@@ -65,20 +88,19 @@ def test_configure_lti_reads_the_environment():
 
     env = {"LTI_ISSUER": ISSUER, "LTI_CLIENT_ID": "a, b", "LTI_AUTHORIZE_URL": "https://lms/auth",
            "LTI_JWKS_URL": "https://lms/jwks", "LTI_USERNAME_KEY": "custom_login",
-           "LTI_ROLE_GROUPS": "Learner=s1;TeachingAssistant=g1;Instructor=g1,i1", "LTI_URI_SCHEME": "https"}
+           "LTI_ROLE_GROUPS": f"{LEARNER}=s1;{TA}=g1;{INSTRUCTOR}=g1,i1", "LTI_URI_SCHEME": "https"}
     c = Config()
     configure_lti(c, env)
     auth = CourseLTI13Authenticator(config=c)
     assert (auth.issuer, auth.client_id, auth.authorize_url, auth.jwks_endpoint) == (
         ISSUER, {"a", "b"}, "https://lms/auth", "https://lms/jwks")
     assert auth.username_key == "custom_login" and auth.uri_scheme == "https"
-    assert auth.role_groups == parse_role_groups(env["LTI_ROLE_GROUPS"]) == {
-        "Learner": ["s1"], "TeachingAssistant": ["g1"], "Instructor": ["g1", "i1"]}
+    assert auth.role_groups == {LEARNER: ["s1"], TA: ["g1"], INSTRUCTOR: ["g1", "i1"]}
     assert auth.manage_groups and auth.allow_all
     with pytest.raises(SystemExit, match="LTI_JWKS_URL"):
         configure_lti(Config(), {k: v for k, v in env.items() if k != "LTI_JWKS_URL"})
     with pytest.raises(ValueError, match="LTI_ROLE_GROUPS"):
-        parse_role_groups("Learner")
+        configure_lti(Config(), dict(env, LTI_ROLE_GROUPS="Learner=s1"))
 
 
 # ---------------------------------------------------------------- integration: a real hub
@@ -331,3 +353,30 @@ def test_role_without_a_course_group_is_refused(hub):
     r = launch(hub, "mentor@lms.test", [LIS + "membership#Mentor"])
     assert r.status_code == 403
     assert groups_of(hub, "mentor@lms.test") is None
+
+
+# ---------------------------------------------------------------- attacks: each a signed launch doing exactly that
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case, roles, groups", [
+    ("a Learner sub-role whose fragment is Instructor", [SUB_ROLE_NAMED_INSTRUCTOR], None),
+    ("a student who also carries that sub-role", [LEARNER, SUB_ROLE_NAMED_INSTRUCTOR], [STUDENTS]),
+    ("an institution role Instructor", [LIS + "institution/person#Instructor"], None),
+    ("a system role Administrator", [LIS + "system/person#Administrator"], None),
+    ("another vocabulary's #Instructor", ["https://lms.example.test/vocab/custom#Instructor"], None),
+    ("an Instructor sub-role other than TA", [LIS + "membership/Instructor#Grader"], None),
+    ("the LTI 1.1 short name", ["Instructor"], None),
+    ("the LTI 1.1 URN", ["urn:lti:role:ims/lis/Instructor"], None),
+    ("a TA whom Canvas also calls Instructor", [INSTRUCTOR, TA], [GRADERS]),
+    ("a learner sub-role whose fragment is TeachingAssistant", [LIS + "membership/Learner#TeachingAssistant"], None),
+])
+def test_attack_roles_are_matched_on_their_full_uri(hub, case, roles, groups):
+    email = f"roles-{uuid.uuid4().hex[:8]}@lms.test"
+    r = launch(hub, email, roles)
+    if groups is None:
+        assert r.status_code == 403, (case, r.status_code)
+        assert not logged_in(r) and groups_of(hub, email) is None, case
+        assert "role" in message(r).lower()
+    else:
+        assert r.status_code == 302, (case, message(r)[:500])
+        assert groups_of(hub, email) == groups, case

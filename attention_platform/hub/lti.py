@@ -48,67 +48,76 @@ leaving ``load_groups`` empty when LTI is on.
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable
+import re
+from typing import Any
 
 from ltiauthenticator.lti13.auth import LTI13Authenticator
+from tornado.web import HTTPError
 from traitlets import Bool, Dict, List, Unicode, default
 
 ROLES_CLAIM = "https://purl.imsglobal.org/spec/lti/claim/roles"
 CONTEXT_CLAIM = "https://purl.imsglobal.org/spec/lti/claim/context"
-TA = "TeachingAssistant"
-INSTRUCTOR = "Instructor"
+LIS = "http://purl.imsglobal.org/vocab/lis/v2/"
+LEARNER = LIS + "membership#Learner"
+TEACHING_ASSISTANT = LIS + "membership/Instructor#TeachingAssistant"
+INSTRUCTOR = LIS + "membership#Instructor"
+_ABSOLUTE_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:[^\s;=,]+")
 
 
 def default_role_groups(course: str | None = None) -> dict[str, list[str]]:
     course = course or os.environ.get("NBGRADER_COURSE_ID", "dl-attention")
     return {
-        "Learner": [f"nbgrader-{course}"],
-        TA: [f"formgrade-{course}"],
+        LEARNER: [f"nbgrader-{course}"],
+        TEACHING_ASSISTANT: [f"formgrade-{course}"],
         INSTRUCTOR: [f"formgrade-{course}", f"instructors-{course}"],
     }
 
 
 def parse_role_groups(text: str) -> dict[str, list[str]]:
-    """``"Learner=a;TeachingAssistant=b;Instructor=b,c"`` → ``{role: [groups]}``."""
+    """``"<role URI>=group[,group…];…"`` → ``{role URI: [groups]}``.
+
+    Keys are whole role URIs because a role is only ever compared as a whole string:
+    a short name such as ``Learner`` would match nothing, so it is refused here, at
+    start-up, rather than silently locking everyone out."""
     mapping: dict[str, list[str]] = {}
     for part in text.replace("\n", ";").split(";"):
         if not part.strip():
             continue
-        role, sep, groups = part.partition("=")
-        if not sep or not role.strip():
-            raise ValueError(f"LTI_ROLE_GROUPS: expected ROLE=group[,group…], got {part.strip()!r}")
-        mapping[role.strip()] = [g.strip() for g in groups.split(",") if g.strip()]
+        role, sep, groups = part.rpartition("=")  # group names hold no "=", so the last one separates
+        role = role.strip()
+        if not sep or not role:
+            raise ValueError(f"LTI_ROLE_GROUPS: expected ROLE_URI=group[,group…], got {part.strip()!r}")
+        if not _ABSOLUTE_URI.fullmatch(role):
+            raise ValueError(f"LTI_ROLE_GROUPS: roles are full URIs such as {LEARNER}, got {role!r}")
+        mapping[role] = [g.strip() for g in groups.split(",") if g.strip()]
     return mapping
 
 
-def role_names(roles: Iterable[str]) -> set[str]:
-    """Short context-role names of an LTI roles claim (``…membership#Learner`` → ``Learner``).
+def course_roles(roles: Any, mapping: dict[str, list[str]]) -> set[str]:
+    """The roles of a launch that ``mapping`` names, each compared as a whole string.
 
-    Institution and system roles (``…/institution/person#…``, ``…/system/person#…``)
-    are not course roles and are left out. A TA sub-role wins over Instructor."""
-    names: set[str] = set()
-    for role in roles or ():
-        if not isinstance(role, str) or not role.strip():
-            continue
-        role = role.strip()
-        if "/institution/" in role or "/system/" in role:
-            continue
-        base, _, short = role.rpartition("#")
-        if not base:  # a bare name, e.g. "Learner" (allowed by LTI 1.3 for context roles)
-            short = role
-        elif base.endswith("/membership/Instructor") and short == TA:
-            short = TA
-        names.add(short)
-    if TA in names:
-        names.discard(INSTRUCTOR)
-    return names
+    Nothing is inferred from a role's fragment: ``membership/Learner#Instructor`` or
+    ``institution/person#Instructor`` are not ``membership#Instructor``. Canvas sends a TA
+    as ``membership#Instructor`` plus the TA sub-role, so the sub-role takes Instructor away."""
+    if not isinstance(roles, list):
+        return set()
+    sent = {role for role in roles if isinstance(role, str)}
+    found = sent & set(mapping)
+    if TEACHING_ASSISTANT in sent:
+        found.discard(INSTRUCTOR)
+    return found
 
 
-def groups_for_roles(roles: Iterable[str], mapping: dict[str, list[str]]) -> list[str]:
+def groups_for_roles(roles: Any, mapping: dict[str, list[str]]) -> list[str]:
     groups: set[str] = set()
-    for name in role_names(roles):
-        groups.update(mapping.get(name, ()))
+    for role in course_roles(roles, mapping):
+        groups.update(mapping[role])
     return sorted(groups)
+
+
+def _shown(values: Any, limit: int = 300) -> str:
+    text = ", ".join(map(str, values)) if isinstance(values, (list, tuple, set)) else str(values)
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 class CourseLTI13Authenticator(LTI13Authenticator):
@@ -116,7 +125,8 @@ class CourseLTI13Authenticator(LTI13Authenticator):
 
     role_groups = Dict(
         value_trait=List(Unicode()),
-        help="LTI context role short name (Learner, TeachingAssistant, Instructor, …) → JupyterHub groups.",
+        help="Full LTI role URI (e.g. http://purl.imsglobal.org/vocab/lis/v2/membership#Learner) → JupyterHub "
+             "groups. Roles are compared as whole strings; a launch with none of these roles is refused.",
     ).tag(config=True)
     allow_unmapped_roles = Bool(
         False, help="Let a launch whose roles map to no group log in (with no group).").tag(config=True)
@@ -132,10 +142,14 @@ class CourseLTI13Authenticator(LTI13Authenticator):
         groups = groups_for_roles(roles, self.role_groups)
         if not groups and not self.allow_unmapped_roles:
             self.log.warning("LTI launch of %s refused: roles %s map to no course group", model["name"], roles)
-            return None  # the callback handler answers 403
+            raise HTTPError(403, "Your roles in this LMS course (" + _shown(roles or ["none"]) + ") give no access "
+                            "to this course's hub: it is open to the course's students, teaching assistants and "
+                            "instructors. If you are one of them, please ask your instructor to check your role "
+                            "in the LMS.")
         context = token.get(CONTEXT_CLAIM) or {}
         self.log.info("LTI launch: %s (roles %s, context %s) -> groups %s", model["name"],
-                      sorted(role_names(roles)), context.get("label") or context.get("id"), groups)
+                      sorted(course_roles(roles, self.role_groups)), context.get("label") or context.get("id"),
+                      groups)
         model["groups"] = groups
         return model
 
