@@ -87,7 +87,8 @@ def test_configure_lti_reads_the_environment():
     from traitlets.config import Config
 
     env = {"LTI_ISSUER": ISSUER, "LTI_CLIENT_ID": "a, b", "LTI_AUTHORIZE_URL": "https://lms/auth",
-           "LTI_JWKS_URL": "https://lms/jwks", "LTI_USERNAME_KEY": "custom_login",
+           "LTI_JWKS_URL": "https://lms/jwks", "LTI_DEPLOYMENT_IDS": "d1, d2", "LTI_CONTEXT_IDS": "c1",
+           "LTI_USERNAME_KEY": "custom_login",
            "LTI_ROLE_GROUPS": f"{LEARNER}=s1;{TA}=g1;{INSTRUCTOR}=g1,i1", "LTI_URI_SCHEME": "https"}
     c = Config()
     configure_lti(c, env)
@@ -95,12 +96,64 @@ def test_configure_lti_reads_the_environment():
     assert (auth.issuer, auth.client_id, auth.authorize_url, auth.jwks_endpoint) == (
         ISSUER, {"a", "b"}, "https://lms/auth", "https://lms/jwks")
     assert auth.username_key == "custom_login" and auth.uri_scheme == "https"
+    assert (auth.deployment_ids, auth.context_ids) == ({"d1", "d2"}, {"c1"})
     assert auth.role_groups == {LEARNER: ["s1"], TA: ["g1"], INSTRUCTOR: ["g1", "i1"]}
     assert auth.manage_groups and auth.allow_all
-    with pytest.raises(SystemExit, match="LTI_JWKS_URL"):
-        configure_lti(Config(), {k: v for k, v in env.items() if k != "LTI_JWKS_URL"})
+    for name, blank in (("LTI_JWKS_URL", " "), ("LTI_DEPLOYMENT_IDS", " , "), ("LTI_CONTEXT_IDS", ",")):
+        for missing in ({k: v for k, v in env.items() if k != name}, dict(env, **{name: blank})):
+            with pytest.raises(SystemExit, match=name):
+                configure_lti(Config(), missing)
     with pytest.raises(ValueError, match="LTI_ROLE_GROUPS"):
         configure_lti(Config(), dict(env, LTI_ROLE_GROUPS="Learner=s1"))
+
+
+def _course_authenticator(**settings):
+    auth = CourseLTI13Authenticator(issuer=ISSUER, client_id={CLIENT_ID}, deployment_ids={DEPLOYMENT},
+                                    context_ids={CONTEXT})
+    for name, value in settings.items():
+        setattr(auth, name, value)
+    return auth
+
+
+def _claims(**changes):
+    token = {"iss": ISSUER, "aud": CLIENT_ID, CLAIM + "deployment_id": DEPLOYMENT, CLAIM + "context": {"id": CONTEXT}}
+    for name, value in changes.items():
+        name = CLAIM + name[len("lti_"):] if name.startswith("lti_") else name
+        if value is None:
+            token.pop(name, None)
+        else:
+            token[name] = value
+    return token
+
+
+@pytest.mark.parametrize("case, token, settings, says", [
+    ("this course's launch", _claims(), {}, None),
+    ("aud as a one-element list", _claims(aud=[CLIENT_ID]), {}, None),
+    ("two of our client ids, azp ours", _claims(aud=[CLIENT_ID, "mine-2"], azp="mine-2"),
+     {"client_id": {CLIENT_ID, "mine-2"}}, None),
+    ("any course of a course-level deployment", _claims(lti_context={"id": "course-99"}), {"context_ids": {"*"}}, None),
+    ("another issuer", _claims(iss="https://other.example"), {}, "issuer"),
+    ("an issuer differing in case", _claims(iss=ISSUER.upper()), {}, "issuer"),
+    ("no issuer configured", _claims(), {"issuer": ""}, "issuer"),
+    ("another client id", _claims(aud="other"), {}, "client id"),
+    ("an untrusted extra audience", _claims(aud=[CLIENT_ID, "other"], azp=CLIENT_ID), {}, "client id"),
+    ("two audiences, no azp", _claims(aud=[CLIENT_ID, "mine-2"]), {"client_id": {CLIENT_ID, "mine-2"}}, "client id"),
+    ("azp of another tool", _claims(azp="other"), {}, "client id"),
+    ("no audience", _claims(aud=[]), {}, "client id"),
+    ("another deployment", _claims(lti_deployment_id="deployment-2"), {}, "deployment"),
+    ("no deployment configured", _claims(), {"deployment_ids": set()}, "deployment"),
+    ("another course", _claims(lti_context={"id": "course-99", "title": "ML"}), {}, "context"),
+    ("no context claim", _claims(lti_context=None), {}, "context"),
+    ("no context claim, any course accepted", _claims(lti_context=None), {"context_ids": {"*"}}, "context"),
+    ("a context without id", _claims(lti_context={"label": "DL"}), {}, "context"),
+    ("no course configured", _claims(), {"context_ids": set()}, "context"),
+])
+def test_launch_refusal_names_what_does_not_match(case, token, settings, says):
+    refusal = _course_authenticator(**settings).launch_refusal(token)
+    if says is None:
+        assert refusal is None, (case, refusal)
+    else:
+        assert refusal and says in refusal.lower(), (case, refusal)
 
 
 # ---------------------------------------------------------------- integration: a real hub
@@ -380,3 +433,24 @@ def test_attack_roles_are_matched_on_their_full_uri(hub, case, roles, groups):
     else:
         assert r.status_code == 302, (case, message(r)[:500])
         assert groups_of(hub, email) == groups, case
+
+
+OTHER_COURSE = {"id": "course-99", "label": "ML", "title": "Machine learning"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case, claims, says", [
+    ("an instructor of another course of the same LMS", {CLAIM + "context": OTHER_COURSE}, "context"),
+    ("another deployment of the tool in the same LMS", {CLAIM + "deployment_id": "deployment-2"}, "deployment"),
+    ("a launch that names no course", {CLAIM + "context": None}, "context"),
+    ("another platform signing with the same keys", {"iss": "https://other-lms.example.test"}, "issuer"),
+    ("a token for another tool of the LMS", {"aud": "another-tool"}, "client id"),
+    ("a token for this tool and an untrusted one", {"aud": [CLIENT_ID, "another-tool"], "azp": CLIENT_ID}, "client id"),
+    ("a token authorised by another party", {"aud": [CLIENT_ID, "another-tool"], "azp": "another-tool"}, "client id"),
+])
+def test_attack_launch_from_elsewhere_is_refused(hub, case, claims, says):
+    email = f"elsewhere-{uuid.uuid4().hex[:8]}@lms.test"
+    r = launch(hub, email, [INSTRUCTOR], claims=claims)
+    assert r.status_code == 403, (case, r.status_code, message(r)[:300])
+    assert says in message(r).lower(), (case, message(r)[:1000])
+    assert not logged_in(r) and groups_of(hub, email) is None, case

@@ -52,11 +52,16 @@ import re
 from typing import Any
 
 from ltiauthenticator.lti13.auth import LTI13Authenticator
+from ltiauthenticator.lti13.handlers import LTI13CallbackHandler
+from ltiauthenticator.lti13.validator import LTI13LaunchValidator
+from ltiauthenticator.utils import convert_request_to_dict
 from tornado.web import HTTPError
-from traitlets import Bool, Dict, List, Unicode, default
+from traitlets import Bool, Dict, List, Set, Unicode, default
 
 ROLES_CLAIM = "https://purl.imsglobal.org/spec/lti/claim/roles"
 CONTEXT_CLAIM = "https://purl.imsglobal.org/spec/lti/claim/context"
+DEPLOYMENT_CLAIM = "https://purl.imsglobal.org/spec/lti/claim/deployment_id"
+ANY_CONTEXT = "*"
 LIS = "http://purl.imsglobal.org/vocab/lis/v2/"
 LEARNER = LIS + "membership#Learner"
 TEACHING_ASSISTANT = LIS + "membership/Instructor#TeachingAssistant"
@@ -120,8 +125,60 @@ def _shown(values: Any, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+def _audiences(token: dict[str, Any]) -> list[Any]:
+    aud = token.get("aud")
+    return [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
+
+
+class CourseLTI13CallbackHandler(LTI13CallbackHandler):
+    """The launch (id_token) handler of ltiauthenticator 1.6.3, step for step, plus the
+    checks that make a launch one of *this* course.
+
+    Upstream never looks at deployment_id or the context, so any course of the LMS that
+    installs the tool could launch into ours; and it checks issuer and audience inside
+    ``jwt.decode``, where a mismatch becomes a bare 400/401. Signature, expiry, age and
+    LTI claims stay with its validator; issuer, audience, deployment and context are
+    decided by ``CourseLTI13Authenticator.launch_refusal`` so that a 403 says which."""
+
+    def decode_and_validate_launch_request(self) -> dict[str, Any]:
+        validator = LTI13LaunchValidator(parent=self.app)
+        args = convert_request_to_dict(self.request.arguments)
+        validator.validate_auth_response(args)
+        self.check_state()
+        id_token = validator.verify_and_decode_jwt(
+            encoded_jwt=args.get("id_token"),
+            issuer=None,
+            audience=None,
+            jwks_endpoint=self.authenticator.jwks_endpoint,
+            jwks_algorithms=self.authenticator.jwks_algorithms,
+            # issuer and audience are judged in launch_refusal, with a message; the signature is not skipped
+            options={"verify_iss": False, "verify_aud": False, "require": ["iss", "aud", "exp", "iat", "nonce"]},
+        )
+        validator.validate_id_token(id_token)
+        refusal = self.authenticator.launch_refusal(id_token)
+        if refusal:
+            self.log.warning("LTI launch refused: %s", refusal)
+            raise HTTPError(403, refusal)
+        self.check_nonce(id_token)
+        return id_token
+
+
 class CourseLTI13Authenticator(LTI13Authenticator):
-    """LTI13Authenticator whose launches put the user in our course groups."""
+    """LTI13Authenticator that admits launches of this course only and puts the user in its groups."""
+
+    callback_handler = CourseLTI13CallbackHandler
+
+    deployment_ids = Set(
+        Unicode(),
+        help="deployment_id values of this tool's deployment(s) in the LMS whose launches are accepted; "
+             "a launch from any other deployment is refused. Empty: every launch is refused.",
+    ).tag(config=True)
+    context_ids = Set(
+        Unicode(),
+        help="LMS course (context) ids whose launches are accepted; a launch from another course, or naming "
+             "no course, is refused. '*' accepts any course of the accepted deployments (only safe when each "
+             "of those deployments is installed in this one course). Empty: every launch is refused.",
+    ).tag(config=True)
 
     role_groups = Dict(
         value_trait=List(Unicode()),
@@ -134,6 +191,35 @@ class CourseLTI13Authenticator(LTI13Authenticator):
     @default("role_groups")
     def _role_groups_default(self):
         return default_role_groups()
+
+    def launch_refusal(self, token: dict[str, Any]) -> str | None:
+        """Why a signed launch is not one for this course (issuer, client id, deployment,
+        context), as a sentence for the person launching; None when it is."""
+        again = " Please open the tool from this course's own page in your LMS; if that is what you did, " \
+                "tell your instructor."
+        issuer = token.get("iss")
+        if not self.issuer or issuer != self.issuer:
+            return f"This launch was signed by the platform issuer {_shown(issuer)}, which this hub does not " \
+                   f"accept launches from.{again}"
+        audiences = _audiences(token)
+        if not audiences or any(not isinstance(aud, str) or aud not in self.client_id for aud in audiences):
+            return f"This launch was issued for the LMS tool(s) with client id {_shown(audiences or ['none'])}; " \
+                   f"this hub accepts launches issued for its own tool only.{again}"
+        if ("azp" in token or len(audiences) > 1) and token.get("azp") not in self.client_id:
+            return f"This launch was authorised for the LMS tool with client id {_shown(token.get('azp'))}, " \
+                   f"not for this hub's tool.{again}"
+        deployment = token.get(DEPLOYMENT_CLAIM)
+        if not isinstance(deployment, str) or deployment not in self.deployment_ids:
+            return f"This launch comes from deployment {_shown(deployment)} of the tool in your LMS, which " \
+                   f"does not serve this course.{again}"
+        context = token.get(CONTEXT_CLAIM)
+        if not isinstance(context, dict) or not isinstance(context.get("id"), str) or not context["id"]:
+            return f"This launch names no LMS course (no context id), and this hub serves one course only.{again}"
+        if ANY_CONTEXT not in self.context_ids and context["id"] not in self.context_ids:
+            title = context.get("title") or context.get("label") or context["id"]
+            return f"This launch comes from the LMS course {_shown(title)} (context id {_shown(context['id'])}), " \
+                   f"which is not the course this hub serves.{again}"
+        return None
 
     async def authenticate(self, handler, data: dict[str, Any] | None = None):
         model = await super().authenticate(handler, data)
@@ -161,15 +247,24 @@ def _required(env: dict, name: str) -> str:
     return value
 
 
+def _required_list(env: dict, name: str) -> list[str]:
+    items = [item.strip() for item in _required(env, name).split(",") if item.strip()]
+    if not items:
+        raise SystemExit(f"HUB_AUTHENTICATOR=lti needs {name} (see attention_platform/hub/lti.py)")
+    return items
+
+
 def configure_lti(c, environ: dict | None = None) -> None:
     """Configure JupyterHub (config object ``c``) for LTI 1.3 launches from the environment."""
     env = dict(os.environ if environ is None else environ)
     c.JupyterHub.authenticator_class = CourseLTI13Authenticator
     auth = c.CourseLTI13Authenticator
     auth.issuer = _required(env, "LTI_ISSUER")
-    auth.client_id = {x.strip() for x in _required(env, "LTI_CLIENT_ID").split(",") if x.strip()}
+    auth.client_id = set(_required_list(env, "LTI_CLIENT_ID"))
     auth.authorize_url = _required(env, "LTI_AUTHORIZE_URL")
     auth.jwks_endpoint = _required(env, "LTI_JWKS_URL")
+    auth.deployment_ids = set(_required_list(env, "LTI_DEPLOYMENT_IDS"))
+    auth.context_ids = set(_required_list(env, "LTI_CONTEXT_IDS"))
     if env.get("LTI_USERNAME_KEY"):
         auth.username_key = env["LTI_USERNAME_KEY"]
     auth.uri_scheme = env.get("LTI_URI_SCHEME", "auto") or "auto"
