@@ -28,8 +28,10 @@ from jwt.algorithms import RSAAlgorithm  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 from attention_platform.hub.lti import (  # noqa: E402
-    CourseLTI13Authenticator, configure_lti, course_roles, default_role_groups, groups_for_roles, parse_role_groups,
+    CourseLTI13Authenticator, SpentNonces, configure_lti, course_roles, default_role_groups, groups_for_roles,
+    parse_role_groups,
 )
+from tornado.web import HTTPError  # noqa: E402
 
 LIS = "http://purl.imsglobal.org/vocab/lis/v2/"
 LEARNER = LIS + "membership#Learner"
@@ -154,6 +156,56 @@ def test_launch_refusal_names_what_does_not_match(case, token, settings, says):
         assert refusal is None, (case, refusal)
     else:
         assert refusal and says in refusal.lower(), (case, refusal)
+
+
+class Clock:
+    """Time that moves only when a test says so."""
+
+    def __init__(self, now=1_000_000.0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+def _refused(spent, nonce, issued_at, deadline):
+    with pytest.raises(HTTPError) as refused:
+        spent.spend(nonce, issued_at, deadline)
+    return refused.value.status_code, refused.value.log_message
+
+
+def test_a_nonce_is_spent_once_and_forgotten_after_its_deadline():
+    clock = Clock()
+    spent = SpentNonces(capacity=10, clock=clock)
+    issued = clock.now + 1
+    spent.spend("n1", issued, deadline=clock.now + 300)
+    status, text = _refused(spent, "n1", issued, clock.now + 300)
+    assert status == 403 and "already been used" in text
+    clock.now += 299
+    assert _refused(spent, "n1", issued, clock.now + 300)[0] == 403, "still remembered within its lifetime"
+    clock.now += 2
+    spent.spend("n2", clock.now, clock.now + 300)  # each spend first forgets the expired ones
+    assert len(spent) == 1
+
+
+def test_nonces_are_bounded_and_fail_closed_when_full():
+    clock = Clock()
+    spent = SpentNonces(capacity=3, clock=clock)
+    for i in range(3):
+        spent.spend(f"n{i}", clock.now, clock.now + 100 + i)
+    status, text = _refused(spent, "n3", clock.now, clock.now + 100)
+    assert status == 503 and "launch again" in text and len(spent) == 3
+    clock.now += 100.5  # n0 expired: room for one
+    spent.spend("n3", clock.now, clock.now + 100)
+    assert _refused(spent, "n4", clock.now, clock.now + 100)[0] == 503
+    assert _refused(spent, "n1", clock.now, clock.now + 100)[0] == 403, "a live nonce is never dropped to make room"
+
+
+def test_a_launch_issued_before_the_process_started_is_refused():
+    clock = Clock()
+    spent = SpentNonces(capacity=10, clock=clock)
+    status, text = _refused(spent, "n1", clock.now - 1, clock.now + 300)
+    assert status == 403 and "before the hub last started" in text and len(spent) == 0
 
 
 # ---------------------------------------------------------------- integration: a real hub
@@ -454,3 +506,23 @@ def test_attack_launch_from_elsewhere_is_refused(hub, case, claims, says):
     assert r.status_code == 403, (case, r.status_code, message(r)[:300])
     assert says in message(r).lower(), (case, message(r)[:1000])
     assert not logged_in(r) and groups_of(hub, email) is None, case
+
+
+@pytest.mark.slow
+def test_attack_captured_launch_is_replayed(hub):
+    captured = Launch(hub, "replayed-prof@lms.test", [INSTRUCTOR])
+    first = captured.post()
+    assert first.status_code == 302 and logged_in(first)
+    again = captured.replay()
+    assert again.status_code == 403, (again.status_code, message(again)[:300])
+    assert "already been used" in message(again) and not logged_in(again)
+
+
+@pytest.mark.slow
+def test_attack_captured_launch_is_replayed_after_a_hub_restart(hub):
+    captured = Launch(hub, "restart-prof@lms.test", [INSTRUCTOR])
+    assert captured.post().status_code == 302
+    hub.restart()
+    again = captured.replay()
+    assert again.status_code == 403, (again.status_code, message(again)[:300])
+    assert "launch again" in message(again).lower() and not logged_in(again)

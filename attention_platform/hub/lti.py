@@ -47,16 +47,18 @@ leaving ``load_groups`` empty when LTI is on.
 
 from __future__ import annotations
 
+import heapq
 import os
 import re
-from typing import Any
+import time
+from typing import Any, Callable
 
 from ltiauthenticator.lti13.auth import LTI13Authenticator
 from ltiauthenticator.lti13.handlers import LTI13CallbackHandler
 from ltiauthenticator.lti13.validator import LTI13LaunchValidator
 from ltiauthenticator.utils import convert_request_to_dict
 from tornado.web import HTTPError
-from traitlets import Bool, Dict, List, Set, Unicode, default
+from traitlets import Bool, Dict, Integer, List, Set, Unicode, default
 
 ROLES_CLAIM = "https://purl.imsglobal.org/spec/lti/claim/roles"
 CONTEXT_CLAIM = "https://purl.imsglobal.org/spec/lti/claim/context"
@@ -130,6 +132,50 @@ def _audiences(token: dict[str, Any]) -> list[Any]:
     return [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
 
 
+class SpentNonces:
+    """Nonces of the launches this hub process has accepted, so that each launch works once.
+
+    ltiauthenticator 1.6.3 keeps no server-side record: its nonce is the hash of a value in
+    an encrypted browser cookie, so whoever captured the callback request *with* its cookies
+    can send it again until the id_token expires. A nonce is kept until its launch could no
+    longer pass the validator anyway (``exp``, or ``iat`` + max_age), then forgotten; at most
+    ``capacity`` are kept, and when they are all still live new launches wait (503) rather
+    than an old nonce being dropped early. The record lives in memory, so a launch issued
+    before this process started is refused: a restart cannot turn a used launch into a new one.
+    """
+
+    def __init__(self, capacity: int, clock: Callable[[], float] = time.time):
+        self.capacity = capacity
+        self.clock = clock
+        self.started_at = clock()
+        self._deadlines: dict[str, float] = {}
+        self._by_deadline: list[tuple[float, str]] = []  # heap: the next nonce to forget first
+
+    def __len__(self) -> int:
+        return len(self._deadlines)
+
+    def _forget_expired(self, now: float) -> None:
+        while self._by_deadline and self._by_deadline[0][0] < now:
+            _, nonce = heapq.heappop(self._by_deadline)
+            del self._deadlines[nonce]
+
+    def spend(self, nonce: str, issued_at: float, deadline: float) -> None:
+        """Record ``nonce`` as used until ``deadline``, or raise the HTTPError that refuses the launch."""
+        if issued_at < self.started_at:
+            raise HTTPError(403, "This launch was issued before the hub last started, so the hub cannot tell "
+                                 "whether it was already used. Please go back to your course in the LMS and "
+                                 "launch again.")
+        self._forget_expired(self.clock())
+        if nonce in self._deadlines:
+            raise HTTPError(403, "This launch has already been used: each launch from the LMS works once. "
+                                 "Please go back to your course in the LMS and open the tool again.")
+        if len(self._deadlines) >= self.capacity:
+            raise HTTPError(503, "The hub is receiving more launches than it can check right now. Please wait "
+                                 "a minute, then launch again from your course in the LMS.")
+        self._deadlines[nonce] = deadline
+        heapq.heappush(self._by_deadline, (deadline, nonce))
+
+
 class CourseLTI13CallbackHandler(LTI13CallbackHandler):
     """The launch (id_token) handler of ltiauthenticator 1.6.3, step for step, plus the
     checks that make a launch one of *this* course.
@@ -159,7 +205,9 @@ class CourseLTI13CallbackHandler(LTI13CallbackHandler):
         if refusal:
             self.log.warning("LTI launch refused: %s", refusal)
             raise HTTPError(403, refusal)
-        self.check_nonce(id_token)
+        self.check_nonce(id_token)  # upstream: the nonce belongs to this browser's login
+        deadline = min(id_token["exp"], id_token["iat"] + validator.max_age) + validator.time_leeway
+        self.authenticator.spent_nonces.spend(id_token["nonce"], id_token["iat"], deadline)
         return id_token
 
 
@@ -180,6 +228,13 @@ class CourseLTI13Authenticator(LTI13Authenticator):
              "of those deployments is installed in this one course). Empty: every launch is refused.",
     ).tag(config=True)
 
+    launch_nonce_capacity = Integer(
+        10000,
+        help="How many accepted launches (their nonces) are remembered at once to refuse replays. A nonce is "
+             "kept at most the id_token's lifetime (exp, or iat + 600 s); when all are still live, further "
+             "launches are answered 503 until some expire.",
+    ).tag(config=True)
+
     role_groups = Dict(
         value_trait=List(Unicode()),
         help="Full LTI role URI (e.g. http://purl.imsglobal.org/vocab/lis/v2/membership#Learner) → JupyterHub "
@@ -191,6 +246,10 @@ class CourseLTI13Authenticator(LTI13Authenticator):
     @default("role_groups")
     def _role_groups_default(self):
         return default_role_groups()
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.spent_nonces = SpentNonces(self.launch_nonce_capacity)
 
     def launch_refusal(self, token: dict[str, Any]) -> str | None:
         """Why a signed launch is not one for this course (issuer, client id, deployment,
