@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import pwd
 import shutil
 import socket
 import subprocess
@@ -28,8 +29,8 @@ from jwt.algorithms import RSAAlgorithm  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 from attention_platform.hub.lti import (  # noqa: E402
-    CourseLTI13Authenticator, SpentNonces, configure_lti, course_roles, default_role_groups, groups_for_roles,
-    parse_role_groups,
+    RESERVED_USERNAMES, USERNAME_PATTERN, CourseLTI13Authenticator, SpentNonces, clean_username, configure_lti,
+    course_roles, default_role_groups, groups_for_roles, parse_role_groups,
 )
 from tornado.web import HTTPError  # noqa: E402
 
@@ -208,6 +209,68 @@ def test_a_launch_issued_before_the_process_started_is_refused():
     assert status == 403 and "before the hub last started" in text and len(spent) == 0
 
 
+@pytest.mark.parametrize("case, raw, name", [
+    ("an email", "alice@uni.example", "alice@uni.example"),
+    ("capitals are folded", "Carol.Smith+DL@Uni.Example", "carol.smith+dl@uni.example"),
+    ("an opaque LMS id", "a1b2c3-d4", "a1b2c3-d4"),
+    ("64 characters", "e" * 64, "e" * 64),
+    ("65 characters", "e" * 65, None),
+    ("empty", "", None),
+    ("not a string", 42, None),
+    ("full-width letters", "ｉｎｓｔｒｕｃｔｏｒ", None),
+    ("a ligature", "ﬁona@uni.example", None),
+    ("a superscript", "bob²@uni.example", None),
+    ("a dotless i", "ınstructor", None),
+    ("a dotted capital I", "İnstructor", None),
+    ("a Cyrillic a", "\u0430dmin", None),
+    ("a NUL", "eve\x00@lms.test", None),
+    ("a newline at the end", "eve@lms.test\n", None),
+    ("a zero-width space", "ad\u200bmin", None),
+    ("a right-to-left override", "eve\u202e@lms.test", None),
+    ("a space", "eve smith", None),
+    ("a leading dot", ".eve", None),
+    ("a leading dash", "-eve", None),
+    ("a path", "../eve", None),
+    ("a colon", "eve:x", None),
+])
+def test_clean_username(case, raw, name):
+    if name is None:
+        with pytest.raises(ValueError):
+            clean_username(raw)
+    else:
+        assert clean_username(raw) == name, case
+        assert USERNAME_PATTERN.fullmatch(name)
+
+
+def _a_system_account_we_did_not_list():
+    for entry in pwd.getpwall():
+        if (entry.pw_uid < 1000 and entry.pw_name not in RESERVED_USERNAMES
+                and USERNAME_PATTERN.fullmatch(entry.pw_name)):
+            return entry.pw_name
+    return None
+
+
+@pytest.mark.parametrize("case, name, says", [
+    ("a learner", "alice@uni.example", None),
+    ("a configured hub admin", ADMIN, "administrator"),
+    ("an admin configured with capitals", "boss", "administrator"),
+    ("root", "root", "reserved"),
+    ("nobody", "nobody", "reserved"),
+    ("a reserved name added by the course", "course-robot", "reserved"),
+    ("a system account of this machine", _a_system_account_we_did_not_list(), "reserved"),
+])
+def test_username_refusal(case, name, says):
+    if name is None:
+        pytest.skip("this machine has no system account outside RESERVED_USERNAMES")
+    auth = CourseLTI13Authenticator(admin_users={ADMIN, "Boss"},
+                                    reserved_usernames=set(RESERVED_USERNAMES) | {"course-robot"})
+    refusal = auth.username_refusal(name)
+    if says is None:
+        assert refusal is None, (case, refusal)
+    else:
+        assert refusal and says in refusal, (case, refusal)
+
+
 # ---------------------------------------------------------------- integration: a real hub
 
 def _free_port() -> int:
@@ -275,10 +338,9 @@ c.ConfigurableHTTPProxy.command = [{chp!r}]
 c.ConfigurableHTTPProxy.pid_file = {state!r} + "/proxy.pid"
 c.JupyterHub.db_url = "sqlite:///" + {state!r} + "/jupyterhub.sqlite"
 c.JupyterHub.cookie_secret_file = {state!r} + "/cookie_secret"
-c.JupyterHub.services = [{{"name": "checker", "api_token": {token!r}}}]
+# the checker plays the hub admin too: it promotes a user at run time
+c.JupyterHub.services = [{{"name": "checker", "api_token": {token!r}, "admin": True}}]
 c.JupyterHub.load_roles = [
-    {{"name": "checker", "scopes": ["list:users", "read:users", "read:users:groups", "admin:users"],
-      "services": ["checker"]}},
     {{"name": "graders", "scopes": ["access:services"], "groups": [{graders!r}]}},
 ]
 """
@@ -400,7 +462,7 @@ def logged_in(response) -> bool:
 
 
 def message(response) -> str:
-    return html.unescape(response.text)
+    return html.unescape(response.content.decode("utf-8", "replace"))  # the page says utf-8 in a meta tag only
 
 
 def user_model(hub, name):
@@ -526,3 +588,44 @@ def test_attack_captured_launch_is_replayed_after_a_hub_restart(hub):
     again = captured.replay()
     assert again.status_code == 403, (again.status_code, message(again)[:300])
     assert "launch again" in message(again).lower() and not logged_in(again)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case, username, why", [
+    ("the hub admin's name", ADMIN, "administrator"),
+    ("the hub admin's name in capitals", ADMIN.upper(), "administrator"),
+    ("the hub admin's name in full-width letters", "ｉｎｓｔｒｕｃｔｏｒ", "not a valid user name"),
+    ("root", "root", "reserved"),
+    ("a system account", "daemon", "reserved"),
+    ("nobody", "nobody", "reserved"),
+    ("admin", "admin", "reserved"),
+    ("a control character", "eve\x00@lms.test", "not a valid user name"),
+    ("a newline", "eve\n@lms.test", "not a valid user name"),
+    ("a leading dash", "-eve@lms.test", "not a valid user name"),
+    ("a slash", "../eve@lms.test", "not a valid user name"),
+    ("a dotless i", "ınstructor", "not a valid user name"),
+    ("too long", "e" * 65, "not a valid user name"),
+])
+def test_attack_username_claims_a_reserved_or_unclean_name(hub, case, username, why):
+    r = launch(hub, username, [INSTRUCTOR], claims={"sub": uuid.uuid4().hex})
+    assert r.status_code == 403, (case, r.status_code, message(r)[:300])
+    assert why in message(r).lower(), (case, message(r)[:1000])
+    assert not logged_in(r), case
+    admin = user_model(hub, ADMIN)
+    assert admin["admin"] and admin["groups"] == [], "the hub admin is untouched"
+
+
+@pytest.mark.slow
+def test_attack_username_of_a_user_made_admin_at_run_time(hub):
+    assert hub.api("POST", "/users/promoted", json={"admin": True}).status_code == 201
+    r = launch(hub, "promoted", [LEARNER])
+    assert r.status_code == 403 and "administrator" in message(r) and not logged_in(r)
+    assert user_model(hub, "promoted")["admin"] and groups_of(hub, "promoted") == []
+
+
+@pytest.mark.slow
+def test_lti_users_are_never_hub_admins_and_names_are_normalised(hub):
+    r = launch(hub, "Carol.Smith+dl@LMS.test", [INSTRUCTOR])
+    assert r.status_code == 302, message(r)[:500]
+    model = user_model(hub, "carol.smith+dl@lms.test")
+    assert model and not model["admin"] and model["groups"] == sorted([GRADERS, INSTRUCTORS])

@@ -49,8 +49,10 @@ from __future__ import annotations
 
 import heapq
 import os
+import pwd
 import re
 import time
+import unicodedata
 from typing import Any, Callable
 
 from ltiauthenticator.lti13.auth import LTI13Authenticator
@@ -68,6 +70,19 @@ LIS = "http://purl.imsglobal.org/vocab/lis/v2/"
 LEARNER = LIS + "membership#Learner"
 TEACHING_ASSISTANT = LIS + "membership/Instructor#TeachingAssistant"
 INSTRUCTOR = LIS + "membership#Instructor"
+USERNAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9._@+-]{0,63}")
+# Names that are, or commonly are, accounts of the system or of JupyterHub itself: natively
+# as root a hub user runs as the Unix account of the same name, so "root" would be root.
+RESERVED_USERNAMES = frozenset({
+    "root", "admin", "administrator", "superuser", "sudo", "wheel", "staff", "operator", "nobody", "nogroup",
+    "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp", "proxy", "www-data",
+    "backup", "list", "irc", "gnats", "sshd", "messagebus", "polkitd", "avahi", "postgres", "postgresql",
+    "mysql", "redis", "docker", "systemd-network", "systemd-resolve", "systemd-timesync", "systemd-coredump",
+    "jovyan", "jupyter", "jupyterhub", "hub", "grader", "formgrader", "nbgrader", "service", "services",
+    "api", "user", "users", "guest", "anonymous", "system",
+})
+# Debian's SYS_UID_MAX; 65534 and above are nobody/nfsnobody and the like.
+SYSTEM_UID_MAX, OVERFLOW_UID = 999, 65534
 _ABSOLUTE_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:[^\s;=,]+")
 
 
@@ -120,6 +135,33 @@ def groups_for_roles(roles: Any, mapping: dict[str, list[str]]) -> list[str]:
     for role in course_roles(roles, mapping):
         groups.update(mapping[role])
     return sorted(groups)
+
+
+def clean_username(raw: Any) -> str:
+    """The hub user name for a launch's username claim: NFKC, lower-case, then the ASCII
+    ``USERNAME_PATTERN``; ValueError saying why when the claim is not cleanly one.
+
+    A claim that NFKC changes (full-width letters, ligatures, superscripts, …) is refused
+    rather than folded, so ``ｉｎｓｔｒｕｃｔｏｒ`` never arrives at ``instructor`` by a side door."""
+    if not isinstance(raw, str) or not raw:
+        raise ValueError("it is empty")
+    if any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in raw):
+        raise ValueError("it contains control or invisible characters")
+    if unicodedata.normalize("NFKC", raw) != raw:
+        raise ValueError("it contains look-alike (compatibility) characters")
+    name = raw.lower()
+    if not USERNAME_PATTERN.fullmatch(name):
+        raise ValueError("a user name is 1 to 64 of a-z, 0-9 and . _ @ + -, starting with a letter or digit")
+    return name
+
+
+def is_system_account(name: str) -> bool:
+    """Whether ``name`` is an account of this machine's system (not a person's)."""
+    try:
+        uid = pwd.getpwnam(name).pw_uid
+    except KeyError:
+        return False
+    return uid <= SYSTEM_UID_MAX or uid >= OVERFLOW_UID
 
 
 def _shown(values: Any, limit: int = 300) -> str:
@@ -235,6 +277,11 @@ class CourseLTI13Authenticator(LTI13Authenticator):
              "launches are answered 503 until some expire.",
     ).tag(config=True)
 
+    reserved_usernames = Set(
+        Unicode(), default_value=set(RESERVED_USERNAMES),
+        help="User names an LTI launch may never take (besides hub admins and this machine's system accounts).",
+    ).tag(config=True)
+
     role_groups = Dict(
         value_trait=List(Unicode()),
         help="Full LTI role URI (e.g. http://purl.imsglobal.org/vocab/lis/v2/membership#Learner) → JupyterHub "
@@ -280,22 +327,48 @@ class CourseLTI13Authenticator(LTI13Authenticator):
                    f"which is not the course this hub serves.{again}"
         return None
 
+    def username_refusal(self, name: str, handler=None) -> str | None:
+        """Why the clean user name ``name`` may not log in through the LMS; None when it may.
+
+        An LTI launch must never land in a hub admin's account (configured, or made admin at
+        run time: ``handler`` finds those in the hub's database), nor in a system account."""
+        final = self.normalize_username(name)  # what JupyterHub will look up
+        admins = {self.normalize_username(admin) for admin in self.admin_users}
+        user = handler.find_user(final) if handler is not None else None
+        if final in admins or (user is not None and user.admin):
+            return f"The name {final!r} that your LMS sends for you belongs to an administrator of this hub, " \
+                   "and administrators cannot sign in through the LMS. Please ask your instructor."
+        if final in self.reserved_usernames or is_system_account(final):
+            return f"The name {final!r} that your LMS sends for you is reserved for the system on this hub. " \
+                   "Please ask your instructor."
+        return None
+
     async def authenticate(self, handler, data: dict[str, Any] | None = None):
         model = await super().authenticate(handler, data)
         token = data or {}
         roles = token.get(ROLES_CLAIM) or []
         groups = groups_for_roles(roles, self.role_groups)
         if not groups and not self.allow_unmapped_roles:
-            self.log.warning("LTI launch of %s refused: roles %s map to no course group", model["name"], roles)
+            self.log.warning("LTI launch of %r refused: roles %s map to no course group", model["name"], roles)
             raise HTTPError(403, "Your roles in this LMS course (" + _shown(roles or ["none"]) + ") give no access "
                             "to this course's hub: it is open to the course's students, teaching assistants and "
                             "instructors. If you are one of them, please ask your instructor to check your role "
                             "in the LMS.")
+        try:
+            name = clean_username(model["name"])
+        except ValueError as why:
+            self.log.warning("LTI launch refused: username claim %r: %s", model["name"], why)
+            raise HTTPError(403, f"The name {_shown(repr(model['name']), 80)} that your LMS sends for you is not a "
+                                 f"valid user name on this hub: {why}. Please ask your instructor.") from None
+        refusal = self.username_refusal(name, handler)
+        if refusal:
+            self.log.warning("LTI launch refused: %s", refusal)
+            raise HTTPError(403, refusal)
         context = token.get(CONTEXT_CLAIM) or {}
-        self.log.info("LTI launch: %s (roles %s, context %s) -> groups %s", model["name"],
+        self.log.info("LTI launch: %s (roles %s, context %s) -> groups %s", name,
                       sorted(course_roles(roles, self.role_groups)), context.get("label") or context.get("id"),
                       groups)
-        model["groups"] = groups
+        model.update(name=name, groups=groups, admin=False)  # admin=False: JupyterHub would otherwise ask admin_users
         return model
 
 
