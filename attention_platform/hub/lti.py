@@ -48,6 +48,7 @@ leaving ``load_groups`` empty when LTI is on.
 from __future__ import annotations
 
 import heapq
+import math
 import os
 import pwd
 import re
@@ -203,7 +204,9 @@ class SpentNonces:
 
     def spend(self, nonce: str, issued_at: float, deadline: float) -> None:
         """Record ``nonce`` as used until ``deadline``, or raise the HTTPError that refuses the launch."""
-        if issued_at < self.started_at:
+        # iat counts whole seconds: a launch issued in the second the process started is
+        # let in, or one made right after a fast start would be refused
+        if issued_at < math.floor(self.started_at):
             raise HTTPError(403, "This launch was issued before the hub last started, so the hub cannot tell "
                                  "whether it was already used. Please go back to your course in the LMS and "
                                  "launch again.")
