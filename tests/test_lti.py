@@ -1,6 +1,11 @@
 """LMS launches: a real JupyterHub on 127.0.0.1 configured by ``attention_platform.hub.lti.configure_lti``
 from the environment, a throw-away LMS (an RSA key pair made here, its JWKS served
-on 127.0.0.1) and signed LTI 1.3 launches for each role. No external LMS."""
+on 127.0.0.1) and signed LTI 1.3 launches for each role. No external LMS.
+
+The ``test_attack_*`` tests are attacks by someone holding a real LMS account or a captured
+launch: a role whose fragment says Instructor, a launch from another course or deployment,
+a replayed launch, a username claim naming the hub admin or a system account. Each is a
+launch signed by the LMS's own key against the running hub."""
 
 from __future__ import annotations
 

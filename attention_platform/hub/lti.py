@@ -2,41 +2,81 @@
 
 ``hub/jupyterhub_config.py`` calls ``configure_lti(c)`` when HUB_AUTHENTICATOR=lti.
 The LMS (Canvas, Moodle, …) is the identity provider: JupyterHub is the LTI 1.3
-tool, using ``ltiauthenticator.lti13.auth.LTI13Authenticator``
-(jupyterhub-ltiauthenticator 1.6.3) for the OIDC login-initiation → LMS
-authorize → signed ``id_token`` launch. Its handlers check the JWT signature
-against the LMS's JWKS, the issuer, audience (client id), the LTI claims, the
-state cookie and the nonce.
+tool, built on ``ltiauthenticator.lti13`` (jupyterhub-ltiauthenticator 1.6.3) for the
+OIDC login initiation → LMS authorize → signed ``id_token`` launch. Its handlers check
+the JWT signature against the LMS's JWKS, expiry and age (600 s), the LTI claims, the
+state cookie, and that the nonce belongs to the browser that started the login.
 
-On top of that, ``CourseLTI13Authenticator`` turns the launch's LTI roles claim
-into our JupyterHub groups (``Authenticator.manage_groups = True``: the
-groups returned by ``authenticate`` replace the user's groups at every launch,
-so a TA who becomes a student in the LMS loses the formgrader):
+A valid signature only proves that some user of some course of the LMS opened the
+tool. ``CourseLTI13Authenticator`` admits a launch only when it is one of *this*
+course, used once, and only with the role the user holds in this course:
 
-    Learner            -> nbgrader-<course>                       (student)
-    TeachingAssistant  -> formgrade-<course>                      (TA)
-    Instructor         -> formgrade-<course>, instructors-<course>
+1. Course (``CourseLTI13CallbackHandler``). The issuer (LTI_ISSUER), the audience
+   (every ``aud`` one of LTI_CLIENT_ID; ``azp``, when present or when there are several,
+   too), the ``deployment_id`` (LTI_DEPLOYMENT_IDS) and the context id (LTI_CONTEXT_IDS)
+   must all match, else 403 saying which. Both lists are required: with a deployment made
+   at account level every course of the LMS shares its deployment id, and only the
+   context tells this course from another. ``LTI_CONTEXT_IDS=*`` accepts any context and
+   is safe only when every listed deployment is installed in this one course; a launch
+   that names no context is refused even then.
+2. Once (``SpentNonces``). The nonce of each accepted launch is kept in the hub's memory
+   until the id_token could no longer pass anyway (``exp``, or ``iat`` + 600 s); a second
+   launch with it is refused (403). Upstream kept the nonce only in a browser cookie, so
+   a captured callback request (form and cookies) could be replayed. At most
+   ``launch_nonce_capacity`` (10 000) are kept; beyond that, launches get 503 until some
+   expire, rather than a live nonce being forgotten early. Because the memory does not
+   survive a restart, a launch issued before the hub started is refused (the user
+   launches again; an LMS whose clock runs behind ours by s seconds sees this for s
+   seconds after a restart).
+3. Role. Roles are compared as whole URIs with one table (LTI_ROLE_GROUPS; default):
 
-A role is matched by its short name, the part after ``#`` of the LIS role URI
-(``http://purl.imsglobal.org/vocab/lis/v2/membership#Learner``) or the bare
-name. The TA sub-role ``membership/Instructor#TeachingAssistant`` counts as
-TeachingAssistant *only*, even when the LMS also sends ``membership#Instructor``
-with it (Canvas does). A launch whose roles map to no group is refused (403),
-unless LTI_ALLOW_UNMAPPED_ROLES=1.
+       http://purl.imsglobal.org/vocab/lis/v2/membership#Learner
+           -> nbgrader-<course>                          (student)
+       http://purl.imsglobal.org/vocab/lis/v2/membership/Instructor#TeachingAssistant
+           -> formgrade-<course>                         (TA)
+       http://purl.imsglobal.org/vocab/lis/v2/membership#Instructor
+           -> formgrade-<course>, instructors-<course>   (instructor)
+
+   The TA sub-role makes a TA only, even with ``membership#Instructor`` beside it (Canvas
+   sends both). Every other role gives nothing: institution and system roles, other
+   context roles and sub-roles (``membership/Learner#Instructor``, ``membership#Mentor``,
+   ``membership/Instructor#Grader``), LTI 1.1 short names (``Instructor``) and URNs. A
+   launch with none of the table's roles is refused (403, naming the roles it carried)
+   rather than admitted as a student: those roles do not say that the user is enrolled
+   in this course (an LMS administrator, a parent or mentor, institution staff), and a
+   student account is real access — a server, the assignments, a row in the gradebook.
+   Short names are not accepted because LTI 1.3 platforms send URIs and a bare
+   ``Instructor`` does not say whether it is a course or an institution role.
+   With ``Authenticator.manage_groups = True`` the groups of each launch replace the
+   user's, so a TA who becomes a student in the LMS loses the formgrader.
+4. Name. The username claim (LTI_USERNAME_KEY) must be left unchanged by NFKC and,
+   lower-cased, match ``[a-z0-9][a-z0-9._@+-]{0,63}`` (no control, invisible or
+   look-alike characters); it must not be a hub admin's name (``admin_users``, or made
+   admin at run time), a reserved name (root, admin, nobody, daemon, …:
+   ``reserved_usernames``) or a system account of this machine (uid < 1000: natively, as
+   root, a hub user runs as the Unix user of that name). Otherwise 403. LTI users are
+   never hub admins: an administrator signs in some other way. The claim should be one
+   the LMS assigns and users cannot edit (``sub``, a login id in a custom claim): with an
+   editable one, one LMS user could take another's name.
 
 Environment (all read when the hub starts):
     LTI_ISSUER            the platform's issuer, e.g. https://canvas.instructure.com  (required)
     LTI_CLIENT_ID         client id(s) of this tool in the LMS, comma-separated      (required)
+    LTI_DEPLOYMENT_IDS    deployment id(s) of this tool that serve this course,
+                          comma-separated                                             (required)
+    LTI_CONTEXT_IDS       LMS course (context) id(s) of this course, comma-separated;
+                          * = any course of those deployments (course-level deployments only)  (required)
     LTI_AUTHORIZE_URL     the platform's OIDC authorization endpoint                  (required)
     LTI_JWKS_URL          the platform's JWKS endpoint (public keys)                  (required)
     LTI_USERNAME_KEY      id_token claim used as the hub username (default: email; custom_<name>
-                          reads the LTI custom claim <name>)
-    LTI_ROLE_GROUPS       role→groups mapping, e.g.
-                          "Learner=nbgrader-dl-attention;TeachingAssistant=formgrade-dl-attention;
-                           Instructor=formgrade-dl-attention,instructors-dl-attention"
-                          (default: as above, for NBGRADER_COURSE_ID, default dl-attention)
+                          reads the LTI custom claim <name>; if missing, ``sub``)
+    LTI_ROLE_GROUPS       full role URI → groups, ``;``-separated ROLE_URI=group[,group…],
+                          e.g. "http://purl.imsglobal.org/vocab/lis/v2/membership#Learner=nbgrader-dl-attention;…"
+                          (default: the table above, for NBGRADER_COURSE_ID, default dl-attention);
+                          a short name such as ``Learner`` stops the hub at start-up
     LTI_URI_SCHEME        auto | https | http: scheme of the URLs the tool announces (default auto)
-    LTI_ALLOW_UNMAPPED_ROLES  1: let a launch with no mapped role in, with no group (default 0)
+    LTI_ALLOW_UNMAPPED_ROLES  1: let a launch of this course with no mapped role in, with no
+                          group — a bare account with its own server (default 0)
     LTI_TOOL_NAME         name shown in the LMS (default "Self-attention course")
 
 Note for the hub config: with managed groups JupyterHub refuses ``load_groups``
@@ -44,7 +84,6 @@ Note for the hub config: with managed groups JupyterHub refuses ``load_groups``
 named in ``load_roles`` are created by JupyterHub itself, so nothing is lost by
 leaving ``load_groups`` empty when LTI is on.
 """
-
 from __future__ import annotations
 
 import heapq
