@@ -177,7 +177,8 @@ def test_one_hub_config_roles_are_minimal(monkeypatch, tmp_path):
 def test_one_hub_config_selects_lti_by_environment(monkeypatch, tmp_path):
     c = load_hub_config(monkeypatch, tmp_path, HUB_AUTHENTICATOR="lti", LTI_ISSUER="https://lms.example",
                         LTI_CLIENT_ID="abc", LTI_AUTHORIZE_URL="https://lms.example/auth",
-                        LTI_JWKS_URL="https://lms.example/jwks")
+                        LTI_JWKS_URL="https://lms.example/jwks", LTI_DEPLOYMENT_IDS="1:abc",
+                        LTI_CONTEXT_IDS="course-1")
     assert "lti" in str(c.JupyterHub.authenticator_class).lower()
 
 

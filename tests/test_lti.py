@@ -1,11 +1,18 @@
 """LMS launches: a real JupyterHub on 127.0.0.1 configured by ``attention_platform.hub.lti.configure_lti``
 from the environment, a throw-away LMS (an RSA key pair made here, its JWKS served
-on 127.0.0.1) and signed LTI 1.3 launches for each role. No external LMS."""
+on 127.0.0.1) and signed LTI 1.3 launches for each role. No external LMS.
+
+The ``test_attack_*`` tests are attacks by someone holding a real LMS account or a captured
+launch: a role whose fragment says Instructor, a launch from another course or deployment,
+a replayed launch, a username claim naming the hub admin or a system account. Each is a
+launch signed by the LMS's own key against the running hub."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import pwd
 import shutil
 import socket
 import subprocess
@@ -27,8 +34,10 @@ from jwt.algorithms import RSAAlgorithm  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 from attention_platform.hub.lti import (  # noqa: E402
-    CourseLTI13Authenticator, configure_lti, default_role_groups, groups_for_roles, parse_role_groups, role_names,
+    RESERVED_USERNAMES, USERNAME_PATTERN, CourseLTI13Authenticator, SpentNonces, clean_username, configure_lti,
+    course_roles, default_role_groups, groups_for_roles, parse_role_groups,
 )
+from tornado.web import HTTPError  # noqa: E402
 
 LIS = "http://purl.imsglobal.org/vocab/lis/v2/"
 LEARNER = LIS + "membership#Learner"
@@ -36,6 +45,9 @@ INSTRUCTOR = LIS + "membership#Instructor"
 TA = LIS + "membership/Instructor#TeachingAssistant"
 ISSUER = "https://lms.example.test"
 CLIENT_ID = "attention-tool-1"
+DEPLOYMENT = "deployment-1"
+CONTEXT = "course-42"
+ADMIN = "instructor"
 KID = "lms-key-1"
 COURSE = "dl-attention"
 STUDENTS, GRADERS, INSTRUCTORS = f"nbgrader-{COURSE}", f"formgrade-{COURSE}", f"instructors-{COURSE}"
@@ -44,37 +56,225 @@ CLAIM = "https://purl.imsglobal.org/spec/lti/claim/"
 
 # ---------------------------------------------------------------- unit: mapping and configuration
 
-def test_role_names_and_default_mapping():
-    mapping = default_role_groups(COURSE)
-    assert groups_for_roles([LEARNER], mapping) == [STUDENTS]
-    assert groups_for_roles([TA], mapping) == [GRADERS]
-    assert groups_for_roles([INSTRUCTOR], mapping) == sorted([GRADERS, INSTRUCTORS])
-    # Canvas sends a TA as Instructor plus the TA sub-role: a TA, not an instructor
-    assert groups_for_roles([INSTRUCTOR, TA], mapping) == [GRADERS]
-    # institution roles are not course roles; bare names are allowed
-    assert role_names([LIS + "institution/person#Instructor", "Learner"]) == {"Learner"}
-    assert groups_for_roles([LIS + "membership#Mentor"], mapping) == []
+SUB_ROLE_NAMED_INSTRUCTOR = LIS + "membership/Learner#Instructor"
+
+
+@pytest.mark.parametrize("case, roles, groups", [
+    ("learner", [LEARNER], [STUDENTS]),
+    ("teaching assistant", [TA], [GRADERS]),
+    ("instructor", [INSTRUCTOR], sorted([GRADERS, INSTRUCTORS])),
+    ("Canvas sends a TA as Instructor plus the TA sub-role: a TA", [INSTRUCTOR, TA], [GRADERS]),
+    ("institution roles add nothing", [LEARNER, LIS + "institution/person#Instructor"], [STUDENTS]),
+    ("a sub-role is not its fragment", [SUB_ROLE_NAMED_INSTRUCTOR], []),
+    ("a sub-role beside a real role adds nothing", [LEARNER, SUB_ROLE_NAMED_INSTRUCTOR], [STUDENTS]),
+    ("another vocabulary's #Learner", ["https://lms.example.test/roles#Learner"], []),
+    ("LTI 1.1 short names", ["Learner", "Instructor"], []),
+    ("a mentor", [LIS + "membership#Mentor"], []),
+    ("a role that differs in case", [LIS + "membership#instructor"], []),
+    ("roles that are not a list", LEARNER, []),
+    ("no roles", [], []),
+])
+def test_roles_map_by_their_full_uri(case, roles, groups):
+    assert groups_for_roles(roles, default_role_groups(COURSE)) == groups, case
+
+
+def test_role_table_is_keyed_by_full_uri():
+    mapping = parse_role_groups(f"{LEARNER}=s1 ; {TA}=g1;\n{INSTRUCTOR}=g1, i1")
+    assert mapping == {LEARNER: ["s1"], TA: ["g1"], INSTRUCTOR: ["g1", "i1"]}
+    assert course_roles([INSTRUCTOR, TA, LEARNER], mapping) == {TA, LEARNER}
+    # a table without the TA row still keeps a Canvas TA out of Instructor
+    assert groups_for_roles([INSTRUCTOR, TA], parse_role_groups(f"{INSTRUCTOR}=i1")) == []
+    # the LTI 1.1 URN may be mapped on purpose, by its whole string
+    assert groups_for_roles(["urn:lti:role:ims/lis/Learner"], parse_role_groups("urn:lti:role:ims/lis/Learner=s1")) == ["s1"]
+    for bad in ("Learner=s1", f"{LEARNER}", "=s1"):
+        with pytest.raises(ValueError, match="LTI_ROLE_GROUPS"):
+            parse_role_groups(bad)
 
 
 def test_configure_lti_reads_the_environment():
     from traitlets.config import Config
 
     env = {"LTI_ISSUER": ISSUER, "LTI_CLIENT_ID": "a, b", "LTI_AUTHORIZE_URL": "https://lms/auth",
-           "LTI_JWKS_URL": "https://lms/jwks", "LTI_USERNAME_KEY": "custom_login",
-           "LTI_ROLE_GROUPS": "Learner=s1;TeachingAssistant=g1;Instructor=g1,i1", "LTI_URI_SCHEME": "https"}
+           "LTI_JWKS_URL": "https://lms/jwks", "LTI_DEPLOYMENT_IDS": "d1, d2", "LTI_CONTEXT_IDS": "c1",
+           "LTI_USERNAME_KEY": "custom_login",
+           "LTI_ROLE_GROUPS": f"{LEARNER}=s1;{TA}=g1;{INSTRUCTOR}=g1,i1", "LTI_URI_SCHEME": "https"}
     c = Config()
     configure_lti(c, env)
     auth = CourseLTI13Authenticator(config=c)
     assert (auth.issuer, auth.client_id, auth.authorize_url, auth.jwks_endpoint) == (
         ISSUER, {"a", "b"}, "https://lms/auth", "https://lms/jwks")
     assert auth.username_key == "custom_login" and auth.uri_scheme == "https"
-    assert auth.role_groups == parse_role_groups(env["LTI_ROLE_GROUPS"]) == {
-        "Learner": ["s1"], "TeachingAssistant": ["g1"], "Instructor": ["g1", "i1"]}
+    assert (auth.deployment_ids, auth.context_ids) == ({"d1", "d2"}, {"c1"})
+    assert auth.role_groups == {LEARNER: ["s1"], TA: ["g1"], INSTRUCTOR: ["g1", "i1"]}
     assert auth.manage_groups and auth.allow_all
-    with pytest.raises(SystemExit, match="LTI_JWKS_URL"):
-        configure_lti(Config(), {k: v for k, v in env.items() if k != "LTI_JWKS_URL"})
+    for name, blank in (("LTI_JWKS_URL", " "), ("LTI_DEPLOYMENT_IDS", " , "), ("LTI_CONTEXT_IDS", ",")):
+        for missing in ({k: v for k, v in env.items() if k != name}, dict(env, **{name: blank})):
+            with pytest.raises(SystemExit, match=name):
+                configure_lti(Config(), missing)
     with pytest.raises(ValueError, match="LTI_ROLE_GROUPS"):
-        parse_role_groups("Learner")
+        configure_lti(Config(), dict(env, LTI_ROLE_GROUPS="Learner=s1"))
+
+
+def _course_authenticator(**settings):
+    auth = CourseLTI13Authenticator(issuer=ISSUER, client_id={CLIENT_ID}, deployment_ids={DEPLOYMENT},
+                                    context_ids={CONTEXT})
+    for name, value in settings.items():
+        setattr(auth, name, value)
+    return auth
+
+
+def _claims(**changes):
+    token = {"iss": ISSUER, "aud": CLIENT_ID, CLAIM + "deployment_id": DEPLOYMENT, CLAIM + "context": {"id": CONTEXT}}
+    for name, value in changes.items():
+        name = CLAIM + name[len("lti_"):] if name.startswith("lti_") else name
+        if value is None:
+            token.pop(name, None)
+        else:
+            token[name] = value
+    return token
+
+
+@pytest.mark.parametrize("case, token, settings, says", [
+    ("this course's launch", _claims(), {}, None),
+    ("aud as a one-element list", _claims(aud=[CLIENT_ID]), {}, None),
+    ("two of our client ids, azp ours", _claims(aud=[CLIENT_ID, "mine-2"], azp="mine-2"),
+     {"client_id": {CLIENT_ID, "mine-2"}}, None),
+    ("any course of a course-level deployment", _claims(lti_context={"id": "course-99"}), {"context_ids": {"*"}}, None),
+    ("another issuer", _claims(iss="https://other.example"), {}, "issuer"),
+    ("an issuer differing in case", _claims(iss=ISSUER.upper()), {}, "issuer"),
+    ("no issuer configured", _claims(), {"issuer": ""}, "issuer"),
+    ("another client id", _claims(aud="other"), {}, "client id"),
+    ("an untrusted extra audience", _claims(aud=[CLIENT_ID, "other"], azp=CLIENT_ID), {}, "client id"),
+    ("two audiences, no azp", _claims(aud=[CLIENT_ID, "mine-2"]), {"client_id": {CLIENT_ID, "mine-2"}}, "client id"),
+    ("azp of another tool", _claims(azp="other"), {}, "client id"),
+    ("no audience", _claims(aud=[]), {}, "client id"),
+    ("another deployment", _claims(lti_deployment_id="deployment-2"), {}, "deployment"),
+    ("no deployment configured", _claims(), {"deployment_ids": set()}, "deployment"),
+    ("another course", _claims(lti_context={"id": "course-99", "title": "ML"}), {}, "context"),
+    ("no context claim", _claims(lti_context=None), {}, "context"),
+    ("no context claim, any course accepted", _claims(lti_context=None), {"context_ids": {"*"}}, "context"),
+    ("a context without id", _claims(lti_context={"label": "DL"}), {}, "context"),
+    ("no course configured", _claims(), {"context_ids": set()}, "context"),
+])
+def test_launch_refusal_names_what_does_not_match(case, token, settings, says):
+    refusal = _course_authenticator(**settings).launch_refusal(token)
+    if says is None:
+        assert refusal is None, (case, refusal)
+    else:
+        assert refusal and says in refusal.lower(), (case, refusal)
+
+
+class Clock:
+    """Time that moves only when a test says so."""
+
+    def __init__(self, now=1_000_000.0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+def _refused(spent, nonce, issued_at, deadline):
+    with pytest.raises(HTTPError) as refused:
+        spent.spend(nonce, issued_at, deadline)
+    return refused.value.status_code, refused.value.log_message
+
+
+def test_a_nonce_is_spent_once_and_forgotten_after_its_deadline():
+    clock = Clock()
+    spent = SpentNonces(capacity=10, clock=clock)
+    issued = clock.now + 1
+    spent.spend("n1", issued, deadline=clock.now + 300)
+    status, text = _refused(spent, "n1", issued, clock.now + 300)
+    assert status == 403 and "already been used" in text
+    clock.now += 299
+    assert _refused(spent, "n1", issued, clock.now + 300)[0] == 403, "still remembered within its lifetime"
+    clock.now += 2
+    spent.spend("n2", clock.now, clock.now + 300)  # each spend first forgets the expired ones
+    assert len(spent) == 1
+
+
+def test_nonces_are_bounded_and_fail_closed_when_full():
+    clock = Clock()
+    spent = SpentNonces(capacity=3, clock=clock)
+    for i in range(3):
+        spent.spend(f"n{i}", clock.now, clock.now + 100 + i)
+    status, text = _refused(spent, "n3", clock.now, clock.now + 100)
+    assert status == 503 and "launch again" in text and len(spent) == 3
+    clock.now += 100.5  # n0 expired: room for one
+    spent.spend("n3", clock.now, clock.now + 100)
+    assert _refused(spent, "n4", clock.now, clock.now + 100)[0] == 503
+    assert _refused(spent, "n1", clock.now, clock.now + 100)[0] == 403, "a live nonce is never dropped to make room"
+
+
+def test_a_launch_issued_before_the_process_started_is_refused():
+    clock = Clock(1_000_000.75)
+    spent = SpentNonces(capacity=10, clock=clock)
+    status, text = _refused(spent, "n1", 999_999, clock.now + 300)
+    assert status == 403 and "before the hub last started" in text and len(spent) == 0
+    spent.spend("n2", 1_000_000, clock.now + 300)  # iat is whole seconds: the start's own second is in
+
+
+@pytest.mark.parametrize("case, raw, name", [
+    ("an email", "alice@uni.example", "alice@uni.example"),
+    ("capitals are folded", "Carol.Smith+DL@Uni.Example", "carol.smith+dl@uni.example"),
+    ("an opaque LMS id", "a1b2c3-d4", "a1b2c3-d4"),
+    ("64 characters", "e" * 64, "e" * 64),
+    ("65 characters", "e" * 65, None),
+    ("empty", "", None),
+    ("not a string", 42, None),
+    ("full-width letters", "ｉｎｓｔｒｕｃｔｏｒ", None),
+    ("a ligature", "ﬁona@uni.example", None),
+    ("a superscript", "bob²@uni.example", None),
+    ("a dotless i", "ınstructor", None),
+    ("a dotted capital I", "İnstructor", None),
+    ("a Cyrillic a", "\u0430dmin", None),
+    ("a NUL", "eve\x00@lms.test", None),
+    ("a newline at the end", "eve@lms.test\n", None),
+    ("a zero-width space", "ad\u200bmin", None),
+    ("a right-to-left override", "eve\u202e@lms.test", None),
+    ("a space", "eve smith", None),
+    ("a leading dot", ".eve", None),
+    ("a leading dash", "-eve", None),
+    ("a path", "../eve", None),
+    ("a colon", "eve:x", None),
+])
+def test_clean_username(case, raw, name):
+    if name is None:
+        with pytest.raises(ValueError):
+            clean_username(raw)
+    else:
+        assert clean_username(raw) == name, case
+        assert USERNAME_PATTERN.fullmatch(name)
+
+
+def _a_system_account_we_did_not_list():
+    for entry in pwd.getpwall():
+        if (entry.pw_uid < 1000 and entry.pw_name not in RESERVED_USERNAMES
+                and USERNAME_PATTERN.fullmatch(entry.pw_name)):
+            return entry.pw_name
+    return None
+
+
+@pytest.mark.parametrize("case, name, says", [
+    ("a learner", "alice@uni.example", None),
+    ("a configured hub admin", ADMIN, "administrator"),
+    ("an admin configured with capitals", "boss", "administrator"),
+    ("root", "root", "reserved"),
+    ("nobody", "nobody", "reserved"),
+    ("a reserved name added by the course", "course-robot", "reserved"),
+    ("a system account of this machine", _a_system_account_we_did_not_list(), "reserved"),
+])
+def test_username_refusal(case, name, says):
+    if name is None:
+        pytest.skip("this machine has no system account outside RESERVED_USERNAMES")
+    auth = CourseLTI13Authenticator(admin_users={ADMIN, "Boss"},
+                                    reserved_usernames=set(RESERVED_USERNAMES) | {"course-robot"})
+    refusal = auth.username_refusal(name)
+    if says is None:
+        assert refusal is None, (case, refusal)
+    else:
+        assert refusal and says in refusal, (case, refusal)
 
 
 # ---------------------------------------------------------------- integration: a real hub
@@ -113,23 +313,30 @@ class LMS:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def id_token(self, *, email, roles, nonce, key=None, **extra):
+    def id_token(self, *, email, roles, nonce, key=None, claims=None):
+        """A signed launch; ``claims`` replaces claims of a regular one (None removes the claim)."""
         now = int(time.time())
-        claims = {
+        token = {
             "iss": ISSUER, "aud": CLIENT_ID, "sub": uuid.uuid5(uuid.NAMESPACE_DNS, email).hex, "email": email,
             "iat": now, "exp": now + 300, "nonce": nonce,
-            CLAIM + "version": "1.3.0", CLAIM + "deployment_id": "deployment-1",
+            CLAIM + "version": "1.3.0", CLAIM + "deployment_id": DEPLOYMENT,
             CLAIM + "message_type": "LtiResourceLinkRequest", CLAIM + "target_link_uri": "http://127.0.0.1/hub",
             CLAIM + "resource_link": {"id": "self-attention-link"}, CLAIM + "roles": roles,
-            CLAIM + "context": {"id": "course-42", "label": "DL", "title": "Deep learning"},
+            CLAIM + "context": {"id": CONTEXT, "label": "DL", "title": "Deep learning"},
         }
-        claims.update(extra)
-        return jwt.encode(claims, key or self.key, algorithm="RS256", headers={"kid": KID})
+        for name, value in (claims or {}).items():
+            if value is None:
+                token.pop(name, None)
+            else:
+                token[name] = value
+        return jwt.encode(token, key or self.key, algorithm="RS256", headers={"kid": KID})
 
 
 HUB_CONFIG = """
 from attention_platform.hub.lti import configure_lti
 configure_lti(c)
+# as hub/jupyterhub_config.py does after configure_lti
+c.Authenticator.admin_users = {{{admin!r}}}
 c.JupyterHub.bind_url = "http://127.0.0.1:{port}"
 c.JupyterHub.hub_bind_url = "http://127.0.0.1:{hub_port}"
 c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{api_port}"
@@ -137,12 +344,71 @@ c.ConfigurableHTTPProxy.command = [{chp!r}]
 c.ConfigurableHTTPProxy.pid_file = {state!r} + "/proxy.pid"
 c.JupyterHub.db_url = "sqlite:///" + {state!r} + "/jupyterhub.sqlite"
 c.JupyterHub.cookie_secret_file = {state!r} + "/cookie_secret"
-c.JupyterHub.services = [{{"name": "checker", "api_token": {token!r}}}]
+# the checker plays the hub admin too: it promotes a user at run time
+c.JupyterHub.services = [{{"name": "checker", "api_token": {token!r}, "admin": True}}]
 c.JupyterHub.load_roles = [
-    {{"name": "checker", "scopes": ["list:users", "read:users", "read:users:groups"], "services": ["checker"]}},
     {{"name": "graders", "scopes": ["access:services"], "groups": [{graders!r}]}},
 ]
 """
+
+
+class Hub:
+    """A real JupyterHub (and its proxy) on 127.0.0.1, configured by ``configure_lti`` from
+    the environment; ``restart`` keeps its state directory (database, cookie secret)."""
+
+    def __init__(self, state: Path, lms: LMS, chp: str):
+        self.state, self.lms, self.token = state, lms, uuid.uuid4().hex
+        port, hub_port, api_port = _free_port(), _free_port(), _free_port()
+        self.base = f"http://127.0.0.1:{port}"
+        self.log = state / "hub.log"
+        (state / "jupyterhub_config.py").write_text(HUB_CONFIG.format(
+            port=port, hub_port=hub_port, api_port=api_port, chp=chp, state=str(state),
+            token=self.token, graders=GRADERS, admin=ADMIN))
+        self.env = dict(os.environ, LTI_ISSUER=ISSUER, LTI_CLIENT_ID=CLIENT_ID, LTI_URI_SCHEME="http",
+                        LTI_AUTHORIZE_URL=lms.url + "/authorize", LTI_JWKS_URL=lms.url + "/jwks.json",
+                        LTI_DEPLOYMENT_IDS=DEPLOYMENT, LTI_CONTEXT_IDS=CONTEXT, NBGRADER_COURSE_ID=COURSE,
+                        PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
+        for name in ("LTI_ROLE_GROUPS", "LTI_USERNAME_KEY", "LTI_ALLOW_UNMAPPED_ROLES"):
+            self.env.pop(name, None)
+        self.proc = None
+
+    def start(self):
+        log = open(self.log, "a")
+        self.proc = subprocess.Popen([str(Path(sys.executable).parent / "jupyterhub"), "-f", "jupyterhub_config.py"],
+                                     cwd=self.state, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + 60
+        while True:
+            if self.proc.poll() is not None:
+                pytest.fail("the hub exited:\n" + self.log.read_text()[-3000:])
+            try:
+                if requests.get(self.base + "/hub/api", timeout=2).status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("the hub did not start in 60 s:\n" + self.log.read_text()[-3000:])
+            time.sleep(0.3)
+
+    def stop(self):
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def restart(self):
+        self.stop()
+        self.start()
+
+    def api(self, method, path, **kw):
+        return requests.request(method, self.base + "/hub/api" + path,
+                                headers={"Authorization": "token " + self.token}, timeout=10, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -150,74 +416,72 @@ def hub(tmp_path_factory):
     chp = _chp()
     if chp is None:
         pytest.skip("configurable-http-proxy is not installed (make system-deps)")
-    state = tmp_path_factory.mktemp("hub")
     lms = LMS()
-    port, hub_port, api_port = _free_port(), _free_port(), _free_port()
-    token = uuid.uuid4().hex
-    (state / "jupyterhub_config.py").write_text(HUB_CONFIG.format(
-        port=port, hub_port=hub_port, api_port=api_port, chp=chp, state=str(state),
-        token=token, graders=GRADERS))
-    env = dict(os.environ, LTI_ISSUER=ISSUER, LTI_CLIENT_ID=CLIENT_ID, LTI_URI_SCHEME="http",
-               LTI_AUTHORIZE_URL=lms.url + "/authorize", LTI_JWKS_URL=lms.url + "/jwks.json",
-               NBGRADER_COURSE_ID=COURSE, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
-    for name in ("LTI_ROLE_GROUPS", "LTI_USERNAME_KEY", "LTI_ALLOW_UNMAPPED_ROLES"):
-        env.pop(name, None)
-    log = open(state / "hub.log", "w")
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "jupyterhub"), "-f", "jupyterhub_config.py"],
-                            cwd=state, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
+    running = Hub(tmp_path_factory.mktemp("hub"), lms, chp)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail("the hub exited:\n" + (state / "hub.log").read_text()[-3000:])
-            try:
-                if requests.get(base + "/hub/api", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("the hub did not start in 60 s:\n" + (state / "hub.log").read_text()[-3000:])
-            time.sleep(0.3)
-        yield {"base": base, "lms": lms, "token": token, "log": state / "hub.log"}
+        running.start()
+        yield running
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        running.stop()
         lms.server.shutdown()
-        log.close()
 
 
 def _login_init(hub, email):
     """Step 1 (LMS → tool): OIDC login initiation; returns the session and the authorize request."""
     session = requests.Session()
-    r = session.post(hub["base"] + "/hub/lti13/oauth_login", allow_redirects=False, data={
-        "iss": ISSUER, "login_hint": email, "target_link_uri": hub["base"] + "/hub", "client_id": CLIENT_ID,
+    r = session.post(hub.base + "/hub/lti13/oauth_login", allow_redirects=False, data={
+        "iss": ISSUER, "login_hint": email, "target_link_uri": hub.base + "/hub", "client_id": CLIENT_ID,
         "lti_message_hint": "hint-1"})
     assert r.status_code == 302, r.text[:500]
     location = urlparse(r.headers["Location"])
-    assert f"{location.scheme}://{location.netloc}{location.path}" == hub["lms"].url + "/authorize"
+    assert f"{location.scheme}://{location.netloc}{location.path}" == hub.lms.url + "/authorize"
     return session, {k: v[0] for k, v in parse_qs(location.query).items()}
 
 
-def launch(hub, email, roles, *, nonce=None, key=None):
+class Launch:
+    """One launch as it crosses the wire: the browser's cookies and the id_token form post,
+    i.e. everything an attacker who captured it holds."""
+
+    def __init__(self, hub, email, roles, *, nonce=None, key=None, claims=None):
+        self.session, auth = _login_init(hub, email)
+        assert auth["client_id"] == CLIENT_ID and auth["response_type"] == "id_token"
+        token = hub.lms.id_token(email=email, roles=roles, nonce=nonce or auth["nonce"], key=key, claims=claims)
+        self.url = auth["redirect_uri"]
+        self.form = {"id_token": token, "state": auth["state"]}
+        self.cookies = self.session.cookies.get_dict()
+
+    def post(self):
+        return self.session.post(self.url, data=self.form, allow_redirects=False)
+
+    def replay(self):
+        """The captured request sent again from another machine: same cookies, same form."""
+        return requests.post(self.url, data=self.form, cookies=self.cookies, allow_redirects=False)
+
+
+def launch(hub, email, roles, *, nonce=None, key=None, claims=None):
     """A whole launch; returns the callback response (the tool's answer to the signed id_token)."""
-    session, auth = _login_init(hub, email)
-    assert auth["client_id"] == CLIENT_ID and auth["response_type"] == "id_token"
-    token = hub["lms"].id_token(email=email, roles=roles, nonce=nonce or auth["nonce"], key=key)
-    return session.post(auth["redirect_uri"], data={"id_token": token, "state": auth["state"]},
-                        allow_redirects=False)
+    return Launch(hub, email, roles, nonce=nonce, key=key, claims=claims).post()
 
 
-def groups_of(hub, name):
-    r = requests.get(hub["base"] + "/hub/api/users/" + quote(name, safe=""),
-                     headers={"Authorization": "token " + hub["token"]}, timeout=10)
+def logged_in(response) -> bool:
+    return "jupyterhub-hub-login" in response.headers.get("Set-Cookie", "")
+
+
+def message(response) -> str:
+    return html.unescape(response.content.decode("utf-8", "replace"))  # the page says utf-8 in a meta tag only
+
+
+def user_model(hub, name):
+    r = hub.api("GET", "/users/" + quote(name, safe=""))
     if r.status_code == 404:
         return None
     r.raise_for_status()
-    return sorted(r.json()["groups"])
+    return r.json()
+
+
+def groups_of(hub, name):
+    model = user_model(hub, name)
+    return None if model is None else sorted(model["groups"])
 
 
 @pytest.mark.slow
@@ -229,7 +493,7 @@ def groups_of(hub, name):
 def test_signed_launch_puts_each_role_in_its_groups(hub, email, roles, groups):
     r = launch(hub, email, roles)
     assert r.status_code == 302, r.text[:500]
-    assert "jupyterhub-hub-login" in r.headers.get("Set-Cookie", ""), "the launch logs the user in"
+    assert logged_in(r), "the launch logs the user in"
     assert groups_of(hub, email) == groups
 
 
@@ -246,7 +510,7 @@ def test_bad_signature_is_rejected(hub):
     forger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     r = launch(hub, "forged@lms.test", [INSTRUCTOR], key=forger)
     assert r.status_code == 400 and "signature" in r.text.lower()
-    assert "jupyterhub-hub-login" not in r.headers.get("Set-Cookie", "")
+    assert not logged_in(r)
     assert groups_of(hub, "forged@lms.test") is None
 
 
@@ -262,3 +526,112 @@ def test_role_without_a_course_group_is_refused(hub):
     r = launch(hub, "mentor@lms.test", [LIS + "membership#Mentor"])
     assert r.status_code == 403
     assert groups_of(hub, "mentor@lms.test") is None
+
+
+# ---------------------------------------------------------------- attacks: each a signed launch doing exactly that
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case, roles, groups", [
+    ("a Learner sub-role whose fragment is Instructor", [SUB_ROLE_NAMED_INSTRUCTOR], None),
+    ("a student who also carries that sub-role", [LEARNER, SUB_ROLE_NAMED_INSTRUCTOR], [STUDENTS]),
+    ("an institution role Instructor", [LIS + "institution/person#Instructor"], None),
+    ("a system role Administrator", [LIS + "system/person#Administrator"], None),
+    ("another vocabulary's #Instructor", ["https://lms.example.test/vocab/custom#Instructor"], None),
+    ("an Instructor sub-role other than TA", [LIS + "membership/Instructor#Grader"], None),
+    ("the LTI 1.1 short name", ["Instructor"], None),
+    ("the LTI 1.1 URN", ["urn:lti:role:ims/lis/Instructor"], None),
+    ("a TA whom Canvas also calls Instructor", [INSTRUCTOR, TA], [GRADERS]),
+    ("a learner sub-role whose fragment is TeachingAssistant", [LIS + "membership/Learner#TeachingAssistant"], None),
+])
+def test_attack_roles_are_matched_on_their_full_uri(hub, case, roles, groups):
+    email = f"roles-{uuid.uuid4().hex[:8]}@lms.test"
+    r = launch(hub, email, roles)
+    if groups is None:
+        assert r.status_code == 403, (case, r.status_code)
+        assert not logged_in(r) and groups_of(hub, email) is None, case
+        assert "role" in message(r).lower()
+    else:
+        assert r.status_code == 302, (case, message(r)[:500])
+        assert groups_of(hub, email) == groups, case
+
+
+OTHER_COURSE = {"id": "course-99", "label": "ML", "title": "Machine learning"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case, claims, says", [
+    ("an instructor of another course of the same LMS", {CLAIM + "context": OTHER_COURSE}, "context"),
+    ("another deployment of the tool in the same LMS", {CLAIM + "deployment_id": "deployment-2"}, "deployment"),
+    ("a launch that names no course", {CLAIM + "context": None}, "context"),
+    ("another platform signing with the same keys", {"iss": "https://other-lms.example.test"}, "issuer"),
+    ("a token for another tool of the LMS", {"aud": "another-tool"}, "client id"),
+    ("a token for this tool and an untrusted one", {"aud": [CLIENT_ID, "another-tool"], "azp": CLIENT_ID}, "client id"),
+    ("a token authorised by another party", {"aud": [CLIENT_ID, "another-tool"], "azp": "another-tool"}, "client id"),
+])
+def test_attack_launch_from_elsewhere_is_refused(hub, case, claims, says):
+    email = f"elsewhere-{uuid.uuid4().hex[:8]}@lms.test"
+    r = launch(hub, email, [INSTRUCTOR], claims=claims)
+    assert r.status_code == 403, (case, r.status_code, message(r)[:300])
+    assert says in message(r).lower(), (case, message(r)[:1000])
+    assert not logged_in(r) and groups_of(hub, email) is None, case
+
+
+@pytest.mark.slow
+def test_attack_captured_launch_is_replayed(hub):
+    captured = Launch(hub, "replayed-prof@lms.test", [INSTRUCTOR])
+    first = captured.post()
+    assert first.status_code == 302 and logged_in(first)
+    again = captured.replay()
+    assert again.status_code == 403, (again.status_code, message(again)[:300])
+    assert "already been used" in message(again) and not logged_in(again)
+
+
+@pytest.mark.slow
+def test_attack_captured_launch_is_replayed_after_a_hub_restart(hub):
+    captured = Launch(hub, "restart-prof@lms.test", [INSTRUCTOR])
+    assert captured.post().status_code == 302
+    hub.restart()
+    again = captured.replay()
+    assert again.status_code == 403, (again.status_code, message(again)[:300])
+    assert "launch again" in message(again).lower() and not logged_in(again)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case, username, why", [
+    ("the hub admin's name", ADMIN, "administrator"),
+    ("the hub admin's name in capitals", ADMIN.upper(), "administrator"),
+    ("the hub admin's name in full-width letters", "ｉｎｓｔｒｕｃｔｏｒ", "not a valid user name"),
+    ("root", "root", "reserved"),
+    ("a system account", "daemon", "reserved"),
+    ("nobody", "nobody", "reserved"),
+    ("admin", "admin", "reserved"),
+    ("a control character", "eve\x00@lms.test", "not a valid user name"),
+    ("a newline", "eve\n@lms.test", "not a valid user name"),
+    ("a leading dash", "-eve@lms.test", "not a valid user name"),
+    ("a slash", "../eve@lms.test", "not a valid user name"),
+    ("a dotless i", "ınstructor", "not a valid user name"),
+    ("too long", "e" * 65, "not a valid user name"),
+])
+def test_attack_username_claims_a_reserved_or_unclean_name(hub, case, username, why):
+    r = launch(hub, username, [INSTRUCTOR], claims={"sub": uuid.uuid4().hex})
+    assert r.status_code == 403, (case, r.status_code, message(r)[:300])
+    assert why in message(r).lower(), (case, message(r)[:1000])
+    assert not logged_in(r), case
+    admin = user_model(hub, ADMIN)
+    assert admin["admin"] and admin["groups"] == [], "the hub admin is untouched"
+
+
+@pytest.mark.slow
+def test_attack_username_of_a_user_made_admin_at_run_time(hub):
+    assert hub.api("POST", "/users/promoted", json={"admin": True}).status_code == 201
+    r = launch(hub, "promoted", [LEARNER])
+    assert r.status_code == 403 and "administrator" in message(r) and not logged_in(r)
+    assert user_model(hub, "promoted")["admin"] and groups_of(hub, "promoted") == []
+
+
+@pytest.mark.slow
+def test_lti_users_are_never_hub_admins_and_names_are_normalised(hub):
+    r = launch(hub, "Carol.Smith+dl@LMS.test", [INSTRUCTOR])
+    assert r.status_code == 302, message(r)[:500]
+    model = user_model(hub, "carol.smith+dl@lms.test")
+    assert model and not model["admin"] and model["groups"] == sorted([GRADERS, INSTRUCTORS])

@@ -2,41 +2,81 @@
 
 ``hub/jupyterhub_config.py`` calls ``configure_lti(c)`` when HUB_AUTHENTICATOR=lti.
 The LMS (Canvas, Moodle, …) is the identity provider: JupyterHub is the LTI 1.3
-tool, using ``ltiauthenticator.lti13.auth.LTI13Authenticator``
-(jupyterhub-ltiauthenticator 1.6.3) for the OIDC login-initiation → LMS
-authorize → signed ``id_token`` launch. Its handlers check the JWT signature
-against the LMS's JWKS, the issuer, audience (client id), the LTI claims, the
-state cookie and the nonce.
+tool, built on ``ltiauthenticator.lti13`` (jupyterhub-ltiauthenticator 1.6.3) for the
+OIDC login initiation → LMS authorize → signed ``id_token`` launch. Its handlers check
+the JWT signature against the LMS's JWKS, expiry and age (600 s), the LTI claims, the
+state cookie, and that the nonce belongs to the browser that started the login.
 
-On top of that, ``CourseLTI13Authenticator`` turns the launch's LTI roles claim
-into our JupyterHub groups (``Authenticator.manage_groups = True``: the
-groups returned by ``authenticate`` replace the user's groups at every launch,
-so a TA who becomes a student in the LMS loses the formgrader):
+A valid signature only proves that some user of some course of the LMS opened the
+tool. ``CourseLTI13Authenticator`` admits a launch only when it is one of *this*
+course, used once, and only with the role the user holds in this course:
 
-    Learner            -> nbgrader-<course>                       (student)
-    TeachingAssistant  -> formgrade-<course>                      (TA)
-    Instructor         -> formgrade-<course>, instructors-<course>
+1. Course (``CourseLTI13CallbackHandler``). The issuer (LTI_ISSUER), the audience
+   (every ``aud`` one of LTI_CLIENT_ID; ``azp``, when present or when there are several,
+   too), the ``deployment_id`` (LTI_DEPLOYMENT_IDS) and the context id (LTI_CONTEXT_IDS)
+   must all match, else 403 saying which. Both lists are required: with a deployment made
+   at account level every course of the LMS shares its deployment id, and only the
+   context tells this course from another. ``LTI_CONTEXT_IDS=*`` accepts any context and
+   is safe only when every listed deployment is installed in this one course; a launch
+   that names no context is refused even then.
+2. Once (``SpentNonces``). The nonce of each accepted launch is kept in the hub's memory
+   until the id_token could no longer pass anyway (``exp``, or ``iat`` + 600 s); a second
+   launch with it is refused (403). Upstream kept the nonce only in a browser cookie, so
+   a captured callback request (form and cookies) could be replayed. At most
+   ``launch_nonce_capacity`` (10 000) are kept; beyond that, launches get 503 until some
+   expire, rather than a live nonce being forgotten early. Because the memory does not
+   survive a restart, a launch issued before the hub started is refused (the user
+   launches again; an LMS whose clock runs behind ours by s seconds sees this for s
+   seconds after a restart).
+3. Role. Roles are compared as whole URIs with one table (LTI_ROLE_GROUPS; default):
 
-A role is matched by its short name, the part after ``#`` of the LIS role URI
-(``http://purl.imsglobal.org/vocab/lis/v2/membership#Learner``) or the bare
-name. The TA sub-role ``membership/Instructor#TeachingAssistant`` counts as
-TeachingAssistant *only*, even when the LMS also sends ``membership#Instructor``
-with it (Canvas does). A launch whose roles map to no group is refused (403),
-unless LTI_ALLOW_UNMAPPED_ROLES=1.
+       http://purl.imsglobal.org/vocab/lis/v2/membership#Learner
+           -> nbgrader-<course>                          (student)
+       http://purl.imsglobal.org/vocab/lis/v2/membership/Instructor#TeachingAssistant
+           -> formgrade-<course>                         (TA)
+       http://purl.imsglobal.org/vocab/lis/v2/membership#Instructor
+           -> formgrade-<course>, instructors-<course>   (instructor)
+
+   The TA sub-role makes a TA only, even with ``membership#Instructor`` beside it (Canvas
+   sends both). Every other role gives nothing: institution and system roles, other
+   context roles and sub-roles (``membership/Learner#Instructor``, ``membership#Mentor``,
+   ``membership/Instructor#Grader``), LTI 1.1 short names (``Instructor``) and URNs. A
+   launch with none of the table's roles is refused (403, naming the roles it carried)
+   rather than admitted as a student: those roles do not say that the user is enrolled
+   in this course (an LMS administrator, a parent or mentor, institution staff), and a
+   student account is real access — a server, the assignments, a row in the gradebook.
+   Short names are not accepted because LTI 1.3 platforms send URIs and a bare
+   ``Instructor`` does not say whether it is a course or an institution role.
+   With ``Authenticator.manage_groups = True`` the groups of each launch replace the
+   user's, so a TA who becomes a student in the LMS loses the formgrader.
+4. Name. The username claim (LTI_USERNAME_KEY) must be left unchanged by NFKC and,
+   lower-cased, match ``[a-z0-9][a-z0-9._@+-]{0,63}`` (no control, invisible or
+   look-alike characters); it must not be a hub admin's name (``admin_users``, or made
+   admin at run time), a reserved name (root, admin, nobody, daemon, …:
+   ``reserved_usernames``) or a system account of this machine (uid < 1000: natively, as
+   root, a hub user runs as the Unix user of that name). Otherwise 403. LTI users are
+   never hub admins: an administrator signs in some other way. The claim should be one
+   the LMS assigns and users cannot edit (``sub``, a login id in a custom claim): with an
+   editable one, one LMS user could take another's name.
 
 Environment (all read when the hub starts):
     LTI_ISSUER            the platform's issuer, e.g. https://canvas.instructure.com  (required)
     LTI_CLIENT_ID         client id(s) of this tool in the LMS, comma-separated      (required)
+    LTI_DEPLOYMENT_IDS    deployment id(s) of this tool that serve this course,
+                          comma-separated                                             (required)
+    LTI_CONTEXT_IDS       LMS course (context) id(s) of this course, comma-separated;
+                          * = any course of those deployments (course-level deployments only)  (required)
     LTI_AUTHORIZE_URL     the platform's OIDC authorization endpoint                  (required)
     LTI_JWKS_URL          the platform's JWKS endpoint (public keys)                  (required)
     LTI_USERNAME_KEY      id_token claim used as the hub username (default: email; custom_<name>
-                          reads the LTI custom claim <name>)
-    LTI_ROLE_GROUPS       role→groups mapping, e.g.
-                          "Learner=nbgrader-dl-attention;TeachingAssistant=formgrade-dl-attention;
-                           Instructor=formgrade-dl-attention,instructors-dl-attention"
-                          (default: as above, for NBGRADER_COURSE_ID, default dl-attention)
+                          reads the LTI custom claim <name>; if missing, ``sub``)
+    LTI_ROLE_GROUPS       full role URI → groups, ``;``-separated ROLE_URI=group[,group…],
+                          e.g. "http://purl.imsglobal.org/vocab/lis/v2/membership#Learner=nbgrader-dl-attention;…"
+                          (default: the table above, for NBGRADER_COURSE_ID, default dl-attention);
+                          a short name such as ``Learner`` stops the hub at start-up
     LTI_URI_SCHEME        auto | https | http: scheme of the URLs the tool announces (default auto)
-    LTI_ALLOW_UNMAPPED_ROLES  1: let a launch with no mapped role in, with no group (default 0)
+    LTI_ALLOW_UNMAPPED_ROLES  1: let a launch of this course with no mapped role in, with no
+                          group — a bare account with its own server (default 0)
     LTI_TOOL_NAME         name shown in the LMS (default "Self-attention course")
 
 Note for the hub config: with managed groups JupyterHub refuses ``load_groups``
@@ -44,79 +84,250 @@ Note for the hub config: with managed groups JupyterHub refuses ``load_groups``
 named in ``load_roles`` are created by JupyterHub itself, so nothing is lost by
 leaving ``load_groups`` empty when LTI is on.
 """
-
 from __future__ import annotations
 
+import heapq
+import math
 import os
-from typing import Any, Iterable
+import pwd
+import re
+import time
+import unicodedata
+from typing import Any, Callable
 
 from ltiauthenticator.lti13.auth import LTI13Authenticator
-from traitlets import Bool, Dict, List, Unicode, default
+from ltiauthenticator.lti13.handlers import LTI13CallbackHandler
+from ltiauthenticator.lti13.validator import LTI13LaunchValidator
+from ltiauthenticator.utils import convert_request_to_dict
+from tornado.web import HTTPError
+from traitlets import Bool, Dict, Integer, List, Set, Unicode, default
 
 ROLES_CLAIM = "https://purl.imsglobal.org/spec/lti/claim/roles"
 CONTEXT_CLAIM = "https://purl.imsglobal.org/spec/lti/claim/context"
-TA = "TeachingAssistant"
-INSTRUCTOR = "Instructor"
+DEPLOYMENT_CLAIM = "https://purl.imsglobal.org/spec/lti/claim/deployment_id"
+ANY_CONTEXT = "*"
+LIS = "http://purl.imsglobal.org/vocab/lis/v2/"
+LEARNER = LIS + "membership#Learner"
+TEACHING_ASSISTANT = LIS + "membership/Instructor#TeachingAssistant"
+INSTRUCTOR = LIS + "membership#Instructor"
+USERNAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9._@+-]{0,63}")
+# Names that are, or commonly are, accounts of the system or of JupyterHub itself: natively
+# as root a hub user runs as the Unix account of the same name, so "root" would be root.
+RESERVED_USERNAMES = frozenset({
+    "root", "admin", "administrator", "superuser", "sudo", "wheel", "staff", "operator", "nobody", "nogroup",
+    "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp", "proxy", "www-data",
+    "backup", "list", "irc", "gnats", "sshd", "messagebus", "polkitd", "avahi", "postgres", "postgresql",
+    "mysql", "redis", "docker", "systemd-network", "systemd-resolve", "systemd-timesync", "systemd-coredump",
+    "jovyan", "jupyter", "jupyterhub", "hub", "grader", "formgrader", "nbgrader", "service", "services",
+    "api", "user", "users", "guest", "anonymous", "system",
+})
+# Debian's SYS_UID_MAX; 65534 and above are nobody/nfsnobody and the like.
+SYSTEM_UID_MAX, OVERFLOW_UID = 999, 65534
+_ABSOLUTE_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:[^\s;=,]+")
 
 
 def default_role_groups(course: str | None = None) -> dict[str, list[str]]:
     course = course or os.environ.get("NBGRADER_COURSE_ID", "dl-attention")
     return {
-        "Learner": [f"nbgrader-{course}"],
-        TA: [f"formgrade-{course}"],
+        LEARNER: [f"nbgrader-{course}"],
+        TEACHING_ASSISTANT: [f"formgrade-{course}"],
         INSTRUCTOR: [f"formgrade-{course}", f"instructors-{course}"],
     }
 
 
 def parse_role_groups(text: str) -> dict[str, list[str]]:
-    """``"Learner=a;TeachingAssistant=b;Instructor=b,c"`` → ``{role: [groups]}``."""
+    """``"<role URI>=group[,group…];…"`` → ``{role URI: [groups]}``.
+
+    Keys are whole role URIs because a role is only ever compared as a whole string:
+    a short name such as ``Learner`` would match nothing, so it is refused here, at
+    start-up, rather than silently locking everyone out."""
     mapping: dict[str, list[str]] = {}
     for part in text.replace("\n", ";").split(";"):
         if not part.strip():
             continue
-        role, sep, groups = part.partition("=")
-        if not sep or not role.strip():
-            raise ValueError(f"LTI_ROLE_GROUPS: expected ROLE=group[,group…], got {part.strip()!r}")
-        mapping[role.strip()] = [g.strip() for g in groups.split(",") if g.strip()]
+        role, sep, groups = part.rpartition("=")  # group names hold no "=", so the last one separates
+        role = role.strip()
+        if not sep or not role:
+            raise ValueError(f"LTI_ROLE_GROUPS: expected ROLE_URI=group[,group…], got {part.strip()!r}")
+        if not _ABSOLUTE_URI.fullmatch(role):
+            raise ValueError(f"LTI_ROLE_GROUPS: roles are full URIs such as {LEARNER}, got {role!r}")
+        mapping[role] = [g.strip() for g in groups.split(",") if g.strip()]
     return mapping
 
 
-def role_names(roles: Iterable[str]) -> set[str]:
-    """Short context-role names of an LTI roles claim (``…membership#Learner`` → ``Learner``).
+def course_roles(roles: Any, mapping: dict[str, list[str]]) -> set[str]:
+    """The roles of a launch that ``mapping`` names, each compared as a whole string.
 
-    Institution and system roles (``…/institution/person#…``, ``…/system/person#…``)
-    are not course roles and are left out. A TA sub-role wins over Instructor."""
-    names: set[str] = set()
-    for role in roles or ():
-        if not isinstance(role, str) or not role.strip():
-            continue
-        role = role.strip()
-        if "/institution/" in role or "/system/" in role:
-            continue
-        base, _, short = role.rpartition("#")
-        if not base:  # a bare name, e.g. "Learner" (allowed by LTI 1.3 for context roles)
-            short = role
-        elif base.endswith("/membership/Instructor") and short == TA:
-            short = TA
-        names.add(short)
-    if TA in names:
-        names.discard(INSTRUCTOR)
-    return names
+    Nothing is inferred from a role's fragment: ``membership/Learner#Instructor`` or
+    ``institution/person#Instructor`` are not ``membership#Instructor``. Canvas sends a TA
+    as ``membership#Instructor`` plus the TA sub-role, so the sub-role takes Instructor away."""
+    if not isinstance(roles, list):
+        return set()
+    sent = {role for role in roles if isinstance(role, str)}
+    found = sent & set(mapping)
+    if TEACHING_ASSISTANT in sent:
+        found.discard(INSTRUCTOR)
+    return found
 
 
-def groups_for_roles(roles: Iterable[str], mapping: dict[str, list[str]]) -> list[str]:
+def groups_for_roles(roles: Any, mapping: dict[str, list[str]]) -> list[str]:
     groups: set[str] = set()
-    for name in role_names(roles):
-        groups.update(mapping.get(name, ()))
+    for role in course_roles(roles, mapping):
+        groups.update(mapping[role])
     return sorted(groups)
 
 
+def clean_username(raw: Any) -> str:
+    """The hub user name for a launch's username claim: NFKC, lower-case, then the ASCII
+    ``USERNAME_PATTERN``; ValueError saying why when the claim is not cleanly one.
+
+    A claim that NFKC changes (full-width letters, ligatures, superscripts, …) is refused
+    rather than folded, so ``ｉｎｓｔｒｕｃｔｏｒ`` never arrives at ``instructor`` by a side door."""
+    if not isinstance(raw, str) or not raw:
+        raise ValueError("it is empty")
+    if any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in raw):
+        raise ValueError("it contains control or invisible characters")
+    if unicodedata.normalize("NFKC", raw) != raw:
+        raise ValueError("it contains look-alike (compatibility) characters")
+    name = raw.lower()
+    if not USERNAME_PATTERN.fullmatch(name):
+        raise ValueError("a user name is 1 to 64 of a-z, 0-9 and . _ @ + -, starting with a letter or digit")
+    return name
+
+
+def is_system_account(name: str) -> bool:
+    """Whether ``name`` is an account of this machine's system (not a person's)."""
+    try:
+        uid = pwd.getpwnam(name).pw_uid
+    except KeyError:
+        return False
+    return uid <= SYSTEM_UID_MAX or uid >= OVERFLOW_UID
+
+
+def _shown(values: Any, limit: int = 300) -> str:
+    text = ", ".join(map(str, values)) if isinstance(values, (list, tuple, set)) else str(values)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _audiences(token: dict[str, Any]) -> list[Any]:
+    aud = token.get("aud")
+    return [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
+
+
+class SpentNonces:
+    """Nonces of the launches this hub process has accepted, so that each launch works once.
+
+    ltiauthenticator 1.6.3 keeps no server-side record: its nonce is the hash of a value in
+    an encrypted browser cookie, so whoever captured the callback request *with* its cookies
+    can send it again until the id_token expires. A nonce is kept until its launch could no
+    longer pass the validator anyway (``exp``, or ``iat`` + max_age), then forgotten; at most
+    ``capacity`` are kept, and when they are all still live new launches wait (503) rather
+    than an old nonce being dropped early. The record lives in memory, so a launch issued
+    before this process started is refused: a restart cannot turn a used launch into a new one.
+    """
+
+    def __init__(self, capacity: int, clock: Callable[[], float] = time.time):
+        self.capacity = capacity
+        self.clock = clock
+        self.started_at = clock()
+        self._deadlines: dict[str, float] = {}
+        self._by_deadline: list[tuple[float, str]] = []  # heap: the next nonce to forget first
+
+    def __len__(self) -> int:
+        return len(self._deadlines)
+
+    def _forget_expired(self, now: float) -> None:
+        while self._by_deadline and self._by_deadline[0][0] < now:
+            _, nonce = heapq.heappop(self._by_deadline)
+            del self._deadlines[nonce]
+
+    def spend(self, nonce: str, issued_at: float, deadline: float) -> None:
+        """Record ``nonce`` as used until ``deadline``, or raise the HTTPError that refuses the launch."""
+        # iat counts whole seconds: a launch issued in the second the process started is
+        # let in, or one made right after a fast start would be refused
+        if issued_at < math.floor(self.started_at):
+            raise HTTPError(403, "This launch was issued before the hub last started, so the hub cannot tell "
+                                 "whether it was already used. Please go back to your course in the LMS and "
+                                 "launch again.")
+        self._forget_expired(self.clock())
+        if nonce in self._deadlines:
+            raise HTTPError(403, "This launch has already been used: each launch from the LMS works once. "
+                                 "Please go back to your course in the LMS and open the tool again.")
+        if len(self._deadlines) >= self.capacity:
+            raise HTTPError(503, "The hub is receiving more launches than it can check right now. Please wait "
+                                 "a minute, then launch again from your course in the LMS.")
+        self._deadlines[nonce] = deadline
+        heapq.heappush(self._by_deadline, (deadline, nonce))
+
+
+class CourseLTI13CallbackHandler(LTI13CallbackHandler):
+    """The launch (id_token) handler of ltiauthenticator 1.6.3, step for step, plus the
+    checks that make a launch one of *this* course.
+
+    Upstream never looks at deployment_id or the context, so any course of the LMS that
+    installs the tool could launch into ours; and it checks issuer and audience inside
+    ``jwt.decode``, where a mismatch becomes a bare 400/401. Signature, expiry, age and
+    LTI claims stay with its validator; issuer, audience, deployment and context are
+    decided by ``CourseLTI13Authenticator.launch_refusal`` so that a 403 says which."""
+
+    def decode_and_validate_launch_request(self) -> dict[str, Any]:
+        validator = LTI13LaunchValidator(parent=self.app)
+        args = convert_request_to_dict(self.request.arguments)
+        validator.validate_auth_response(args)
+        self.check_state()
+        id_token = validator.verify_and_decode_jwt(
+            encoded_jwt=args.get("id_token"),
+            issuer=None,
+            audience=None,
+            jwks_endpoint=self.authenticator.jwks_endpoint,
+            jwks_algorithms=self.authenticator.jwks_algorithms,
+            # issuer and audience are judged in launch_refusal, with a message; the signature is not skipped
+            options={"verify_iss": False, "verify_aud": False, "require": ["iss", "aud", "exp", "iat", "nonce"]},
+        )
+        validator.validate_id_token(id_token)
+        refusal = self.authenticator.launch_refusal(id_token)
+        if refusal:
+            self.log.warning("LTI launch refused: %s", refusal)
+            raise HTTPError(403, refusal)
+        self.check_nonce(id_token)  # upstream: the nonce belongs to this browser's login
+        deadline = min(id_token["exp"], id_token["iat"] + validator.max_age) + validator.time_leeway
+        self.authenticator.spent_nonces.spend(id_token["nonce"], id_token["iat"], deadline)
+        return id_token
+
+
 class CourseLTI13Authenticator(LTI13Authenticator):
-    """LTI13Authenticator whose launches put the user in our course groups."""
+    """LTI13Authenticator that admits launches of this course only and puts the user in its groups."""
+
+    callback_handler = CourseLTI13CallbackHandler
+
+    deployment_ids = Set(
+        Unicode(),
+        help="deployment_id values of this tool's deployment(s) in the LMS whose launches are accepted; "
+             "a launch from any other deployment is refused. Empty: every launch is refused.",
+    ).tag(config=True)
+    context_ids = Set(
+        Unicode(),
+        help="LMS course (context) ids whose launches are accepted; a launch from another course, or naming "
+             "no course, is refused. '*' accepts any course of the accepted deployments (only safe when each "
+             "of those deployments is installed in this one course). Empty: every launch is refused.",
+    ).tag(config=True)
+
+    launch_nonce_capacity = Integer(
+        10000,
+        help="How many accepted launches (their nonces) are remembered at once to refuse replays. A nonce is "
+             "kept at most the id_token's lifetime (exp, or iat + 600 s); when all are still live, further "
+             "launches are answered 503 until some expire.",
+    ).tag(config=True)
+
+    reserved_usernames = Set(
+        Unicode(), default_value=set(RESERVED_USERNAMES),
+        help="User names an LTI launch may never take (besides hub admins and this machine's system accounts).",
+    ).tag(config=True)
 
     role_groups = Dict(
         value_trait=List(Unicode()),
-        help="LTI context role short name (Learner, TeachingAssistant, Instructor, …) → JupyterHub groups.",
+        help="Full LTI role URI (e.g. http://purl.imsglobal.org/vocab/lis/v2/membership#Learner) → JupyterHub "
+             "groups. Roles are compared as whole strings; a launch with none of these roles is refused.",
     ).tag(config=True)
     allow_unmapped_roles = Bool(
         False, help="Let a launch whose roles map to no group log in (with no group).").tag(config=True)
@@ -125,18 +336,81 @@ class CourseLTI13Authenticator(LTI13Authenticator):
     def _role_groups_default(self):
         return default_role_groups()
 
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.spent_nonces = SpentNonces(self.launch_nonce_capacity)
+
+    def launch_refusal(self, token: dict[str, Any]) -> str | None:
+        """Why a signed launch is not one for this course (issuer, client id, deployment,
+        context), as a sentence for the person launching; None when it is."""
+        again = " Please open the tool from this course's own page in your LMS; if that is what you did, " \
+                "tell your instructor."
+        issuer = token.get("iss")
+        if not self.issuer or issuer != self.issuer:
+            return f"This launch was signed by the platform issuer {_shown(issuer)}, which this hub does not " \
+                   f"accept launches from.{again}"
+        audiences = _audiences(token)
+        if not audiences or any(not isinstance(aud, str) or aud not in self.client_id for aud in audiences):
+            return f"This launch was issued for the LMS tool(s) with client id {_shown(audiences or ['none'])}; " \
+                   f"this hub accepts launches issued for its own tool only.{again}"
+        if ("azp" in token or len(audiences) > 1) and token.get("azp") not in self.client_id:
+            return f"This launch was authorised for the LMS tool with client id {_shown(token.get('azp'))}, " \
+                   f"not for this hub's tool.{again}"
+        deployment = token.get(DEPLOYMENT_CLAIM)
+        if not isinstance(deployment, str) or deployment not in self.deployment_ids:
+            return f"This launch comes from deployment {_shown(deployment)} of the tool in your LMS, which " \
+                   f"does not serve this course.{again}"
+        context = token.get(CONTEXT_CLAIM)
+        if not isinstance(context, dict) or not isinstance(context.get("id"), str) or not context["id"]:
+            return f"This launch names no LMS course (no context id), and this hub serves one course only.{again}"
+        if ANY_CONTEXT not in self.context_ids and context["id"] not in self.context_ids:
+            title = context.get("title") or context.get("label") or context["id"]
+            return f"This launch comes from the LMS course {_shown(title)} (context id {_shown(context['id'])}), " \
+                   f"which is not the course this hub serves.{again}"
+        return None
+
+    def username_refusal(self, name: str, handler=None) -> str | None:
+        """Why the clean user name ``name`` may not log in through the LMS; None when it may.
+
+        An LTI launch must never land in a hub admin's account (configured, or made admin at
+        run time: ``handler`` finds those in the hub's database), nor in a system account."""
+        final = self.normalize_username(name)  # what JupyterHub will look up
+        admins = {self.normalize_username(admin) for admin in self.admin_users}
+        user = handler.find_user(final) if handler is not None else None
+        if final in admins or (user is not None and user.admin):
+            return f"The name {final!r} that your LMS sends for you belongs to an administrator of this hub, " \
+                   "and administrators cannot sign in through the LMS. Please ask your instructor."
+        if final in self.reserved_usernames or is_system_account(final):
+            return f"The name {final!r} that your LMS sends for you is reserved for the system on this hub. " \
+                   "Please ask your instructor."
+        return None
+
     async def authenticate(self, handler, data: dict[str, Any] | None = None):
         model = await super().authenticate(handler, data)
         token = data or {}
         roles = token.get(ROLES_CLAIM) or []
         groups = groups_for_roles(roles, self.role_groups)
         if not groups and not self.allow_unmapped_roles:
-            self.log.warning("LTI launch of %s refused: roles %s map to no course group", model["name"], roles)
-            return None  # the callback handler answers 403
+            self.log.warning("LTI launch of %r refused: roles %s map to no course group", model["name"], roles)
+            raise HTTPError(403, "Your roles in this LMS course (" + _shown(roles or ["none"]) + ") give no access "
+                            "to this course's hub: it is open to the course's students, teaching assistants and "
+                            "instructors. If you are one of them, please ask your instructor to check your role "
+                            "in the LMS.")
+        try:
+            name = clean_username(model["name"])
+        except ValueError as why:
+            self.log.warning("LTI launch refused: username claim %r: %s", model["name"], why)
+            raise HTTPError(403, f"The name {_shown(repr(model['name']), 80)} that your LMS sends for you is not a "
+                                 f"valid user name on this hub: {why}. Please ask your instructor.") from None
+        refusal = self.username_refusal(name, handler)
+        if refusal:
+            self.log.warning("LTI launch refused: %s", refusal)
+            raise HTTPError(403, refusal)
         context = token.get(CONTEXT_CLAIM) or {}
-        self.log.info("LTI launch: %s (roles %s, context %s) -> groups %s", model["name"],
-                      sorted(role_names(roles)), context.get("label") or context.get("id"), groups)
-        model["groups"] = groups
+        self.log.info("LTI launch: %s (roles %s, context %s) -> groups %s", name,
+                      sorted(course_roles(roles, self.role_groups)), context.get("label") or context.get("id"),
+                      groups)
+        model.update(name=name, groups=groups, admin=False)  # admin=False: JupyterHub would otherwise ask admin_users
         return model
 
 
@@ -147,15 +421,24 @@ def _required(env: dict, name: str) -> str:
     return value
 
 
+def _required_list(env: dict, name: str) -> list[str]:
+    items = [item.strip() for item in _required(env, name).split(",") if item.strip()]
+    if not items:
+        raise SystemExit(f"HUB_AUTHENTICATOR=lti needs {name} (see attention_platform/hub/lti.py)")
+    return items
+
+
 def configure_lti(c, environ: dict | None = None) -> None:
     """Configure JupyterHub (config object ``c``) for LTI 1.3 launches from the environment."""
     env = dict(os.environ if environ is None else environ)
     c.JupyterHub.authenticator_class = CourseLTI13Authenticator
     auth = c.CourseLTI13Authenticator
     auth.issuer = _required(env, "LTI_ISSUER")
-    auth.client_id = {x.strip() for x in _required(env, "LTI_CLIENT_ID").split(",") if x.strip()}
+    auth.client_id = set(_required_list(env, "LTI_CLIENT_ID"))
     auth.authorize_url = _required(env, "LTI_AUTHORIZE_URL")
     auth.jwks_endpoint = _required(env, "LTI_JWKS_URL")
+    auth.deployment_ids = set(_required_list(env, "LTI_DEPLOYMENT_IDS"))
+    auth.context_ids = set(_required_list(env, "LTI_CONTEXT_IDS"))
     if env.get("LTI_USERNAME_KEY"):
         auth.username_key = env["LTI_USERNAME_KEY"]
     auth.uri_scheme = env.get("LTI_URI_SCHEME", "auto") or "auto"
