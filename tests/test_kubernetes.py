@@ -14,7 +14,10 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import os
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -467,10 +470,10 @@ def test_the_grader_is_the_hubs_course_service():
 # --------------------------------------------------------------------------- values file and hub image
 
 def coalesce(defaults, overrides):
-    """Helm's merge of a values file onto the chart's defaults: maps merge key by key, a null removes the
-    key, anything else replaces."""
+    """Helm's merge of a values file onto the chart's defaults: maps merge key by key, anything else replaces,
+    and a null removes the key (the chart's own nulls too: the hub's config then gets its defaults)."""
     if not (isinstance(defaults, dict) and isinstance(overrides, dict)):
-        return copy.deepcopy(overrides)
+        return drop_nulls(copy.deepcopy(overrides))
     merged = copy.deepcopy(defaults)
     for key, value in overrides.items():
         if value is None:
@@ -479,7 +482,13 @@ def coalesce(defaults, overrides):
             merged[key] = coalesce(merged[key], value)
         else:
             merged[key] = copy.deepcopy(value)
-    return merged
+    return drop_nulls(merged)
+
+
+def drop_nulls(value):
+    if isinstance(value, dict):
+        return {k: drop_nulls(v) for k, v in value.items() if v is not None}
+    return value
 
 
 def chart_validator():
@@ -553,3 +562,16 @@ def test_every_kubernetes_setting_has_its_comment():
     assert len(settings) >= 6
     for i in settings:
         assert section[i - 1].strip().startswith("#"), f"no comment above {section[i]!r}"
+
+
+@pytest.mark.skipif(not os.environ.get("Z2JH_CHECKOUT"), reason="set Z2JH_CHECKOUT to a clone of "
+                    "jupyterhub/zero-to-jupyterhub-k8s to run the chart's own hub config before ours")
+def test_the_charts_hub_config_then_ours_initialise_a_hub():
+    """tests/z2jh/chart_config_check.py, in a process of its own (it puts a pycurl stand-in on sys.path)."""
+    result = subprocess.run([sys.executable, str(CHART / "chart_config_check.py"), os.environ["Z2JH_CHECKOUT"],
+                             CHART_VERSION], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert found["spawner"] == "KubeSpawner" and found["services"] == sorted([COURSE, "idle-culler"])
+    assert found["hub_connect_url"].startswith(f"http://{HUB_IP}:8081") and found["cleanup_servers"] is False
+    assert found["pod_labels"]["release"] == COURSE and found["scheduler"] == "user-scheduler"
