@@ -312,3 +312,130 @@ def pre_spawn_hook(spawner):
 
 
 c.Spawner.pre_spawn_hook = pre_spawn_hook
+
+
+# ---------------------------------------------------------------- kubernetes (Zero to JupyterHub)
+# HUB_MODE=kubernetes: the hub pod of the `jupyterhub` Helm chart (deploy/kubernetes/values.yaml) loads
+# this file after the chart's own configuration (hub.extraConfig -> load_subconfig), so whatever is set
+# here wins over the chart's values. KubeSpawner starts one pod per student from the student image; of the
+# exchange (one ReadWriteMany volume) each pod mounts only outbound (read-only) and that student's own
+# inbound and feedback folders, by subPath. Every uid is 1000 (jovyan), so isolation comes from what is
+# mounted, as in Docker. The formgrader and the sandbox broker are one pod (deploy/kubernetes/grader.yaml).
+if MODE == "kubernetes":
+    # Student image: JupyterLab 4 + nbgrader's student extensions + torch (docker/student.Dockerfile).
+    K8S_IMAGE = env("STUDENT_IMAGE", "dl-attention/student:0.1.0")
+    # Memory the scheduler reserves per student. Measured (`make load`): 0.41-0.44 GiB while Validate runs
+    # the notebook, 131-157 MiB idle; reserving the working peak means a full node never OOM-kills a Validate.
+    K8S_MEM_GUARANTEE = env("STUDENT_MEM_GUARANTEE", "512M")
+    # CPU the scheduler reserves per student. Measured: a whole session (login to submit) is ~10 CPU-seconds
+    # and an idle server ~0; 0.1 core packs a node by memory, and the limit (STUDENT_CPU_LIMIT) absorbs bursts.
+    K8S_CPU_GUARANTEE = float(env("STUDENT_CPU_GUARANTEE", "0.1"))
+    # Size of each student's home volume (notebooks and their own experiments; the assignment is < 5 MB).
+    K8S_HOME_SIZE = env("STUDENT_HOME_SIZE", "1Gi")
+    # StorageClass of the students' home volumes (ReadWriteOnce); empty: the cluster's default class.
+    K8S_HOME_CLASS = env("STUDENT_STORAGE_CLASS", "")
+    # The exchange's PersistentVolumeClaim (ReadWriteMany, deploy/kubernetes/course.yaml); the hub mounts it whole.
+    K8S_EXCHANGE_PVC = env("EXCHANGE_PVC", f"{COURSE}-exchange")
+    # Where the exchange appears inside students' pods (hub/student/nbgrader_config.py reads NBGRADER_EXCHANGE_ROOT).
+    K8S_POD_EXCHANGE = "/srv/nbgrader/exchange"
+    # The chart's proxy API Service (the chart sets the same; kept here because the common part above points it at 127.0.0.1).
+    K8S_PROXY_API = env("PROXY_API_URL", f"http://proxy-api:{env('PROXY_API_SERVICE_PORT', '8001')}")
+
+    def _hub_connect_url():
+        """Students reach the hub by its Service's cluster IP, which Kubernetes puts into the hub pod's
+        environment (HUB_SERVICE_HOST/PORT): their NetworkPolicy then needs no DNS, only the hub."""
+        explicit = env("HUB_CONNECT_URL")
+        if explicit:
+            return explicit
+        host, port = env("HUB_SERVICE_HOST"), env("HUB_SERVICE_PORT", str(HUB_PORT))
+        if not host:
+            return f"http://hub:{port}"
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+    c.JupyterHub.hub_bind_url = f"http://:{HUB_PORT}"  # the chart's hub Service targets this port
+    c.JupyterHub.hub_connect_url = _hub_connect_url()
+    c.ConfigurableHTTPProxy.api_url = K8S_PROXY_API
+    c.ConfigurableHTTPProxy.should_start = False  # the chart runs the proxy in its own pod
+    # A hub restart (helm upgrade) must not stop every student's server in the middle of a deadline.
+    c.JupyterHub.cleanup_servers = False
+
+    c.JupyterHub.spawner_class = "kubespawner.KubeSpawner"
+    # Set on KubeSpawner, not Spawner: the chart sets c.KubeSpawner.*, and class-specific config wins.
+    c.KubeSpawner.image = K8S_IMAGE
+    c.KubeSpawner.image_pull_policy = "IfNotPresent"
+    c.KubeSpawner.cmd = ["jupyterhub-singleuser"]
+    c.KubeSpawner.default_url = "/lab"
+    c.KubeSpawner.working_dir = "/home/jovyan"
+    c.KubeSpawner.start_timeout = START_TIMEOUT
+    c.KubeSpawner.http_timeout = START_TIMEOUT
+    c.KubeSpawner.mem_limit = MEM_LIMIT
+    c.KubeSpawner.mem_guarantee = K8S_MEM_GUARANTEE
+    c.KubeSpawner.cpu_limit = CPU_LIMIT
+    c.KubeSpawner.cpu_guarantee = K8S_CPU_GUARANTEE
+    # jovyan:users, never root; no way up (no setuid gain, no capabilities), the runtime's seccomp filter.
+    c.KubeSpawner.uid = 1000
+    c.KubeSpawner.gid = 100
+    c.KubeSpawner.fs_gid = 100
+    c.KubeSpawner.privileged = False
+    c.KubeSpawner.allow_privilege_escalation = False
+    c.KubeSpawner.pod_security_context = {
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "runAsGroup": 100,
+        "fsGroup": 100,
+        # Only when the volume's root does not already match: never a recursive chown of a big volume.
+        "fsGroupChangePolicy": "OnRootMismatch",
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    c.KubeSpawner.container_security_context = {
+        "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    # No Kubernetes API credentials in a student's pod.
+    c.KubeSpawner.service_account = None
+    c.KubeSpawner.automount_service_account_token = False
+    # The chart adds a root init container with NET_ADMIN to block the cloud metadata server; our
+    # NetworkPolicy (deploy/kubernetes/course.yaml) lets students reach only the hub and proxy instead.
+    c.KubeSpawner.init_containers = []
+    c.KubeSpawner.extra_containers = []
+    c.KubeSpawner.lifecycle_hooks = {}
+    c.KubeSpawner.extra_labels = {
+        # The chart's hub NetworkPolicy admits pods with this label (its own default for user pods).
+        "hub.jupyter.org/network-access-hub": "true",
+        # What the course's NetworkPolicy for user servers selects.
+        "attention-course/pod": "user-server",
+    }
+    # One ReadWriteOnce home volume per student, created on first spawn and kept when the server stops.
+    c.KubeSpawner.storage_pvc_ensure = True
+    c.KubeSpawner.pvc_name_template = "claim-{user_server}"
+    c.KubeSpawner.storage_capacity = K8S_HOME_SIZE
+    c.KubeSpawner.storage_access_modes = ["ReadWriteOnce"]
+    c.KubeSpawner.storage_class = K8S_HOME_CLASS or None
+    c.KubeSpawner.volumes = {
+        "home": {"name": "home", "persistentVolumeClaim": {"claimName": "{pvc_name}"}},
+        "exchange": {"name": "exchange", "persistentVolumeClaim": {"claimName": K8S_EXCHANGE_PVC}},
+    }
+    # {unescaped_username} is the hub's user name, the folder name prepare_exchange creates and the grader's
+    # collect maps to the student; KubeSpawner's {username} would be a slug of it.
+    c.KubeSpawner.volume_mounts = {
+        "home": {"name": "home", "mountPath": "/home/jovyan"},
+        "outbound": {"name": "exchange", "mountPath": f"{K8S_POD_EXCHANGE}/{COURSE}/outbound",
+                     "subPath": f"{COURSE}/outbound", "readOnly": True},
+        "inbound": {"name": "exchange", "mountPath": f"{K8S_POD_EXCHANGE}/{COURSE}/inbound",
+                    "subPath": f"{COURSE}/inbound/{{unescaped_username}}"},
+        "feedback": {"name": "exchange", "mountPath": f"{K8S_POD_EXCHANGE}/{COURSE}/feedback",
+                     "subPath": f"{COURSE}/feedback/{{unescaped_username}}", "readOnly": True},
+    }
+
+    def _k8s_pre_spawn_hook(spawner):
+        name = spawner.user.name
+        # The name becomes one path segment of a subPath: nothing that could leave the student's folder.
+        if not name or name in (".", "..") or "/" in name or "\0" in name:
+            raise ValueError(f"user name {name!r} cannot name an exchange folder")
+        pre_spawn_hook(spawner)
+
+    c.Spawner.pre_spawn_hook = _k8s_pre_spawn_hook
+    c.KubeSpawner.pre_spawn_hook = _k8s_pre_spawn_hook
