@@ -108,6 +108,13 @@ if AUTHENTICATOR == "native":
     c.CourseNativeAuthenticator.minimum_password_length = 10
     c.CourseNativeAuthenticator.check_common_password = True
     c.Authenticator.allow_all = True  # who may log in is NativeAuthenticator's approval list
+    # Logins created before the hub serves anything (admins first): nobody can sign up as them.
+    c.CourseNativeAuthenticator.initial_passwords_file = env("HUB_INITIAL_PASSWORDS_FILE")
+    c.CourseNativeAuthenticator.admin_initial_password = env("HUB_ADMIN_INITIAL_PASSWORD")
+    # Failed logins in a row after which an account waits HUB_LOGIN_LOCKOUT_SECONDS before the next try.
+    c.CourseNativeAuthenticator.allowed_failed_logins = int(env("HUB_LOGIN_MAX_FAILURES", "5"))
+    # Seconds a throttled account waits (counted from its last failed login).
+    c.CourseNativeAuthenticator.seconds_before_next_try = int(env("HUB_LOGIN_LOCKOUT_SECONDS", "300"))
 elif AUTHENTICATOR == "lti":
     from attention_platform.hub.lti import configure_lti
 
@@ -298,8 +305,25 @@ def prepare_exchange(username):
         os.chmod(VIEWS / username, 0o700)
 
 
+# Uids of the Unix accounts the hub creates for its users (native, as root); a hub user whose
+# account exists outside this range (root, daemon, a person's own login) gets no server.
+HUB_UIDS = (int(env("HUB_UID_MIN", "20000")), int(env("HUB_UID_MAX", "29999")))
+
+
+def prepare_native_account(name):
+    """The user's own Unix account (created in HUB_UIDS if missing) and home folder."""
+    from attention_platform.hub.accounts import UidRange, ensure_account
+    from attention_platform.hub.native import own_dir
+
+    home = STATE / "home" / name
+    entry = ensure_account(name, home, UidRange(*HUB_UIDS))  # AccountRefused: the spawn fails with its reason
+    own_dir(home, entry.pw_uid, entry.pw_gid, 0o700)
+
+
 def pre_spawn_hook(spawner):
     name = spawner.user.name
+    if MODE == "native" and AS_ROOT:
+        prepare_native_account(name)
     prepare_exchange(name)
     spawner.environment = dict(spawner.environment)
     spawner.environment.update({

@@ -32,5 +32,6 @@ def security_hub():
         pytest.skip("the hub's real Unix users need root (CI is root)")
     from hub_helpers import launch_hub
 
-    with launch_hub("security-hub") as hub:
+    # a short lock-out, so the password-guessing test can also show that it ends
+    with launch_hub("security-hub", env={"HUB_LOGIN_LOCKOUT_SECONDS": "8"}) as hub:
         yield hub

@@ -138,6 +138,7 @@ class RunningHub:
     start_seconds: float
     stop_seconds: float | None = None
     timings: dict = field(default_factory=dict)
+    env: dict = field(default_factory=dict)  # the settings it was started with beyond the defaults
 
     def session(self, user: str) -> HubSession:
         return HubSession(self.url, user, self.passwords[user]).login()
@@ -194,7 +195,7 @@ def launch_hub(name: str, *, release: bool = True, timeout: float = 300, fresh: 
         line = re.search(r"started in ([0-9.]+) s", log_path.read_text()[offset:]).group(1)
         hub = RunningHub(url=f"http://127.0.0.1:{port}", state=state,
                          passwords=json.loads((state / "demo-accounts.json").read_text()), process=process,
-                         log_path=log_path, start_seconds=float(line))
+                         log_path=log_path, start_seconds=float(line), env=dict(env or {}))
         hub.timings["launch_to_ready"] = time.monotonic() - started
         yield hub
     finally:

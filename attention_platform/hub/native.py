@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attention_platform.course.directory import copy_course
+from attention_platform.hub.accounts import UidRange, ensure_account
 from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT
 
 HUB_CONFIG = COURSE_ROOT / "hub" / "jupyterhub_config.py"
@@ -92,17 +93,20 @@ def _run(cmd, **kwargs):
     return done
 
 
-def ensure_unix_user(name: str, home: Path, system: bool = False) -> None:
+def ensure_grader_account(home: Path) -> None:
+    """The course's grader: a system account with no login shell (only the formgrader and
+    nbgrader commands run as it)."""
     try:
-        entry = pwd.getpwnam(name)
+        pwd.getpwnam(GRADER_ACCOUNT)
     except KeyError:
-        entry = None
-    if entry is not None:  # the hub gives it <state>/home/<name> whatever /etc/passwd says
-        home.mkdir(parents=True, exist_ok=True)
-        return
-    home.parent.mkdir(parents=True, exist_ok=True)
-    _run(["useradd", *(["--system"] if system else []), "--create-home", "--home-dir", str(home),
-          "--shell", "/bin/bash", "--user-group", name])
+        home.parent.mkdir(parents=True, exist_ok=True)
+        _run(["useradd", "--system", "--no-create-home", "--home-dir", str(home), "--shell", "/usr/sbin/nologin",
+              "--user-group", GRADER_ACCOUNT])
+
+
+def hub_uid_range() -> UidRange:
+    """HUB_UID_MIN..HUB_UID_MAX: the uids of the Unix accounts the hub creates for its users."""
+    return UidRange(int(os.environ.get("HUB_UID_MIN", UidRange.first)), int(os.environ.get("HUB_UID_MAX", UidRange.last)))
 
 
 def load_passwords(state: Path) -> dict:
@@ -137,6 +141,14 @@ def own_dir(path: Path, uid: int | None, gid: int | None, mode: int) -> None:
         os.fchmod(fd, mode)
     finally:
         os.close(fd)
+
+
+def private_file(path: Path) -> None:
+    """``path`` exists, mode 0600, before anyone writes secrets into it."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+    except FileExistsError:
+        os.chmod(path, 0o600)  # the state directory is root's: nothing else can have put a link here
 
 
 def _give_tree(root: Path, uid: int, gid: int) -> None:
@@ -184,9 +196,9 @@ def prepare(state: Path, *, port: int = 8000, formgrader_port: int = 9999, relea
     grader = GRADER_ACCOUNT if as_root else None
     passwords = load_passwords(state)
     if as_root:
-        ensure_unix_user(GRADER_ACCOUNT, state / "grader-home", system=True)
+        ensure_grader_account(state / "grader-home")
         for name in DEMO_ACCOUNTS:
-            ensure_unix_user(name, state / "home" / name)
+            ensure_account(name, state / "home" / name, hub_uid_range())
     grader_ids = (pwd.getpwnam(grader).pw_uid, pwd.getpwnam(grader).pw_gid) if grader else (None, None)
     own_dir(state / "grader-home", *grader_ids, 0o700)
     own_dir(state / "home", None, None, 0o711 if as_root else 0o755)
@@ -194,6 +206,7 @@ def prepare(state: Path, *, port: int = 8000, formgrader_port: int = 9999, relea
         entry = pwd.getpwnam(name) if as_root else None
         own_dir(state / "home" / name, entry and entry.pw_uid, entry and entry.pw_gid, 0o700 if as_root else 0o755)
     own_dir(state / "run", None, None, 0o755)
+    private_file(state / "jupyterhub.sqlite")  # password and token hashes: root's alone (SQLite's journal follows)
 
     url = f"http://127.0.0.1:{port}"
     env = dict(
@@ -215,6 +228,8 @@ def prepare(state: Path, *, port: int = 8000, formgrader_port: int = 9999, relea
         FORMGRADER_URL=f"http://127.0.0.1:{formgrader_port}",
         FORMGRADER_API_TOKEN=_secret(state / "formgrader-api-token"),
         GRADER_USER=grader or "",
+        # the demo logins exist, approved, before the hub serves its first page (admins included)
+        HUB_INITIAL_PASSWORDS_FILE=str(state / "demo-accounts.json"),
     )
     env.pop("JUPYTER_CONFIG_PATH", None)
     hub = NativeHub(state=state, url=url, env=env, passwords=passwords, grader_user=grader,
@@ -281,26 +296,6 @@ def write_demo_roster(hub: NativeHub) -> Path:
     return roster
 
 
-def add_demo_logins(hub: NativeHub) -> None:
-    """Create the demo accounts' NativeAuthenticator logins (authorized) in the hub db."""
-    from sqlalchemy import create_engine
-    from sqlalchemy.orm import Session
-    import bcrypt
-    from nativeauthenticator.orm import UserInfo
-
-    engine = create_engine(f"sqlite:///{hub.state / 'jupyterhub.sqlite'}")
-    with Session(engine) as db:
-        for name, password in hub.passwords.items():
-            info = db.query(UserInfo).filter(UserInfo.username == name).first()
-            hashed = bcrypt.hashpw(password.encode(), bcrypt.gensalt())
-            if info is None:
-                db.add(UserInfo(username=name, password=hashed, is_authorized=True))
-            else:
-                info.password, info.is_authorized = hashed, True
-        db.commit()
-    engine.dispose()
-
-
 def wait_for_hub(url: str, process: subprocess.Popen, timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -354,7 +349,6 @@ def start(hub: NativeHub) -> NativeHub:
     hub.formgrader = subprocess.Popen(command(str(hub.course_dir), "127.0.0.1", hub.formgrader_port),
                                       stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **as_grader)
     wait_for_hub(hub.url, hub.process)
-    add_demo_logins(hub)
     deadline = time.monotonic() + 90
     while True:  # the formgrader answers its version once it is up
         if hub.formgrader.poll() is not None:

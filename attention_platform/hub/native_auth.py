@@ -1,17 +1,38 @@
-"""NativeAuthenticator 1.3.0 made to run on JupyterHub 6 (two small incompatibilities).
+"""The course's login: NativeAuthenticator 1.3.0, made to run on JupyterHub 6 and closed
+to the ways a stranger could use sign-up.
 
-* Its login handler times logins with ``self.statsd``, which JupyterHub 6 removed:
-  every login answered 500.
+Made to run on JupyterHub 6:
+
+* its login handler times logins with ``self.statsd``, which JupyterHub 6 removed
+  (every login answered 500);
 * JupyterHub 6 renders a failed login through ``_render(sync=True, ...)``, which
   NativeAuthenticator's ``_render`` does not accept.
 
-Nothing else changes: sign-up, admin approval (/hub/authorize), password change.
+Closed:
+
+* NativeAuthenticator approves a sign-up at once when the name is a hub admin's:
+  whoever signed up first as ``instructor`` became hub admin. Here the admins' logins
+  exist before the hub serves anything (``initial_passwords_file``,
+  ``admin_initial_password``), and sign-up refuses every admin name anyway;
+* names are NFKC-normalised and lower-cased, then must be plain ASCII and not
+  reserved or a system account (``attention_platform/hub/accounts.py``); sign-up
+  says which rule a name broke;
+* failed logins are throttled with NativeAuthenticator's own settings
+  (``allowed_failed_logins``, ``seconds_before_next_try``, set in the hub config).
 """
 
+import json
+import os
+
+import bcrypt
 from nativeauthenticator import NativeAuthenticator
 from nativeauthenticator import handlers as native_handlers
+from nativeauthenticator.orm import UserInfo
 from tornado.escape import url_escape
 from tornado.httputil import url_concat
+from traitlets import Unicode
+
+from attention_platform.hub import accounts
 
 
 class _NoTimer:
@@ -45,7 +66,70 @@ class LoginHandler(native_handlers.LoginHandler):
         )
 
 
+class SignUpHandler(native_handlers.SignUpHandler):
+    """Sign-up that says which naming rule a refused name broke."""
+
+    async def post(self):
+        self._attempted_name = self.get_body_argument("username", "", strip=False)
+        return await super().post()
+
+    def get_result_message(self, user, *args, **kwargs):
+        problem = self.authenticator.sign_up_problem(getattr(self, "_attempted_name", ""))
+        if user is None and problem:
+            return "alert-danger", problem
+        return super().get_result_message(user, *args, **kwargs)
+
+
 class CourseNativeAuthenticator(NativeAuthenticator):
+    initial_passwords_file = Unicode(
+        "", help="JSON file {user: password} whose logins are created, approved, before the hub serves anything "
+                 "(users that exist keep their password). The native launcher's demo accounts come from here.",
+    ).tag(config=True)
+    admin_initial_password = Unicode(
+        "", help="Password given to each admin user that has no login yet, when the hub starts, so that no "
+                 "stranger can sign up under an admin's name first.",
+    ).tag(config=True)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.create_initial_logins()
+
+    def normalize_username(self, username):
+        return accounts.normalize(super().normalize_username(username))
+
+    def sign_up_problem(self, username: str) -> str | None:
+        """Why ``username`` may not sign up, in one sentence for the person, or None."""
+        name = self.normalize_username(username or "")
+        if name in self.admin_users:
+            return f"The name {name!r} is reserved; please choose another."
+        return accounts.name_problem(name)
+
+    def validate_username(self, username):
+        return super().validate_username(username) and accounts.name_problem(username) is None
+
+    def create_user(self, username, password, **kwargs):
+        if self.sign_up_problem(username) is not None:
+            return None
+        return super().create_user(username, password, **kwargs)
+
+    def create_initial_logins(self) -> None:
+        wanted = {}
+        if self.initial_passwords_file:
+            with open(self.initial_passwords_file) as f:
+                wanted.update(json.load(f))
+        if self.admin_initial_password:
+            wanted.update({name: self.admin_initial_password for name in self.admin_users if name not in wanted})
+        for name, password in wanted.items():
+            name = self.normalize_username(name)
+            if UserInfo.find(self.db, name) is None:
+                hashed = bcrypt.hashpw(password.encode(), bcrypt.gensalt())
+                self.db.add(UserInfo(username=name, password=hashed, is_authorized=True))
+        self.db.commit()
+        missing = [name for name in self.admin_users if UserInfo.find(self.db, name) is None]
+        if missing:
+            self.log.warning("admin users without a login: %s; set HUB_ADMIN_INITIAL_PASSWORD (sign-up refuses "
+                             "admin names)", ", ".join(sorted(missing)))
+
     def get_handlers(self, app):
-        return [(pattern, LoginHandler if handler is native_handlers.LoginHandler else handler)
-                for pattern, handler in super().get_handlers(app)]
+        replaced = {native_handlers.LoginHandler: LoginHandler, native_handlers.SignUpHandler: SignUpHandler}
+        return [(pattern, replaced.get(handler, handler)) for pattern, handler in super().get_handlers(app)]
