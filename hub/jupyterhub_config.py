@@ -310,20 +310,32 @@ def prepare_exchange(username):
 HUB_UIDS = (int(env("HUB_UID_MIN", "20000")), int(env("HUB_UID_MAX", "29999")))
 
 
-def prepare_native_account(name):
-    """The user's own Unix account (created in HUB_UIDS if missing) and home folder."""
-    from attention_platform.hub.accounts import UidRange, ensure_account
+# The course directory the grader owns (native): instructors edit its source/ from their own server.
+COURSE_DIR = Path(env("COURSE_DIR", str(STATE / "course")))
+# Unix group of the course's instructors (native): members write source/; the hub keeps it in
+# step with the hub group instructors-<course> at every spawn.
+INSTRUCTORS_UNIX_GROUP = env("COURSE_INSTRUCTORS_UNIX_GROUP", f"{COURSE}-instructors")
+
+
+def prepare_native_account(spawner):
+    """The user's own Unix account (created in HUB_UIDS if missing) and home folder; for an
+    instructor, membership of the instructors' Unix group and ~/course-source -> source/."""
+    from attention_platform.hub.accounts import UidRange, ensure_account, place_link, set_membership
     from attention_platform.hub.native import own_dir
 
+    name = spawner.user.name
     home = STATE / "home" / name
     entry = ensure_account(name, home, UidRange(*HUB_UIDS))  # AccountRefused: the spawn fails with its reason
     own_dir(home, entry.pw_uid, entry.pw_gid, 0o700)
+    instructor = GROUP_INSTRUCTORS in {group.name for group in spawner.user.groups}
+    set_membership(name, INSTRUCTORS_UNIX_GROUP, instructor)
+    place_link(home, "course-source", str(COURSE_DIR / "source") if instructor else None)
 
 
 def pre_spawn_hook(spawner):
     name = spawner.user.name
     if MODE == "native" and AS_ROOT:
-        prepare_native_account(name)
+        prepare_native_account(spawner)
     prepare_exchange(name)
     spawner.environment = dict(spawner.environment)
     spawner.environment.update({

@@ -92,3 +92,41 @@ def ensure_account(name: str, home: Path, hub_uids: UidRange) -> pwd.struct_pass
     if done.returncode:
         raise AccountRefused(f"could not create the Unix account of hub user {name!r}: {done.stderr.strip()}")
     return pwd.getpwnam(name)
+
+
+def set_membership(user: str, group: str, member: bool) -> None:
+    """Add ``user`` to or remove them from Unix ``group`` (as the hub's group says)."""
+    import grp
+
+    if (user in grp.getgrnam(group).gr_mem) == member:
+        return
+    subprocess.run(["gpasswd", "--add" if member else "--delete", user, group], check=True, capture_output=True)
+
+
+def place_link(home: Path, name: str, target: str | None) -> None:
+    """Make ``home/name`` a symbolic link to ``target`` (or remove our link when ``target``
+    is None). ``home`` is the user's: it is entered through a descriptor opened without
+    following links, and anything of theirs named ``name`` that is not a link is left alone."""
+    import os
+    import secrets
+    import stat
+
+    fd = os.open(home, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        try:
+            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            info = None
+        if info is not None and not stat.S_ISLNK(info.st_mode):
+            return
+        if info is not None:
+            os.unlink(name, dir_fd=fd)
+        if target is None:
+            return
+        fresh = f".{name}-{secrets.token_hex(4)}"
+        os.symlink(target, fresh, dir_fd=fd)
+        owner = os.fstat(fd)
+        os.chown(fresh, owner.st_uid, owner.st_gid, dir_fd=fd, follow_symlinks=False)
+        os.rename(fresh, name, src_dir_fd=fd, dst_dir_fd=fd)
+    finally:
+        os.close(fd)

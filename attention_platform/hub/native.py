@@ -12,6 +12,7 @@ written synchronously by nbgrader, so none is lost half-way.
 
 from __future__ import annotations
 
+import grp
 import json
 import os
 import pwd
@@ -34,6 +35,9 @@ COURSE_ID = os.environ.get("NBGRADER_COURSE_ID", "dl-attention")
 # The Unix account the formgrader and every nbgrader command of the course run as (as root).
 # It owns the course directory; it is not root and cannot become root.
 GRADER_ACCOUNT = f"{COURSE_ID}-grader"
+# The Unix group whose members (the course's instructors, and the grader) edit source/ from
+# their own JupyterLab: the hub adds an instructor when their server starts.
+INSTRUCTORS_GROUP = f"{COURSE_ID}-instructors"
 # HUB_DEMO_PREFIX: a prefix for every demo account name, so a load test or fault test can run
 # beside another hub on the same machine (Unix users are machine-wide); HUB_DEMO_STUDENTS=N:
 # N demo students student1..N (the load test's class). Both issue #7.
@@ -82,7 +86,8 @@ class NativeHub:
         kwargs = dict(cwd=self.course_dir, env=env)
         if self.grader_user:
             entry = pwd.getpwnam(self.grader_user)
-            kwargs.update(user=entry.pw_uid, group=entry.pw_gid, extra_groups=[], umask=0o027)
+            kwargs.update(user=entry.pw_uid, group=entry.pw_gid, umask=0o027,
+                          extra_groups=[grp.getgrnam(INSTRUCTORS_GROUP).gr_gid])
         return kwargs
 
 
@@ -95,13 +100,37 @@ def _run(cmd, **kwargs):
 
 def ensure_grader_account(home: Path) -> None:
     """The course's grader: a system account with no login shell (only the formgrader and
-    nbgrader commands run as it)."""
+    nbgrader commands run as it), member of the instructors' group (it reads their edits)."""
+    try:
+        grp.getgrnam(INSTRUCTORS_GROUP)
+    except KeyError:
+        _run(["groupadd", "--system", INSTRUCTORS_GROUP])
     try:
         pwd.getpwnam(GRADER_ACCOUNT)
     except KeyError:
         home.parent.mkdir(parents=True, exist_ok=True)
         _run(["useradd", "--system", "--no-create-home", "--home-dir", str(home), "--shell", "/usr/sbin/nologin",
               "--user-group", GRADER_ACCOUNT])
+    if GRADER_ACCOUNT not in grp.getgrnam(INSTRUCTORS_GROUP).gr_mem:
+        _run(["gpasswd", "--add", GRADER_ACCOUNT, INSTRUCTORS_GROUP])
+
+
+def share_source_with_instructors(hub: "NativeHub") -> None:
+    """Instructors edit source/ in their own JupyterLab: the course directory lets the
+    instructors' group in as far as source/, which is theirs to write (setgid, so what
+    they create stays readable by the grader). Root only touches the course directory
+    through a descriptor; the recursive part runs as the grader, who owns the tree."""
+    gid = grp.getgrnam(INSTRUCTORS_GROUP).gr_gid
+    fd = os.open(hub.course_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        os.fchown(fd, pwd.getpwnam(hub.grader_user).pw_uid, gid)
+        os.fchmod(fd, 0o710)
+    finally:
+        os.close(fd)
+    as_grader = hub.as_grader()
+    _run(["chgrp", "-R", "--no-dereference", INSTRUCTORS_GROUP, "source"], **as_grader)
+    _run(["chmod", "-R", "g+rwX", "source"], **as_grader)
+    _run(["find", "source", "-type", "d", "-exec", "chmod", "g+s", "{}", "+"], **as_grader)
 
 
 def hub_uid_range() -> UidRange:
@@ -255,6 +284,8 @@ def prepare(state: Path, *, port: int = 8000, formgrader_port: int = 9999, relea
     if not (hub.course_dir / "source").is_dir():
         _install_for_grader(hub, hub.course_dir, lambda fresh: copy_course(fresh, Path(course_root)))
         log(f"course directory created: {hub.course_dir}")
+    if as_root:
+        share_source_with_instructors(hub)
     nbgrader = str(Path(sys.executable).parent / "nbgrader")
     as_grader = hub.as_grader()
     _run([nbgrader, "generate_assignment", ASSIGNMENT, "--force"], **as_grader)
