@@ -42,13 +42,31 @@ as_grader() {
 # 2. The course directory on its volume (owned by the grader account; root never walks it).
 as_grader python /opt/dl-attention/bin/course-sync.py /opt/dl-attention/course "${COURSE_DIR:-/srv/course}"
 
+# The course's folders in the exchange, made before the formgrader first releases anything, by the
+# account the formgrader runs as (nbgrader refuses a course folder it does not own). The hub (uid
+# 1000) adds each student's own folder below inbound/ and feedback/ at their first spawn.
+exchange_course="${NBGRADER_EXCHANGE_ROOT:-/srv/nbgrader/exchange}/${NBGRADER_COURSE_ID:-dl-attention}"
+make_exchange() {  # $1 = inbound's and feedback's mode
+  sh -c 'for sub in outbound inbound feedback; do
+      [ -d "$1/$sub" ] && continue
+      mkdir -p "$1/$sub" && chmod 0755 "$1" && if [ "$sub" = outbound ]; then chmod 0755 "$1/$sub"; else chmod "$2" "$1/$sub"; fi
+    done' sh "$exchange_course" "$1"
+}
+have_broker() {
+  python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('attention_platform.grading.sandbox.broker') is None)"
+}
+
 # 3. Broker (root) and formgrader (grader account).
-if ! python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('attention_platform.grading.sandbox.broker') is None)"; then
+if ! have_broker; then
   # Until the broker exists in our package, the sandbox runs in the formgrader's own process,
-  # which then needs root; this branch goes when the broker lands.
+  # which then needs root; this branch goes when the broker lands. The course's exchange folders
+  # are then root's, and the hub may add students' folders to inbound/ and feedback/ (sticky).
   log "no sandbox broker in this image: the formgrader runs as root"
+  make_exchange 1733
+  chmod 3733 "$exchange_course/inbound"  # nbgrader's own mode for a root-released inbound/
   exec python -m attention_platform.hub.formgrader_service
 fi
+as_grader bash -c "$(declare -f make_exchange); exchange_course='$exchange_course'; make_exchange 0711"
 
 socket_dir=$(dirname "$ATTENTION_SANDBOX_SOCKET")
 mkdir -p "$socket_dir"
