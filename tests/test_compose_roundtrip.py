@@ -333,6 +333,9 @@ print(json.dumps(out))
                             "z = Zygote(); s = z.spawn(); print(json.dumps(s.layers)); s.kill(wait=True); z.close()"],
                            quiet=True).stdout.splitlines()[-1])
     assert {"cgroup:pids", "cgroup:memory", "ns:net", "ns:pid", "no_new_privs"} <= set(layers), layers
+    # ...under the grader's own seccomp profile: no new user namespaces, not even for root
+    userns = sh(["docker", "compose", "exec", "-T", "grader", "unshare", "--user", "true"], check=False, quiet=True)
+    assert userns.returncode != 0 and "Operation not permitted" in userns.stderr, userns
 
     # the TA: collect, autograde both, feedback
     ta = HubSession(url, "ta", passwords["ta"]).login()
