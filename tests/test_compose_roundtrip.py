@@ -264,6 +264,9 @@ def test_the_round_trip_through_the_published_port(stack, record_property):
         # the instructor generates and releases the assignment from the formgrader
         assert prof.formgrader("POST", f"assignment/{ASSIGNMENT}/assign").json()["success"]
         assert prof.formgrader("POST", f"assignment/{ASSIGNMENT}/release").json()["success"]
+    # the grader image loads the course's nbgrader_config.py (our preprocessors and sandbox from the package)
+    listed = sh(["docker", "compose", "exec", "-T", "-w", "/srv/course", "grader", "nbgrader", "db", "assignment", "list"])
+    assert ASSIGNMENT in listed.stdout, listed.stdout + listed.stderr
 
     # jane.doe: her own container, fetch, answer, submit
     jane = HubSession(url, "jane.doe", passwords["jane.doe"]).login()
