@@ -34,8 +34,11 @@ fi
 
 as_grader() {
   # No capabilities kept or inheritable, none gainable (no_new_privs), no supplementary groups.
+  # "exec" as the first argument replaces the calling (sub)shell, so a background job's pid is the process's.
+  local exec=
+  if [ "$1" = exec ]; then exec=exec; shift; fi
   HOME=$(getent passwd "$GRADER_UID" | cut -d: -f6) USER=grader \
-    setpriv --reuid="$GRADER_UID" --regid="$GRADER_GID" --clear-groups \
+    $exec setpriv --reuid="$GRADER_UID" --regid="$GRADER_GID" --clear-groups \
             --inh-caps=-all --ambient-caps=-all --bounding-set=-all --no-new-privs -- "$@"
 }
 
@@ -88,7 +91,7 @@ for _ in $(seq 1 300); do
 done
 [ -S "$ATTENTION_SANDBOX_SOCKET" ] || { log "the sandbox broker did not listen within 30 s"; stop_all; exit 1; }
 
-as_grader python -m attention_platform.hub.formgrader_service &
+as_grader exec python -m attention_platform.hub.formgrader_service &
 pids+=($!)
 
 status=0
