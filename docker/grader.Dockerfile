@@ -1,34 +1,49 @@
 # The course's grader: the formgrader (a JupyterLab of the grader account, with
 # nbgrader's instructor extensions) as an external JupyterHub service, the course
 # directory (source/, nbgrader_config.py) and the hidden checks (grader_tests/).
-FROM python:3.11.11-slim-bookworm
+# Build arguments (docker-compose.yml passes them from .env): PYTHON_BASE, TORCH_INDEX_URL.
+ARG PYTHON_BASE=python:3.11.11-slim-bookworm
+FROM ${PYTHON_BASE}
 
+# The student image's first two steps, word for word: the engine builds and stores them once.
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
-RUN pip install --no-cache-dir --index-url "${TORCH_INDEX_URL}" torch==2.13.0 \
- && pip install --no-cache-dir \
+RUN --mount=type=bind,source=docker/build,target=/build --mount=type=secret,id=extra_ca \
+    /build/run pip install --no-cache-dir --index-url "${TORCH_INDEX_URL}" torch==2.13.0
+RUN --mount=type=bind,source=docker/build,target=/build --mount=type=secret,id=extra_ca \
+    /build/run pip install --no-cache-dir \
     numpy==2.4.6 \
     matplotlib==3.11.2 \
     nbgrader==0.9.6 \
     jupyterhub==6.1.1 \
     jupyterlab==4.6.6 \
-    notebook==7.6.5 \
-    "psycopg[binary]==3.3.9"
+    notebook==7.6.5
+RUN --mount=type=bind,source=docker/build,target=/build --mount=type=secret,id=extra_ca \
+    /build/run pip install --no-cache-dir "psycopg[binary]==3.3.9"
+
+# The grader account: the formgrader runs as this uid, never as root (docker/grader-entrypoint.sh).
+RUN useradd --uid 1000 --gid 100 --create-home --shell /usr/sbin/nologin grader
 
 # Our package (preprocessors, exchange plug-in, sandbox, formgrader launcher) and the checks.
-WORKDIR /srv/app
+WORKDIR /opt/dl-attention/src
 COPY pyproject.toml ./
 COPY attention_platform/ attention_platform/
 COPY grader_tests/ grader_tests/
-RUN pip install --no-cache-dir --no-deps .
+RUN --mount=type=bind,source=docker/build,target=/build --mount=type=secret,id=extra_ca \
+    /build/run pip install --no-cache-dir --no-deps . \
+ && rm -rf build *.egg-info
 
 # Grader-side nbgrader + server settings (exchange plug-in, formgrader in a JupyterLab tab).
 COPY hub/grader/ /etc/dl-attention/grader/
-# The course directory; the compose file mounts a named volume here, which Docker
-# fills from this image on first use (gradebook, submissions and feedback then live on it).
-COPY nbgrader_config.py /srv/course/
-COPY source/ /srv/course/source/
-RUN chmod 700 /srv/course
+# The course as this image ships it. The compose file keeps the course directory on a named volume
+# (/srv/course: gradebook-side files, submissions, feedback); at every start the entrypoint brings
+# the volume up to date with these files when they changed since the volume last saw them.
+COPY nbgrader_config.py /opt/dl-attention/course/
+COPY source/ /opt/dl-attention/course/source/
+RUN mkdir -p /srv/course && chown 1000:100 /srv/course && chmod 700 /srv/course
+COPY docker/grader-entrypoint.sh docker/course-sync.py /opt/dl-attention/bin/
 
+WORKDIR /srv/course
 ENV GRADER_CONFIG_DIR=/etc/dl-attention/grader COURSE_DIR=/srv/course FORMGRADER_IP=0.0.0.0 FORMGRADER_PORT=9999
 EXPOSE 9999
-CMD ["python", "-m", "attention_platform.hub.formgrader_service"]
+# Starts as root only to set up the sandbox's cgroups and broker; the formgrader runs as uid 1000.
+ENTRYPOINT ["/opt/dl-attention/bin/grader-entrypoint.sh"]

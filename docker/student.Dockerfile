@@ -1,12 +1,17 @@
 # A student's single-user server: JupyterLab 4 + nbgrader's STUDENT extensions
 # (Assignments tab, Validate) + torch CPU. Nothing of the course directory, the
 # hidden checks (grader_tests/) or the solutions (source/) is in this image.
-FROM python:3.11.11-slim-bookworm
+# Build arguments (docker-compose.yml passes them from .env): PYTHON_BASE, TORCH_INDEX_URL.
+ARG PYTHON_BASE=python:3.11.11-slim-bookworm
+FROM ${PYTHON_BASE}
 
-# CPU wheels of torch (the default index ships CUDA builds, gigabytes larger).
+# CPU wheels of torch (PyPI's torch is the CUDA build, gigabytes larger). The first two steps are
+# the grader image's too, word for word, so the engine builds and stores them once for both.
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
-RUN pip install --no-cache-dir --index-url "${TORCH_INDEX_URL}" torch==2.13.0 \
- && pip install --no-cache-dir \
+RUN --mount=type=bind,source=docker/build,target=/build --mount=type=secret,id=extra_ca \
+    /build/run pip install --no-cache-dir --index-url "${TORCH_INDEX_URL}" torch==2.13.0
+RUN --mount=type=bind,source=docker/build,target=/build --mount=type=secret,id=extra_ca \
+    /build/run pip install --no-cache-dir \
     numpy==2.4.6 \
     matplotlib==3.11.2 \
     nbgrader==0.9.6 \
@@ -20,6 +25,13 @@ RUN jupyter server extension disable --sys-prefix nbgrader.server_extensions.for
  && jupyter labextension disable --level=sys_prefix @jupyter/nbgrader:formgrader \
  && jupyter labextension disable --level=sys_prefix @jupyter/nbgrader:course-list \
  && jupyter labextension disable --level=sys_prefix @jupyter/nbgrader:create-assignment
+
+# The all-or-nothing submit that hub/student/nbgrader_config.py names
+# (attention_platform.hub.submit.AtomicSubmit), and nothing else of our package.
+COPY attention_platform/__init__.py /opt/dl-attention/student-lib/attention_platform/
+COPY attention_platform/hub/__init__.py attention_platform/hub/submit.py /opt/dl-attention/student-lib/attention_platform/hub/
+RUN python -c "import sysconfig; print('/opt/dl-attention/student-lib', file=open(sysconfig.get_paths()['purelib'] + '/dl-attention-student.pth', 'w'))" \
+ && python -c "import attention_platform.hub.submit"
 
 # Student-side nbgrader + server settings; the hub sets JUPYTER_CONFIG_PATH to this folder.
 COPY hub/student/ /etc/dl-attention/jupyter/

