@@ -9,7 +9,9 @@ import os
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader import preprocessors as pp
 
-from attention_platform.grading.preprocessors import HideCheckCode, RestoreCellMetadata, SanitizeCheckOutputs
+from attention_platform.grading.preprocessors import (
+    HideCheckCode, RestoreCellMetadata, RestoreCheckCells, SanitizeCheckOutputs,
+)
 from attention_platform.grading.sandboxed_execute import SandboxedExecute
 from attention_platform.reporting.feedback import FeedbackSummary
 from attention_platform.reporting.safe_html import FEEDBACK_TEMPLATES, FeedbackHTMLExporter
@@ -42,7 +44,7 @@ c.Autograde.sanitize_preprocessors = [
     pp.DeduplicateIds,
     RestoreCellMetadata,
     pp.OverwriteKernelspec,
-    pp.OverwriteCells,
+    RestoreCheckCells,  # nbgrader's OverwriteCells, quiet about check cells (always restored)
     pp.CheckCellMetadata,
 ]
 

@@ -166,3 +166,36 @@ class FeedbackSummary(NbGraderPreprocessor):
         return {"assignment": info["assignment"], "total": score_of(submission.score, submission.max_score),
                 "waiting": points(waiting) if waiting else "", "notebooks": notebooks,
                 "notebook_score": score_of(info.get("score"), info.get("max_score"))}
+
+
+class FormgradeSummary(NbGraderPreprocessor):
+    """The TA's submission view: the same one-row-per-check summary as the student's feedback,
+    read from the autograded notebook's check cells (``resources["attention_formgrade"]``)."""
+
+    def preprocess(self, nb, resources):
+        from grader_tests.registry import check_for_grade_id
+
+        rows = []
+        stubs_left = any(is_solution(c) and is_unanswered(c) for c in nb.cells)
+        for cell in nb.cells:
+            if not is_check_cell(cell):
+                continue
+            grade_id = cell.metadata.nbgrader.get("grade_id", "")
+            check = check_for_grade_id(grade_id)
+            message = _failure_message(cell)
+            ran = any(o.get("output_type") in ("stream", "error") for o in cell.get("outputs", []))
+            if not ran:
+                state = "not run"
+            elif not message:
+                state = PASSED
+            elif stubs_left and "NotImplementedError" in message:
+                state = NOT_ANSWERED
+            else:
+                state = FAILED
+            rows.append({"grade_id": grade_id, "state": state, "mark": MARKS.get(state, "?"),
+                         "title": check.title if check is not None else grade_id,
+                         "points": points(cell.metadata.nbgrader.get("points", 0)),
+                         "misconception": check.misconception if (check is not None and state == FAILED) else "",
+                         "message": message if state == FAILED else ""})
+        resources["attention_formgrade"] = rows
+        return nb, resources
