@@ -48,13 +48,26 @@ def install_templates(env) -> None:
     env._attention_templates = True
 
 
-def use_formgrade_summary(exporter) -> None:
-    """The submission view: nbgrader's formgrade template with our check summary on top."""
-    from attention_platform.reporting.feedback import FormgradeSummary
+def formgrade_exporter(config):
+    """The submission view's exporter: nbgrader's formgrade template under ours (the check summary
+    on top), student content sanitised. The template settings go in before the exporter is built:
+    nbconvert reads them once."""
+    from traitlets.config import Config
 
-    exporter.extra_template_basedirs = [*exporter.extra_template_basedirs, str(FORMGRADE_TEMPLATES)]
-    exporter.template_name = "attention_formgrade"
+    from attention_platform.reporting.feedback import FormgradeSummary
+    from attention_platform.reporting.safe_html import SafeHTMLExporter
+
+    from nbgrader.server_extensions.formgrader.handlers import template_path
+
+    config = Config(config)
+    folders = list(config.HTMLExporter.get("extra_template_basedirs", []))
+    config.HTMLExporter.extra_template_basedirs = folders + [str(FORMGRADE_TEMPLATES)]
+    # ours extends 'formgrade/index.html.j2': nbgrader's template folder is searched by name too
+    config.HTMLExporter.extra_template_paths = list(config.HTMLExporter.get("extra_template_paths", [])) + [template_path]
+    config.HTMLExporter.template_name = "attention_formgrade"
+    exporter = SafeHTMLExporter(config=config)
     exporter.register_preprocessor(FormgradeSummary(parent=exporter), enabled=True)
+    return exporter
 
 
 # --------------------------------------------------------------------------- handlers

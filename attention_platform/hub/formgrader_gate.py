@@ -321,13 +321,12 @@ class ImagesOnly:
 
 
 def _use_safe_exporter(settings: dict) -> None:
-    from attention_platform.hub.formgrader_extras import install_templates, use_formgrade_summary
+    from attention_platform.hub.formgrader_extras import formgrade_exporter, install_templates
     from attention_platform.reporting.safe_html import SafeHTMLExporter
 
     current = settings.get("nbgrader_exporter")
     if current is not None and not isinstance(current, SafeHTMLExporter):
-        exporter = SafeHTMLExporter(config=current.config)
-        use_formgrade_summary(exporter)  # before the environment is built: it adds a template folder
+        exporter = formgrade_exporter(current.config)  # sanitised, with the check summary on top
         exporter.environment.add_extension(NonceScripts)
         settings["nbgrader_exporter"] = exporter
     env = settings.get("nbgrader_jinja2_env")

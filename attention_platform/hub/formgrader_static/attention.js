@@ -19,6 +19,12 @@
   var page = (location.pathname.split('/formgrader/')[1] || 'formgrader').split('/')[0] || 'formgrader';
   document.body.classList.add('attention-role-' + (role || 'unknown'), 'attention-page-' + page);
 
+  // the hub's login cookie counts for script requests only with the XSRF token (JupyterHub's rule)
+  function getJSON(url) {
+    var token = (document.cookie.match(/\b_xsrf=([^;]*)\b/) || [])[1];
+    return $.ajax({ url: url, dataType: 'json', headers: token ? { 'X-XSRFToken': token } : {} });
+  }
+
   /* ---------------------------------------------------------------- dialogs */
   function modal(id, title, lines, details) {
     var body = $('<div/>');
@@ -59,7 +65,7 @@
 
   /* ---------------------------------------------------------------- per-student states */
   function fetchStates(assignment) {
-    return $.getJSON(base + '/formgrader/api/attention/states/' + encodeURIComponent(assignment));
+    return getJSON(base + '/formgrader/api/attention/states/' + encodeURIComponent(assignment));
   }
 
   function describeStates(states) {
@@ -160,7 +166,7 @@
       this.$student_name.empty().append(line);
       var poll = setInterval(function () {
         var seconds = Math.round((Date.now() - started) / 1000);
-        $.getJSON(base + '/formgrader/api/attention/progress/' + encodeURIComponent(assignment) + '/' + encodeURIComponent(student))
+        getJSON(base + '/formgrader/api/attention/progress/' + encodeURIComponent(assignment) + '/' + encodeURIComponent(student))
           .done(function (p) {
             if (!p) { return; }
             line.text('Autograding ' + (p.notebook ? p.notebook + '.ipynb, ' : '') + 'notebook ' +
