@@ -59,13 +59,13 @@ BUGGY: list[Answer] = [
     bug("scale_multiplied", "sqrt_d_scale", set(), _weights_with("scores = q @ k.transpose(-2, -1) * math.sqrt(x.shape[-1])")),
     bug("scale_after_softmax", "sqrt_d_scale", {'mask_before_softmax', 'softmax_dim', 'value_and_out_proj'},
         _weights_with("scores = q @ k.transpose(-2, -1)", softmax_line="weights = scores.softmax(dim=-1) / math.sqrt(x.shape[-1])")),
-    bug("scores_q_q", "sqrt_d_scale", {'gradients'}, _weights_with("scores = q @ q.transpose(-2, -1) / math.sqrt(x.shape[-1])")),
-    bug("scores_from_raw_x", "sqrt_d_scale", {'gradients'}, _weights_with("scores = x @ x.transpose(-2, -1) / math.sqrt(x.shape[-1])")),
-    bug("projection_bias_dropped", "sqrt_d_scale", {'gradients'},
+    bug("scores_q_q", "sqrt_d_scale", set(), _weights_with("scores = q @ q.transpose(-2, -1) / math.sqrt(x.shape[-1])")),
+    bug("scores_from_raw_x", "sqrt_d_scale", set(), _weights_with("scores = x @ x.transpose(-2, -1) / math.sqrt(x.shape[-1])")),
+    bug("projection_bias_dropped", "sqrt_d_scale", set(),
         _weights_with("scores = (x @ self.q_proj.weight.mT) @ (x @ self.k_proj.weight.mT).mT / math.sqrt(x.shape[-1])")),
     bug("softmax_over_queries", "softmax_dim", {'no_future_leak'}, _weights_with(SCALED, softmax_line="weights = scores.softmax(dim=-2)")),
     bug("softmax_over_batch", "softmax_dim", {'float64', 'gradients', 'mask_before_softmax', 'mask_polarity', 'same_computation', 'sqrt_d_scale', 'value_and_out_proj'}, _weights_with(SCALED, softmax_line="weights = scores.softmax(dim=0)")),
-    bug("no_softmax", "softmax_dim", {'mask_before_softmax', 'mask_polarity', 'sqrt_d_scale', 'value_and_out_proj'}, _weights_with(SCALED, softmax_line="weights = scores.masked_fill(scores.isinf(), 0.0)")),
+    bug("no_softmax", "softmax_dim", {'float64', 'gradients', 'mask_before_softmax', 'sqrt_d_scale', 'value_and_out_proj'}, _weights_with(SCALED, softmax_line="weights = scores.masked_fill(scores.isinf(), 0.0)")),
     bug("log_softmax", "softmax_dim", {'causal_flag', 'float64', 'gradients', 'mask_before_softmax', 'mask_polarity', 'same_computation', 'sqrt_d_scale', 'value_and_out_proj'}, _weights_with(SCALED, softmax_line="weights = scores.log_softmax(dim=-1)")),
     bug("inverted_mask", "mask_polarity", {'float64', 'gradients', 'no_future_leak', 'same_computation', 'value_and_out_proj'},
         _weights_with(SCALED, mask_line='scores = scores.masked_fill(~self.causal_mask(x.shape[-2], x.device), float("-inf"))')),
@@ -83,12 +83,12 @@ BUGGY: list[Answer] = [
         _weights_with(SCALED).replace("    if self.causal:\n", "    if True:\n")),
     bug("causal_flag_ignored_never_masks", "mask_polarity", {'no_future_leak'},
         _weights_with(SCALED).replace("    if self.causal:\n", "    if False:\n")),
-    bug("out_proj_skipped", "value_and_out_proj", {'gradients', 'same_computation'},
+    bug("out_proj_skipped", "value_and_out_proj", {'same_computation'},
         _weights_with(SCALED).replace("return self.out_proj(self.attention_weights(x) @ self.v_proj(x))",
                                       "return self.attention_weights(x) @ self.v_proj(x)")),
-    bug("values_are_keys", "value_and_out_proj", {'gradients', 'same_computation'},
+    bug("values_are_keys", "value_and_out_proj", {'same_computation'},
         _weights_with(SCALED).replace("self.v_proj(x))", "self.k_proj(x))")),
-    bug("values_are_raw_x", "value_and_out_proj", {'gradients', 'same_computation'},
+    bug("values_are_raw_x", "value_and_out_proj", {'same_computation'},
         _weights_with(SCALED).replace("@ self.v_proj(x))", "@ x)")),
     bug("forward_unscaled_own_path", "same_computation", set(), f'''
 def forward(self, x):
@@ -130,7 +130,7 @@ def attention_weights(self, x):
     bug("output_written_into_input", "input_unchanged", {'gradients'},
         _weights_with(SCALED).replace("return self.out_proj(self.attention_weights(x) @ self.v_proj(x))",
                                       "return x.copy_(self.out_proj(self.attention_weights(x) @ self.v_proj(x)))")),
-    bug("input_overwritten_through_data", "input_unchanged", set(),
+    bug("input_overwritten_through_data", "input_unchanged", {'gradients'},
         _weights_with(SCALED).replace("return self.out_proj(self.attention_weights(x) @ self.v_proj(x))",
                                       "out = self.out_proj(self.attention_weights(x) @ self.v_proj(x))\n"
                                       "    x.data.copy_(out.detach())\n    return out")),
@@ -142,6 +142,20 @@ def attention_weights(self, x):
     bug("length_hard_coded", "shapes", {'float64', 'gradients', 'input_unchanged', 'same_computation', 'value_and_out_proj'},
         _weights_with(SCALED, mask_line='scores = scores.masked_fill(self.causal_mask(7), float("-inf"))')),
     bug("transposed_wrong_dims", "shapes", {'causal_flag', 'float64', 'gradients', 'input_unchanged', 'mask_before_softmax', 'mask_polarity', 'no_future_leak', 'same_computation', 'softmax_dim', 'sqrt_d_scale', 'value_and_out_proj'}, _weights_with("scores = q @ k.transpose(0, 1) / math.sqrt(x.shape[-1])")),
+]
+
+
+# Wrong only in float64 precision: computing in float32 and casting back.
+BUGGY += [
+    bug("softmax_in_float32", "float64", set(),
+        _weights_with(SCALED, softmax_line="weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(x.dtype)")),
+    bug("scale_as_float32_tensor", "float64", set(),
+        _weights_with("scores = q @ k.transpose(-2, -1) / torch.tensor(x.shape[-1]).sqrt()")),
+    bug("scores_in_float32", "float64", set(),
+        _weights_with("scores = (q.float() @ k.float().transpose(-2, -1)).to(x.dtype) / math.sqrt(x.shape[-1])")),
+    bug("output_rounded_through_float32", "float64", set(),
+        _weights_with(SCALED).replace("return self.out_proj(self.attention_weights(x) @ self.v_proj(x))",
+                                      "return self.out_proj(self.attention_weights(x) @ self.v_proj(x)).float().type_as(x)")),
 ]
 
 
@@ -269,6 +283,100 @@ def attention_weights(self, x):
     if self.causal:
         zeros = zeros.masked_fill(self.causal_mask(T, x.device), float("-inf"))
     scores = torch.baddbmm(zeros, q, k.transpose(1, 2), alpha=1 / math.sqrt(D))
+    return scores.softmax(dim=-1)
+'''),
+    ok("fused_qkv_projection", '''
+def _qkv(self, x):
+    weight = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
+    bias = torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])
+    return F.linear(x, weight, bias).chunk(3, dim=-1)
+
+def _weights(self, q, k):
+    scores = q @ k.mT * q.shape[-1] ** -0.5
+    if self.causal:
+        scores = scores.masked_fill(self.causal_mask(q.shape[-2], q.device), float("-inf"))
+    return scores.softmax(dim=-1)
+
+def forward(self, x):
+    q, k, v = self._qkv(x)
+    return self.out_proj(self._weights(q, k) @ v)
+
+def attention_weights(self, x):
+    q, k, _ = self._qkv(x)
+    return self._weights(q, k)
+'''),
+    ok("mask_buffer_at_block_size", '''
+def __init__(self, embedding_dim, *, causal=True, block_size=1024):
+    super().__init__()
+    self.embedding_dim = embedding_dim
+    self.causal = causal
+    self.q_proj = nn.Linear(embedding_dim, embedding_dim)
+    self.k_proj = nn.Linear(embedding_dim, embedding_dim)
+    self.v_proj = nn.Linear(embedding_dim, embedding_dim)
+    self.out_proj = nn.Linear(embedding_dim, embedding_dim)
+    self.register_buffer("tril", torch.tril(torch.ones(block_size, block_size)))
+
+def forward(self, x):
+    return self.out_proj(self.attention_weights(x) @ self.v_proj(x))
+
+def attention_weights(self, x):
+    B, T, C = x.shape
+    wei = self.q_proj(x) @ self.k_proj(x).transpose(-2, -1) * C ** -0.5
+    if self.causal:
+        wei = wei.masked_fill(self.tril[:T, :T] == 0, float("-inf"))
+    return F.softmax(wei, dim=-1)
+'''),
+    ok("mask_cached_per_length", FORWARD + '''
+def attention_weights(self, x):
+    T = x.shape[-2]
+    cache = self.__dict__.setdefault("_masks", {})
+    if (T, x.device) not in cache:
+        cache[T, x.device] = self.causal_mask(T, x.device)
+    scores = self.q_proj(x) @ self.k_proj(x).mT / math.sqrt(x.shape[-1])
+    if self.causal:
+        scores = scores.masked_fill(cache[T, x.device], float("-inf"))
+    return scores.softmax(dim=-1)
+'''),
+    ok("mask_fill_minus_1e4", _weights_with(
+        SCALED, mask_line="scores = scores.masked_fill(self.causal_mask(x.shape[-2], x.device), -1e4)")),
+    ok("additive_finfo_min", _weights_with(
+        SCALED, mask_line="scores = scores + torch.zeros_like(scores).masked_fill("
+                          "self.causal_mask(x.shape[-2], x.device), torch.finfo(scores.dtype).min)")),
+    ok("sdpa_with_boolean_mask", '''
+def forward(self, x):
+    q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+    visible = None
+    if self.causal:
+        visible = ~self.causal_mask(x.shape[-2], x.device)
+    return self.out_proj(F.scaled_dot_product_attention(q, k, v, attn_mask=visible))
+
+def attention_weights(self, x):
+    q, k = self.q_proj(x), self.k_proj(x)
+    scores = torch.baddbmm(torch.zeros(1, dtype=x.dtype, device=x.device).expand(x.shape[0], x.shape[1], x.shape[1]),
+                           q, k.transpose(1, 2), beta=0.0, alpha=1.0 / math.sqrt(x.shape[-1]))
+    if self.causal:
+        scores = scores.masked_fill(self.causal_mask(x.shape[-2], x.device), float("-inf"))
+    return scores.softmax(dim=-1)
+'''),
+    ok("logsumexp_softmax", FORWARD + '''
+def attention_weights(self, x):
+    scores = self.q_proj(x) @ self.k_proj(x).mT / math.sqrt(x.shape[-1])
+    if self.causal:
+        scores = scores.masked_fill(self.causal_mask(x.shape[-2], x.device), float("-inf"))
+    return (scores - torch.logsumexp(scores, dim=-1, keepdim=True)).exp()
+'''),
+    ok("softmax_upcast_to_float64", _weights_with(
+        SCALED, softmax_line="weights = scores.double().softmax(dim=-1).to(x.dtype)")),
+    ok("prints_shapes_on_stdout", '''
+def forward(self, x):
+    print("forward", tuple(x.shape), x.dtype)
+    return self.out_proj(self.attention_weights(x) @ self.v_proj(x))
+
+def attention_weights(self, x):
+    print("attention_weights", tuple(x.shape))
+    scores = self.q_proj(x) @ self.k_proj(x).transpose(-2, -1) / math.sqrt(x.shape[-1])
+    if self.causal:
+        scores = scores.masked_fill(self.causal_mask(x.shape[-2], x.device), float("-inf"))
     return scores.softmax(dim=-1)
 '''),
 ]
