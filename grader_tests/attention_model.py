@@ -1,8 +1,8 @@
 """Which attention a student's layer computes, read from its raw results (trusted: runs outside).
 
 Several checks test one idea on top of an attention that may be wrong in another way: that the
-gradients are those of what forward computes, that float64 stays float64, which positions the
-mask blocks. To
+gradients are those of what forward computes, that float64 stays float64, that scores in the
+thousands do not overflow, that a longer sequence or a reused layer gives the same function. To
 judge that one idea without blaming the student a second time for the other, the judge reads from
 the student's own weights *at ordinary inputs* which attention they compute, within a family
 that covers the usual variants:

@@ -115,6 +115,12 @@ SELF_ATTENTION = Part("self_attention", 1, "the `SelfAttention` layer", (
     _core("input_unchanged", "Calling the layer leaves its input x unchanged.", 1, "modified the input in place"),
     _core("float64", "With float64 inputs and weights the layer computes in float64, to float64 precision.", 1,
           "hard-coded dtype (computes in float32)"),
+    _core("large_scores", "Scores in the thousands still give exact weights: no overflow, nothing leaks "
+                          "through the mask.", 2, "numerically unsafe softmax or mask"),
+    _core("layer_reused", "One layer can be called at a short T, then a longer T, then again after .double().", 1,
+          "state sized by the first call"),
+    _core("long_sequences", "The layer works for any sequence length, such as T = 100 and T = 257.", 1,
+          "hard-coded maximum length"),
 ))
 
 _hand = _check("02_by_hand")

@@ -8,7 +8,7 @@ computed inside the sandbox.
 Magnitudes. Unless a check says otherwise, weights are drawn so that the scaled scores have a
 spread of about 2 (``reference.random_parameters``) and inputs are standard normal: a softmax is
 peaked enough to tell a wrong scale or dim apart, and nothing is anywhere near float32's range,
-so any correct idiom passes.
+so any correct idiom passes. ``large_scores`` is the one check that uses large scores, on purpose.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import math
 import torch
 
 from . import reference
-from .attention_model import Layer, fit_attention, fit_layer, log_ratio_fit
+from .attention_model import SCORE_SOURCES, Layer, fit_attention, fit_layer, log_ratio_fit
 from .judging import (CheckJudge, JudgeFailure, Message, close, expect_shape, fetch, fetch_tensor, generator,
                       largest_difference, shape_text)
 from .probing import LAYER, error_key
-from .self_attention_probes import PARAM_PREFIX
+from .self_attention_probes import LARGE_PARAM_PREFIX, PARAM_PREFIX
 
 # Tolerances against float64 predictions: float32 results (errors ~1e-6) and float64 results (~1e-14).
 FLOAT32_WEIGHTS, FLOAT32_OUTPUT = 2e-5, 1e-4
@@ -445,6 +445,260 @@ def _float64_judge(request: Message, response: Message) -> None:
     )
 
 
+# --------------------------------------------------------------------------- large scores
+
+LARGE_DIM, LARGE_T = 8, 8
+LARGE_SCALED_BOUND = 4000.0  # |scores / √D| stays below this: thousands, far from float32's range
+FLOAT32_EXP_OVERFLOW, FLOAT32_EXP_UNDERFLOW = 88.0, 104.0  # exp(88.7) = inf, exp(-103.9) = 0 in float32
+
+
+def _nan_rows(scores: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The rows each unsafe softmax over the keys turns into NaN or inf, given scaled scores (…, B, T, T)
+    of one case (or of several, along leading dims)."""
+    visible = scores.masked_fill(reference.causal_mask(scores.shape[-1]), -math.inf)
+    visible_max = visible.max(dim=-1).values
+    whole_case = visible_max.flatten(-2).max(dim=-1).values[..., None, None]
+    return {
+        "exp without the row maximum": (visible_max > FLOAT32_EXP_OVERFLOW) | (visible_max < -FLOAT32_EXP_UNDERFLOW),
+        "maximum or softmax before the mask": scores.max(dim=-1).values - visible_max > FLOAT32_EXP_UNDERFLOW,
+        "one maximum for the whole tensor": whole_case - visible_max > FLOAT32_EXP_UNDERFLOW,
+    }
+
+
+NAN_MESSAGES = {
+    "exp without the row maximum": (
+        "With scores in the hundreds, exp(score) overflows float32 (beyond about 88) and inf / inf is NaN: your "
+        "softmax by hand does not subtract each row's largest score first. Use torch.softmax (it does), or "
+        "subtract scores.amax(dim=-1, keepdim=True) after masking and before exp."),
+    "maximum or softmax before the mask": (
+        "In rows whose largest score sits in a masked (future) position, every visible weight underflowed to 0 and "
+        "the row became 0 / 0 = NaN: the softmax, or the maximum it subtracts, was taken before the mask. Fill "
+        "the blocked scores with -inf first, then take the softmax of what is left."),
+    "one maximum for the whole tensor": (
+        "Rows whose scores all lie far below the largest score of the whole tensor underflowed to 0 / 0 = NaN: "
+        "you subtracted one maximum for everything. Subtract each row's own maximum "
+        "(amax(dim=-1, keepdim=True)), or use torch.softmax."),
+}
+
+
+def _hostile(scaled: torch.Tensor) -> torch.Tensor:
+    """For candidate cases of scaled scores (K, B, T, T): which exercise every unsafe idiom while a
+    correct float32 answer stays exact on them."""
+    blocked = reference.causal_mask(scaled.shape[-1])
+    visible = scaled.masked_fill(blocked, -math.inf)
+    future = scaled.masked_fill(~blocked, -math.inf)
+    top2 = visible[..., 1:, :].topk(2, dim=-1).values  # rows with at least two visible positions
+    visible_max = visible.max(dim=-1).values
+    naive, before_mask, one_maximum = (rows.flatten(1) for rows in _nan_rows(scaled).values())
+    every = lambda t: t.flatten(1).all(dim=1)
+    some = lambda t: t.flatten(1).any(dim=1)
+    return (
+        every(scaled.abs() <= LARGE_SCALED_BOUND)
+        # every softmax is one-hot to 1e-13, so float32 rounding of scores in the thousands cannot matter
+        & every(top2[..., 0] - top2[..., 1] >= 30)
+        # a finite fill value like -1000 outranks a row whose visible scores are all below -1500
+        & some(visible_max < -1500)
+        # a naive exp overflows
+        & some(visible_max > 100)
+        # a row's largest score lies in the future by far: a softmax or maximum before the mask leaves 0 / 0
+        & some(future.max(dim=-1).values - visible_max > 200)
+        # the rows each unsafe softmax turns into NaN differ, so a failure can name which one it was
+        & some(naive != before_mask) & some(naive != one_maximum) & some(before_mask != one_maximum)
+    )
+
+
+def _large_case(gen: torch.Generator) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """Parameters and input (float32) of the large case, drawn 256 candidates at a time."""
+    candidates, dim = 256, LARGE_DIM
+    while True:
+        params = {}
+        for name in reference.PROJECTIONS:
+            params[f"{name}.weight"] = torch.randn(candidates, 1, dim, dim, generator=gen,
+                                                   dtype=torch.float64) / math.sqrt(dim)
+            params[f"{name}.bias"] = torch.randn(candidates, 1, 1, dim, generator=gen, dtype=torch.float64) * 0.1
+        x = torch.randn(candidates, 2, LARGE_T, dim, generator=gen, dtype=torch.float64)
+        gain = (9000.0 / reference.raw_scores(params, x).abs().flatten(1).max(dim=1).values).sqrt()[:, None, None, None]
+        for name in ("q_proj", "k_proj"):
+            params[f"{name}.weight"] = params[f"{name}.weight"] * gain
+            params[f"{name}.bias"] = params[f"{name}.bias"] * gain
+        params = {k: v.to(torch.float32) for k, v in params.items()}  # exactly what the student's layer gets
+        x = x.to(torch.float32)
+        exact = {k: v.to(torch.float64) for k, v in params.items()}
+        good = _hostile(reference.raw_scores(exact, x.to(torch.float64)) / math.sqrt(dim)).nonzero()
+        if good.numel():
+            k = int(good[0])
+            return {name: value[k, 0, 0] if name.endswith("bias") else value[k, 0] for name, value in
+                    params.items()}, x[k]
+
+
+def _large_scores_request(seed: int) -> Message:
+    """An ordinary case (for reading which attention the layer computes), and a large one: the same
+    class with query and key weights scaled up so that the scaled scores reach the hundreds and the
+    thousands (|scores / √D| ≤ 4000, far inside float32), drawn until every row is one-hot with a
+    margin of 30 and the case contains a row whose visible scores are all below -1500, a row whose
+    largest visible score exceeds 100, and a row whose largest score is masked by more than 200. On
+    it a correct float32 answer is exact (after the usual max subtraction no exponent is near exp's
+    range, and one-hot rows do not feel the rounding of scores in the thousands), while a naive exp
+    overflows, a fill value like -1000 leaks and a softmax taken before the mask gives 0 / 0. A fill
+    value is exactly right at these magnitudes when it lies more than 104 (where float32's exp
+    underflows) below every score a row sees: -1e4, -1e9 and the dtype's minimum are; -1000 is not."""
+    message = _request(seed, 2, 5, LARGE_DIM, True)
+    params, x = _large_case(generator(seed + 101))
+    message["x_large"] = x
+    message.update({LARGE_PARAM_PREFIX + k: v for k, v in params.items()})
+    return message
+
+
+def _nan_rows_explained(bad_rows: torch.Tensor, scores: torch.Tensor) -> str | None:
+    """Which unsafe softmax leaves NaN or inf in exactly ``bad_rows`` of the student's own scaled scores."""
+    return next((NAN_MESSAGES[name] for name, rows in _nan_rows(scores).items() if torch.equal(bad_rows, rows)),
+                None)
+
+
+def _large_scores_judge(request: Message, response: Message) -> None:
+    """See ``_large_scores_request`` for the magnitudes. The layer's attention is read at ordinary scores
+    (any scale, mask or softmax dim, so a bug another check names is not blamed twice), then the large
+    case must give what that same attention gives, computed here in float64."""
+    layer = _fitted_layer(request, response)
+    large_params, x_large = _params(request, LARGE_PARAM_PREFIX), _x(request, "x_large")
+    weights = _weights(request, response, "weights_large", "x_large")
+    expected = layer.weights(large_params, x_large)
+    if not close(weights, expected, 1e-4):
+        finite = torch.isfinite(weights)
+        if not bool(finite.all()):
+            attention = layer.attention
+            own_scores = (SCORE_SOURCES[attention.scores](large_params, x_large)
+                          / attention.scale_for(LARGE_DIM, LARGE_T))
+            text = _nan_rows_explained(~finite.all(dim=-1), own_scores) if attention.axis == -1 else None
+            raise JudgeFailure(text or (
+                "With scores in the thousands your weights contain NaN or infinity. Mask the scores with -inf, "
+                "then use torch.softmax, which subtracts each row's maximum before exp."))
+        blocked = layer.attention.expected_zeros(weights.shape[-1]).expand_as(weights)
+        if bool((weights[blocked] > 1e-6).any()):
+            raise JudgeFailure(
+                "With scores in the thousands the masked (future) positions get weight: a finite fill value such "
+                "as -1000, or an offset such as -100 added to the blocked scores, can be larger than every score a "
+                "row may see. Fill with float('-inf') or torch.finfo(scores.dtype).min; a constant is only safe "
+                "far below every possible score (-1e9 is).")
+        raise JudgeFailure(
+            f"With scores in the thousands your weights differ from the softmax your layer computes at ordinary "
+            f"scores (largest difference {largest_difference(weights, expected):.3g}). Guards such as clamping the "
+            "scores change the result there: mask the scores with -inf, then use torch.softmax.")
+    out = _forward(request, response, "forward_large", "x_large")
+    expected_out = layer.forward(large_params, x_large)
+    if not close(out, expected_out, FLOAT32_OUTPUT, FLOAT32_OUTPUT):
+        raise JudgeFailure(
+            "attention_weights(x) stays right with scores in the thousands but forward(x) does not "
+            f"(largest difference {largest_difference(out, expected_out):.3g}): forward computes its own weights in "
+            "a way that breaks there. Let forward call attention_weights.")
+
+
+# --------------------------------------------------------------------------- one layer, called again
+
+REUSED_LENGTHS = (5, 12, 6)  # a short T, a longer T, then a T after .double()
+
+
+def _layer_reused_request(seed: int) -> Message:
+    message = _request(seed, 2, REUSED_LENGTHS[0], 8, True)
+    gen = generator(seed + 3)
+    message["x1"] = message["x"]
+    message["x2"] = torch.randn(2, REUSED_LENGTHS[1], 8, generator=gen)
+    message["x3"] = torch.randn(2, REUSED_LENGTHS[2], 8, generator=gen, dtype=torch.float64)
+    return message
+
+
+def _layer_reused_judge(request: Message, response: Message) -> None:
+    """A fresh layer at T = 5, then the same object at T = 12, then ``.double()`` and T = 6 in float64.
+    Each call must give what the attention read from the first call gives (float32 tolerance, then
+    float64 tolerance after ``.double()``), so a mask, buffer, scale or dtype kept from the first call
+    shows up."""
+    layer = _fitted_layer(request, response, weights_key="weights1", forward_key="forward1", x_key="x1")
+    params = _params(request)
+    remembered = ("Something made at the first call is being reused: a mask, buffer or scale sized or typed for "
+                  "it. Build such tensors from the x of each call (x.shape, dtype=x.dtype, device=x.device), keep "
+                  "one per length, or register a buffer long enough and slice it.")
+    t1, t2, t3 = REUSED_LENGTHS
+    for key, what in (("weights2", "attention_weights(x)"), ("forward2", "layer(x)")):
+        error = response.get(error_key(key))
+        if error is not None:
+            raise JudgeFailure(f"Called first with T = {t1} and then with T = {t2}, {what} failed with {error}. "
+                               f"{remembered}")
+    weights2 = _weights(request, response, "weights2", "x2")
+    out2 = _forward(request, response, "forward2", "x2")
+    expected2 = layer.weights(params, _x(request, "x2"))
+    if not (close(weights2, expected2, FLOAT32_WEIGHTS)
+            and close(out2, layer.forward(params, _x(request, "x2")), FLOAT32_OUTPUT, FLOAT32_OUTPUT)):
+        raise JudgeFailure(f"Called first with T = {t1} and then with T = {t2}, your layer gives different attention "
+                           f"than a fresh layer at T = {t2} would. {remembered}")
+    for key, what in (("double", "layer.double()"), ("weights3", "attention_weights(x)"), ("forward3", "layer(x)")):
+        error = response.get(error_key(key))
+        if error is not None:
+            raise JudgeFailure(f"After layer.double(), {what} failed with {error}. {remembered}")
+    weights3 = fetch_tensor(response, "weights3", "attention_weights(x)")
+    out3 = fetch_tensor(response, "forward3", "layer(x)")
+    expect_shape(weights3, (2, t3, t3), "attention_weights(x)")
+    expect_shape(out3, tuple(request["x3"].shape), "layer(x)")
+    if weights3.dtype != torch.float64 or out3.dtype != torch.float64:
+        raise JudgeFailure(f"After layer.double(), float64 input gives a {out3.dtype} result: the layer computes in "
+                           "float32 (see the float64 check), or something made at the first call (a mask, buffer or "
+                           f"scale, or a dtype it remembers) is still float32. {FLOAT64_HINT}")
+    # Read again at float64 precision, so that only what differs after .double() is judged here.
+    x3 = _x(request, "x3")
+    again = fit_layer(weights3, out3, params, x3, atol_weights=1e-6, atol_forward=1e-5, rtol_forward=1e-5)
+    if again is None or again.shape() != layer.shape():
+        raise JudgeFailure(f"After layer.double(), your layer gives different attention than before. {remembered}")
+    expected3 = again.weights(params, x3)
+    if not (close(weights3, expected3, FLOAT64_WEIGHTS)
+            and close(out3, again.forward(params, x3), FLOAT64_OUTPUT, FLOAT64_OUTPUT)):
+        raise JudgeFailure("After layer.double(), your float64 results have only float32 precision (differences "
+                           "around 1e-7): the layer computes in float32 (see the float64 check), or something made at "
+                           f"the first call (a mask, buffer or scale) is still float32. {FLOAT64_HINT}")
+
+
+# --------------------------------------------------------------------------- long sequences
+
+LONG_LENGTHS = (5, 100, 257)  # an ordinary T to read the attention, then longer than any usual block size
+
+
+def _long_sequences_request(seed: int) -> Message:
+    """Ordinary magnitudes; T = 100 and 257 lie beyond the block sizes an answer might hard-code (64, 128,
+    256) and the layer has no maximum length of its own (any T is part of its contract). B = 1 keeps
+    the replies small (257² weights)."""
+    message = _request(seed, 2, LONG_LENGTHS[0], 8, True)
+    gen = generator(seed + 5)
+    message["lengths"] = list(LONG_LENGTHS)
+    message["x0"] = message["x"]
+    for i, length in enumerate(LONG_LENGTHS[1:], start=1):
+        message[f"x{i}"] = torch.randn(1, length, 8, generator=gen)
+    return message
+
+
+def _long_sequences_judge(request: Message, response: Message) -> None:
+    layer = _fitted_layer(request, response, weights_key="weights0", forward_key="forward0", x_key="x0")
+    params = _params(request)
+    for i, length in enumerate(request["lengths"][1:], start=1):
+        for key, what in ((f"weights{i}", "attention_weights(x)"), (f"forward{i}", "layer(x)")):
+            error = response.get(error_key(key))
+            if error is not None:
+                raise JudgeFailure(
+                    f"For a sequence of T = {length} tokens, {what} failed with {error}. Your layer seems to have a "
+                    "maximum length built in (a mask or buffer of a fixed size, a loop bound, a constant). Attention "
+                    "works for any T: build the mask from x.shape[-2] at every call.")
+        weights = _weights(request, response, f"weights{i}", f"x{i}")
+        out = _forward(request, response, f"forward{i}", f"x{i}")
+        x = _x(request, f"x{i}")
+        expected = layer.weights(params, x)
+        if close(weights, expected, FLOAT32_WEIGHTS) and close(out, layer.forward(params, x), FLOAT32_OUTPUT,
+                                                               FLOAT32_OUTPUT):
+            continue
+        wrong_rows = ((weights - expected).abs() > FLOAT32_WEIGHTS).any(dim=-1).any(dim=0).nonzero()
+        first = int(wrong_rows[0]) if wrong_rows.numel() else 0
+        raise JudgeFailure(
+            f"For a sequence of T = {length} tokens your layer no longer computes the attention it computes for short "
+            f"sequences (the first wrong row is position {first}). A mask, buffer or loop sized for a fixed maximum "
+            "length cuts it off: build the mask from x.shape[-2] at every call.")
+
+
 # --------------------------------------------------------------------------- the catalogue's core checks
 
 def _leak_request(causal: bool):
@@ -467,4 +721,7 @@ JUDGES = [
     CheckJudge("gradients", _gradient_request, _gradients_judge),
     CheckJudge("input_unchanged", lambda seed: _request(seed, 2, 5, 8, True), _input_unchanged_judge),
     CheckJudge("float64", _float64_request, _float64_judge),
+    CheckJudge("large_scores", _large_scores_request, _large_scores_judge),
+    CheckJudge("layer_reused", _layer_reused_request, _layer_reused_judge),
+    CheckJudge("long_sequences", _long_sequences_request, _long_sequences_judge),
 ]

@@ -12,6 +12,7 @@ from .probing import LAYER, CheckProbe, Message, ProbeError, build_module, error
 
 CLASS_NAME = "SelfAttention"
 PARAM_PREFIX = "param."
+LARGE_PARAM_PREFIX = "large.param."
 WRONG_PARAMETER = ("the layer needs {owner} = nn.Linear(D, D) with a bias, as given in __init__; "
                    "{name} is missing or has the wrong shape")
 
@@ -129,6 +130,53 @@ def _float64(namespace: dict, request: Message) -> Message:
     return response
 
 
+def _large_scores(namespace: dict, request: Message) -> Message:
+    """Two fresh layers of the same class: ordinary weights and inputs, then weights that make scores large."""
+    response: Message = {}
+    ordinary = _fresh_layer(response, namespace, request)
+    large = _fresh_layer(response, namespace, request, prefix=LARGE_PARAM_PREFIX)
+    if ordinary is None or large is None:
+        return response
+    with torch.no_grad():
+        record(response, "weights", lambda: ordinary.attention_weights(request["x"].clone()))
+        record(response, "forward", lambda: ordinary(request["x"].clone()))
+        record(response, "weights_large", lambda: large.attention_weights(request["x_large"].clone()))
+        record(response, "forward_large", lambda: large(request["x_large"].clone()))
+    return response
+
+
+def _layer_reused(namespace: dict, request: Message) -> Message:
+    """One layer: a short sequence, a longer one, then ``.double()`` and a float64 one."""
+    response: Message = {}
+    layer = _fresh_layer(response, namespace, request)
+    if layer is None:
+        return response
+    with torch.no_grad():
+        for i in (1, 2):
+            x = request[f"x{i}"]
+            record(response, f"forward{i}", lambda: layer(x.clone()))
+            record(response, f"weights{i}", lambda: layer.attention_weights(x.clone()))
+        if record(response, "double", lambda: layer.double(), nothing) is not None:
+            x = request["x3"]
+            record(response, "forward3", lambda: layer(x.clone()))
+            record(response, "weights3", lambda: layer.attention_weights(x.clone()))
+    return response
+
+
+def _long_sequences(namespace: dict, request: Message) -> Message:
+    """A fresh layer per sequence length."""
+    response: Message = {}
+    for i in range(len(request["lengths"])):
+        layer = _fresh_layer(response, namespace, request)
+        if layer is None:
+            return response
+        x = request[f"x{i}"]
+        with torch.no_grad():
+            record(response, f"forward{i}", lambda: layer(x.clone()))
+            record(response, f"weights{i}", lambda: layer.attention_weights(x.clone()))
+    return response
+
+
 PROBES = [
     CheckProbe("shapes", _shapes),
     CheckProbe("sqrt_d_scale", _calls(forward=False)),
@@ -142,4 +190,7 @@ PROBES = [
     CheckProbe("gradients", _gradients),
     CheckProbe("input_unchanged", _input_unchanged),
     CheckProbe("float64", _float64),
+    CheckProbe("large_scores", _large_scores),
+    CheckProbe("layer_reused", _layer_reused),
+    CheckProbe("long_sequences", _long_sequences),
 ]
