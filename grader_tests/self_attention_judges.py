@@ -242,6 +242,10 @@ def _mask_polarity_judge(request: Message, response: Message) -> None:
 
 
 def _no_future_leak_judge(request: Message, response: Message) -> None:
+    """Relational: two raw outputs of the student's forward, on x and on x with its later tokens redrawn.
+    A notebook rewriting the reply could copy one prefix onto the other, but it never sees this reply's
+    layout (the probe code arrives after every student cell ran and nothing printed after that reaches
+    the notebook), so it would have to guess blind which tensors to touch; the fix is one masked_fill."""
     out = _forward(request, response)
     out_changed = _forward(request, response, "forward_changed")
     keep = int(request["keep"])
@@ -272,6 +276,7 @@ def _mask_before_softmax_judge(request: Message, response: Message) -> None:
 
 
 def _causal_flag_judge(request: Message, response: Message) -> None:
+    """Relational, like ``_no_future_leak_judge``: raw weights and two raw outputs of the student's layer."""
     weights = _weights(request, response)
     seq_len = weights.shape[-1]
     upper = torch.ones(seq_len, seq_len, dtype=torch.bool).triu(1)
