@@ -25,11 +25,11 @@ if [ "$(stat -fc %T /sys/fs/cgroup)" != cgroup2fs ]; then
   for controller in pids memory; do
     dir=/sys/fs/cgroup/$controller
     if [ -d "$dir" ] && [ ! -w "$dir" ]; then
-      mount -o remount,bind,rw "$dir" || log "could not make $dir writable: sandboxes run without that limit"
+      mount -o remount,bind,rw "$dir" || log "could not make $dir writable: the broker will refuse to grade"
     fi
   done
 elif [ ! -w /sys/fs/cgroup ]; then
-  mount -o remount,bind,rw /sys/fs/cgroup || log "could not make /sys/fs/cgroup writable"
+  mount -o remount,bind,rw /sys/fs/cgroup || log "could not make /sys/fs/cgroup writable: the broker will refuse to grade"
 fi
 
 as_grader() {
@@ -55,20 +55,8 @@ make_exchange() {  # $1 = inbound's and feedback's mode
       mkdir -p "$1/$sub" && chmod 0755 "$1" && if [ "$sub" = outbound ]; then chmod 0755 "$1/$sub"; else chmod "$2" "$1/$sub"; fi
     done' sh "$exchange_course" "$1"
 }
-have_broker() {
-  python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('attention_platform.grading.sandbox.broker') is None)"
-}
 
 # 3. Broker (root) and formgrader (grader account).
-if ! have_broker; then
-  # Until the broker exists in our package, the sandbox runs in the formgrader's own process,
-  # which then needs root; this branch goes when the broker lands. The course's exchange folders
-  # are then root's, and the hub may add students' folders to inbound/ and feedback/ (sticky).
-  log "no sandbox broker in this image: the formgrader runs as root"
-  make_exchange 1733
-  chmod 3733 "$exchange_course/inbound"  # nbgrader's own mode for a root-released inbound/
-  exec python -m attention_platform.hub.formgrader_service
-fi
 as_grader bash -c "$(declare -f make_exchange); exchange_course='$exchange_course'; make_exchange 0711"
 
 socket_dir=$(dirname "$ATTENTION_SANDBOX_SOCKET")

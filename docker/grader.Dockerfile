@@ -23,14 +23,24 @@ RUN --mount=type=bind,source=docker/build,target=/build --mount=type=secret,id=e
 # The grader account: the formgrader runs as this uid, never as root (docker/grader-entrypoint.sh).
 RUN useradd --uid 1000 --gid 100 --create-home --shell /usr/sbin/nologin grader
 
-# Our package (preprocessors, exchange plug-in, sandbox, formgrader launcher) and the checks.
+# Our package (preprocessors, exchange plug-in, sandbox, formgrader launcher) into the interpreter,
+# and the hidden checks OUTSIDE it: every sandbox sees the interpreter's files (read-only), so the
+# checks live in /opt, readable by root and the grader's group only (the broker refuses to grade
+# if it finds them where a sandbox could read them).
 WORKDIR /opt/dl-attention/src
 COPY pyproject.toml ./
 COPY attention_platform/ attention_platform/
 COPY grader_tests/ grader_tests/
 RUN --mount=type=bind,source=docker/build,target=/build --mount=type=secret,id=extra_ca \
     /build/run pip install --no-cache-dir --no-deps . \
- && rm -rf build *.egg-info
+ && site=$(python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])") \
+ && rm -rf "$site/grader_tests" build *.egg-info \
+ && mkdir -p /opt/dl-attention/checks \
+ && mv grader_tests /opt/dl-attention/checks/ \
+ && rm -rf /opt/dl-attention/checks/grader_tests/tests \
+ && chown -R root:100 /opt/dl-attention/checks \
+ && chmod -R u=rwX,g=rX,o= /opt/dl-attention/checks
+ENV PYTHONPATH=/opt/dl-attention/checks
 
 # Grader-side nbgrader + server settings (exchange plug-in, formgrader in a JupyterLab tab).
 COPY hub/grader/ /etc/dl-attention/grader/

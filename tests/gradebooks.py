@@ -19,15 +19,14 @@ from nbgrader.api import Gradebook
 
 from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK
 from grader_tests.answers import BUGGY, CORRECT
-from grader_tests.registry import GRADE_ID_PREFIX
-from grader_tests.self_attention_checks import CHECKS as SELF_ATTENTION_CHECKS
+from grader_tests.registry import GRADE_ID_PREFIX, NOTEBOOK_CHECKS
 
 NB = NOTEBOOK.removesuffix(".ipynb")
 # nbgrader asks the `alembic` command for the schema head of every new gradebook (a
 # second each): ask once per test session
 nbgrader.api.get_alembic_version = functools.lru_cache(maxsize=1)(nbgrader.api.get_alembic_version)
 ANSWERS = {a.name: a for a in BUGGY + CORRECT}
-CELLS = {GRADE_ID_PREFIX + c.id: float(c.points) for c in SELF_ATTENTION_CHECKS}
+CELLS = {GRADE_ID_PREFIX + c.id: float(c.points) for c in NOTEBOOK_CHECKS["self_attention"]}
 
 
 def scores_for(answer_name: str | None, cells=CELLS) -> dict[str, float]:

@@ -3,10 +3,14 @@ class with real kernels, then exact per-check scores and leak-free feedback."""
 
 from __future__ import annotations
 
+import html
+import re
+
 import nbformat
 import pytest
 
 from attention_platform.course.directory import check_scores, copy_course, nbgrader
+from attention_platform.course.graded_cells import check_cell_source
 from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK
 from e2e_class import ANSWERS, CHEATER_FAILS, CORE_CHECKS as ALL_CHECKS, HONEST, TAMPERED_FAILS, write_class
 from grader_tests.registry import GRADE_ID_PREFIX
@@ -65,6 +69,10 @@ def test_feedback_shows_teaching_messages_and_no_hidden_code(graded):
         for leak in ("grader_tests", "BEGIN HIDDEN TESTS", "from grader_tests", "JudgeFailure"):
             assert leak not in page, f"{student}'s feedback shows {leak!r}"
     assert "you did not scale the scores at all" in pages["noscale"]
+    # each check's line in the feedback: its points and title, as the catalogue defines them
+    shown = html.unescape(re.sub(r"<[^>]+>", "", pages["ref"]))
+    for check in ALL_CHECKS:
+        assert check_cell_source(check.definition).splitlines()[0] in shown, check.id
     assert "inverted" in pages["inverted"]
     assert "still raises NotImplementedError" in pages["empty"]
 

@@ -5,7 +5,6 @@ nowhere else, and plots in the feedback."""
 
 from __future__ import annotations
 
-import re
 import time
 
 import nbformat
@@ -14,6 +13,7 @@ import pytest
 from attention_platform.course.directory import check_scores, copy_course, nbgrader, write_submission
 from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOKS, PART_NOTEBOOKS, solved, with_edits
 from grader_tests.answers_parts import BUGGY
+from grader_tests.catalogue import ASSIGNMENT_POINTS, PART_BY_NOTEBOOK, PARTS
 from grader_tests.registry import GRADE_ID_PREFIX, NOTEBOOK_CHECKS
 
 pytestmark = pytest.mark.slow
@@ -31,9 +31,9 @@ def _stem(name: str) -> str:
     return name.removesuffix(".ipynb")
 
 
-def _manual_ids(nb) -> dict[str, float]:
-    return {c.metadata.nbgrader["grade_id"]: float(c.metadata.nbgrader["points"]) for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("solution") and c.metadata.nbgrader.get("grade")}
+def _written_ids(stem: str) -> set[str]:
+    """The written answers a TA grades in notebook ``stem``, from the catalogue."""
+    return {answer.grade_id for answer in PART_BY_NOTEBOOK[stem].written}
 
 
 @pytest.fixture(scope="module")
@@ -68,10 +68,10 @@ def _needs_ta(course, name: str, student: str) -> dict[str, bool]:
         return {grade.name: bool(grade.needs_manual_grade) for grade in found.grades}
 
 
-def _expected(stem: str, source, failing: set[str], manual: float = 0.0) -> dict[str, float | None]:
+def _expected(stem: str, failing: set[str], manual: float = 0.0) -> dict[str, float | None]:
     table: dict[str, float | None] = {GRADE_ID_PREFIX + c.id: 0.0 if c.id in failing else float(c.points)
                                       for c in NOTEBOOK_CHECKS.get(stem, [])}
-    table.update({gid: manual for gid in _manual_ids(source[stem + ".ipynb"])})
+    table.update({gid: manual for gid in _written_ids(stem)})
     return table
 
 
@@ -84,17 +84,16 @@ def test_autograde_runs_clean(graded):
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_reference_submission_gets_every_automatic_point(graded, name):
     course, _, _, scores, source, _ = graded
-    assert scores[name]["ref"] == _expected(_stem(name), source, set())
+    assert scores[name]["ref"] == _expected(_stem(name), set())
     # A written answer waits for a TA (score 0 until graded); checks never do.
-    manual = _manual_ids(source[name])
-    assert {gid for gid, pending in _needs_ta(course, name, "ref").items() if pending} == set(manual)
+    assert {gid for gid, pending in _needs_ta(course, name, "ref").items() if pending} == _written_ids(_stem(name))
 
 
 @pytest.mark.parametrize("name", PART_NOTEBOOKS)
 def test_empty_submission_scores_zero_everywhere(graded, name):
     course, _, _, scores, source, _ = graded
     stem = _stem(name)
-    assert scores[name]["empty"] == _expected(stem, source, {c.id for c in NOTEBOOK_CHECKS.get(stem, [])})
+    assert scores[name]["empty"] == _expected(stem, {c.id for c in NOTEBOOK_CHECKS.get(stem, [])})
     assert not any(_needs_ta(course, name, "empty").values()), "an unanswered question is 0 without a TA"
 
 
@@ -103,22 +102,20 @@ def test_buggy_submissions_lose_exactly_their_checks(graded, student):
     _, _, _, scores, source, _ = graded
     for stem, bugs in BUGGY_STUDENTS[student].items():
         failing = set().union(*(BUGS[bug].fails for bug in bugs))
-        assert scores[stem + ".ipynb"][student] == _expected(stem, source, failing), stem
+        assert scores[stem + ".ipynb"][student] == _expected(stem, failing), stem
 
 
-def test_points_stated_in_the_notebooks_add_up(graded):
-    _, _, _, _, source, _ = graded
-    totals = {}
-    for name in NOTEBOOKS:
-        nb = source[name]
-        totals[name] = sum(float(c.metadata.nbgrader["points"]) for c in nb.cells
-                           if c.metadata.get("nbgrader", {}).get("grade"))
-        intro = nb.cells[0].source
-        assert re.search(rf"\b{totals[name]:g} points?\b", intro), f"{name} does not state its {totals[name]:g} points"
-    overview = source["self_attention.ipynb"].cells[0].source
-    assert f"{sum(totals.values()):g} points" in overview
-    for name, points in totals.items():
-        assert re.search(rf"`{re.escape(name)}`[^\n]*\| {points:g} \|", overview), name
+def test_nbgrader_counts_the_catalogue_points(graded):
+    """The gradebook nbgrader built from the notebooks holds exactly the catalogue's graded cells and points."""
+    course, _, _, _, _, _ = graded
+    from nbgrader.api import Gradebook
+
+    with Gradebook("sqlite:///" + str(course / "gradebook.db")) as gb:
+        for part in PARTS:
+            cells = {cell.name: cell.max_score for cell in gb.find_notebook(part.notebook, ASSIGNMENT).grade_cells}
+            assert cells == {**{c.grade_id: float(c.points) for c in part.checks},
+                             **{a.grade_id: float(a.points) for a in part.written}}, part.notebook
+        assert sum(a.max_score for a in gb.find_assignment(ASSIGNMENT).notebooks) == ASSIGNMENT_POINTS
 
 
 def test_rubrics_reach_the_formgrader_but_not_students(graded):

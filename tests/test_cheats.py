@@ -63,7 +63,7 @@ def world(tmp_path_factory):
     zygote = Zygote()
     release = release_notebook()
     base = {name: grade_notebook(with_answer(release, ANSWERS[name].code if name else None), zygote=zygote,
-                                 limits=LIMITS) for name in (BASE, None)}
+                                 limits=LIMITS) for name in {BASE, None} | {c.base for c in CHEATS}}
     before = _tree_digest(course)
     yield ctx, zygote, release, base, server, before
     zygote.close()
@@ -98,6 +98,19 @@ def test_cheat_gains_nothing_harms_nobody_and_ends_in_bounds(world, cheat: Cheat
     assert _tree_digest(Path(ctx.course)) == before, f"{cheat.name} changed files outside its sandbox"
     with pytest.raises(BlockingIOError):
         server.accept()
+
+
+@pytest.mark.parametrize("cheat", [c for c in CHEATS if c.forges], ids=lambda c: c.name)
+def test_forged_verdicts_reach_the_judge_and_gain_nothing(world, cheat: Cheat):
+    """The forging hook really rewrites what the judge receives (its message for the forged check
+    changes), yet the check it aims at still fails: the judge reads no verdict from the sandbox."""
+    ctx, zygote, release, base, _, _ = world
+    result = grade_notebook(cheat.build(release, ctx), zygote=zygote, limits=LIMITS)
+    honest = base[cheat.base].checks[cheat.forges]
+    forged = result.checks[cheat.forges]
+    assert not honest.passed and not forged.passed
+    assert forged.message != honest.message, "the hook did not reach the reply"
+    assert result.score <= base[cheat.base].score
 
 
 def test_the_reference_never_enters_the_sandbox(world):

@@ -202,14 +202,20 @@ def stack():
 
 # ---------------------------------------------------------------- people
 
-def signup(url: str, name: str, password: str) -> None:
+def signup_page(url: str, name: str, password: str) -> str:
     http = requests.Session()
     http.get(url + "/hub/signup", timeout=30).raise_for_status()
     reply = http.post(url + "/hub/signup", timeout=30, data={
         "username": name, "signup_password": password, "signup_password_confirmation": password,
         "_xsrf": http.cookies.get("_xsrf", path="/hub/")})
+    assert reply.status_code == 200, (name, reply.status_code, reply.text[-1500:])
+    return reply.text
+
+
+def signup(url: str, name: str, password: str) -> None:
+    page = signup_page(url, name, password)
     accepted = ("The signup was successful", "Your information has been sent to the admin")
-    assert reply.status_code == 200 and any(m in reply.text for m in accepted), (name, reply.status_code, reply.text[-1500:])
+    assert any(m in page for m in accepted), (name, page[-1500:])
 
 
 def container_of(user: str) -> dict:
@@ -251,12 +257,16 @@ def test_the_round_trip_through_the_published_port(stack, record_property):
     url = stack["url"]
     assert requests.get(url + "/hub/login", timeout=30).status_code == 200
     passwords = {name: secrets.token_urlsafe(16) for name in PEOPLE}
+    passwords["instructor"] = stack["env"]["HUB_ADMIN_INITIAL_PASSWORD"]  # the admin's login exists before sign-up
     stack["passwords"] = passwords
 
-    # accounts: the instructor (a hub admin: approved at sign-up) approves everyone else
+    # accounts: the instructor (hub admin, with the first password from .env) approves everyone else's sign-up;
+    # nobody can sign up under the admin's name
     with timed("accounts_s"):
+        assert "alert-danger" in signup_page(url, "instructor", secrets.token_urlsafe(16))
         for name, password in passwords.items():
-            signup(url, name, password)
+            if name != "instructor":
+                signup(url, name, password)
         prof = HubSession(url, "instructor", passwords["instructor"]).login()
         for name in PEOPLE:
             if name != "instructor":
@@ -335,15 +345,29 @@ print(json.dumps(out))
     # the grader container: its sandbox gets its own cgroups there (limits in force)
     layers = json.loads(sh(["docker", "compose", "exec", "-T", "grader", "python", "-c",
                             "import json; from attention_platform.grading.sandbox.client import Zygote; "
-                            "z = Zygote(); s = z.spawn(); print(json.dumps(s.layers)); s.kill(wait=True); z.close()"],
+                            "z = Zygote(); s = z.spawn(); print(json.dumps(s.layers)); s.kill(); z.close()"],
                            quiet=True).stdout.splitlines()[-1])
     assert {"cgroup:pids", "cgroup:memory", "ns:net", "ns:pid", "no_new_privs"} <= set(layers), layers
     # ...under the grader's own seccomp profile: no new user namespaces, not even for root
     userns = sh(["docker", "compose", "exec", "-T", "grader", "unshare", "--user", "true"], check=False, quiet=True)
     assert userns.returncode != 0 and "Operation not permitted" in userns.stderr, userns
 
-    # the TA: collect, autograde both, feedback
+    # the TA: collect, autograde both, feedback — through a formgrader that is not root and serves
+    # nothing but the formgrader (no files, no kernels), whose sandboxes come from the root broker
     ta = HubSession(url, "ta", passwords["ta"]).login()
+    list_processes = ("import os\nfor pid in filter(str.isdigit, os.listdir('/proc')):\n"
+                      "    try:\n"
+                      "        cmd = open(f'/proc/{pid}/cmdline', 'rb').read().replace(b'\\0', b' ').decode()\n"
+                      "        print(os.stat(f'/proc/{pid}').st_uid, cmd)\n"
+                      "    except OSError:\n"
+                      "        pass")
+    processes = sh(["docker", "compose", "exec", "-T", "grader", "python", "-c", list_processes], quiet=True).stdout
+    formgrader = [line.split(None, 1) for line in processes.splitlines() if "jupyterhub-singleuser" in line]
+    broker = [line.split(None, 1) for line in processes.splitlines() if " -m attention_platform.grading.sandbox.broker" in line]
+    assert formgrader and all(uid == "1000" for uid, _ in formgrader), processes
+    assert broker and all(uid == "0" for uid, _ in broker), processes
+    for path in ("api/contents", "api/kernels", "lab", "files/nbgrader_config.py"):
+        assert ta.get(f"/services/{COURSE}/{path}").status_code == 404, path
     with timed("collect_autograde_feedback_s"):
         assert ta.formgrader("POST", f"assignment/{ASSIGNMENT}/collect").json()["success"]
         for student in ("jane.doe", "student2"):

@@ -9,11 +9,15 @@ messages as ``Check.run_in_process`` (the stock kernel path) produces.
 
 from __future__ import annotations
 
+import ast
+import re
+from pathlib import Path
+
 import pytest
 
 from attention_platform.course.notebooks import class_namespace, release_notebook, with_answer
 from attention_platform.grading.sandbox import SandboxLimits, Zygote
-from attention_platform.grading.sandbox.grading import grade_notebook, probe_payload, seed_function
+from attention_platform.grading.sandbox.grading import GRADER_TESTS, grade_notebook, probe_payload, seed_function
 from grader_tests.answers import BUGGY, CORRECT
 from grader_tests.registry import CHECKS
 
@@ -58,12 +62,45 @@ def test_a_secret_seed_changes_the_inputs_not_the_verdicts(zygote):
     assert {c.check_id for c in result.checks.values() if not c.passed} == set(answer.fails)
 
 
-def test_the_probe_payload_holds_no_reference_and_no_answers():
+def _defined_names(path: Path) -> set[str]:
+    """Functions, classes and constants a module defines itself (imports are not definitions)."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def test_only_probe_code_reaches_the_sandbox():
     payload = probe_payload()
-    names = {name for name, _ in payload["modules"]}
-    assert "grader_tests.reference" not in names and "grader_tests.reference" in payload["stubs"]
-    assert not names & {"grader_tests.answers", "grader_tests.registry", "grader_tests.kernel"}
-    assert "grader_tests.self_attention_checks" in payload["checks_modules"]
+    shipped = {name for name, _ in payload["modules"]}
+    probe_side = {"grader_tests.probing", "grader_tests.sandbox_probes"} | {
+        f"grader_tests.{path.stem}" for path in GRADER_TESTS.glob("*_probes.py")}
+    assert shipped == probe_side
+    assert payload["checks_modules"] == ["grader_tests.sandbox_probes"]
+    assert payload["stubs"] == ["grader_tests.reference"]
+    text = "\n".join(source for _, source in payload["modules"])
+    probe_names = set().union(*(_defined_names(GRADER_TESTS / (name.split(".")[1] + ".py")) for name in shipped))
+    judge_side = [path for path in GRADER_TESTS.glob("*.py")
+                  if f"grader_tests.{path.stem}" not in shipped and path.stem not in ("__init__", "wire")]
+    assert {"reference", "judging", "attention_model", "registry", "catalogue", "self_attention_judges",
+            "by_hand_judges", "answers"} <= {path.stem for path in judge_side}
+    student_api = {"forward", "attention_weights"}  # the methods probes call; the reference has them too
+    for path in judge_side:
+        for name in _defined_names(path) - probe_names - student_api:
+            if len(name) >= 4:
+                assert not re.search(rf"\b{re.escape(name)}\b", text), f"{path.stem}.{name} reaches the sandbox"
+    reference_lines = [line.strip() for line in (GRADER_TESTS / "reference.py").read_text().splitlines()
+                       if len(line.strip()) > 25 and not line.strip().startswith(("#", '"', "from", "import"))]
+    assert reference_lines and not [line for line in reference_lines if line in text]
+    from grader_tests import by_hand_judges, shapes_judges
+
+    expected_values = [f"{float(v):.4f}" for v in by_hand_judges.PUBLISHED_WEIGHTS.flatten()[:12]] + [
+        f"{by_hand_judges.JOURNEY_STARTS}", str(shapes_judges.QKV_WEIGHTS), "452_984_832", "12_288", "sqrt(dim)"]
+    assert not [value for value in expected_values if value in text]
 
 
 PLOT_CELL = """

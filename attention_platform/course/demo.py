@@ -16,6 +16,7 @@ import nbformat
 from attention_platform.course import samples
 from attention_platform.course.directory import check_scores, copy_course, nbgrader, write_submission
 from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK, PART_NOTEBOOKS, solved, with_answer
+from grader_tests.catalogue import ASSIGNMENT_TA_POINTS, PARTS
 from grader_tests.registry import GRADE_ID_PREFIX, NOTEBOOK_CHECKS
 
 ALL_CHECKS = NOTEBOOK_CHECKS["self_attention"]  # the table's columns: the core notebook's checks
@@ -53,8 +54,16 @@ def parts_table(scores: dict[str, dict[str, float | None]]) -> str:
             grades = [v for k, v in scores[student].items() if k.startswith(stem + "/")]
             cells.append(format(sum(v or 0 for v in grades), "g") if grades else "-")
         lines.append(f"{student:<8} " + " ".join(f"{c:>18}" for c in cells))
-    lines.append("(parts 4-6 also have written answers, 9 points in all, graded by a TA in the formgrader)")
+    lines.append(written_answers_note())
     return "\n".join(lines)
+
+
+def written_answers_note() -> str:
+    """Which parts also have written answers, and what they are worth (from the catalogue)."""
+    numbers = [str(part.number) for part in PARTS if part.written]
+    which = numbers[0] if len(numbers) == 1 else ", ".join(numbers[:-1]) + " and " + numbers[-1]
+    return (f"(part{'s' if len(numbers) > 1 else ''} {which} also {'have' if len(numbers) > 1 else 'has'} written "
+            f"answers, {ASSIGNMENT_TA_POINTS} points in all, graded by a TA in the formgrader)")
 
 
 def run_demo(workdir: Path, log=print) -> dict[str, dict[str, float | None]]:

@@ -42,12 +42,16 @@ def class_cell(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 def with_methods(class_source: str, answer: str) -> str:
     """Replace ``forward`` and ``attention_weights`` of the class in ``class_source``
-    by the definitions in ``answer`` (column-0 defs, helpers allowed)."""
+    by the definitions in ``answer`` (column-0 defs, helpers allowed). A method of the
+    class that ``answer`` defines again (``__init__``, say, to register a buffer) is
+    replaced too, as a student would edit it."""
     tree = ast.parse(class_source)
     cls = next(node for node in tree.body if isinstance(node, ast.ClassDef))
-    methods = [n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name in ANSWERED_METHODS]
-    if {m.name for m in methods} != set(ANSWERED_METHODS):
+    redefined = {n.name for n in ast.parse(textwrap.dedent(answer)).body if isinstance(n, ast.FunctionDef)}
+    present = {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
+    if not set(ANSWERED_METHODS) <= present:
         raise ValueError("the class cell must define forward and attention_weights")
+    methods = [n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name in set(ANSWERED_METHODS) | redefined]
     lines = class_source.splitlines()
     first = min(m.lineno - 1 - len(m.decorator_list) for m in methods)
     drop = set()

@@ -17,7 +17,7 @@ import torch
 
 from attention_platform.course.notebooks import (ASSIGNMENT, COURSE_ROOT, release_notebook, run_cells, source_notebook,
                                           with_edits)
-from grader_tests import by_hand_checks, head_checks
+from grader_tests import by_hand_judges, head_judges
 from grader_tests.answers_parts import BUGGY, CORRECT
 from grader_tests.registry import CHECKS, NOTEBOOK_CHECKS
 
@@ -111,34 +111,34 @@ def test_correct_idiom_passes_every_check(answer):
 
 
 def test_published_numbers_follow_from_the_inputs():
-    inputs = by_hand_checks.INPUTS.float()
+    inputs = by_hand_judges.INPUTS.float()
     scores = inputs @ inputs.T
     weights = scores.softmax(dim=-1)
-    assert torch.equal(scores.double().round(decimals=4), by_hand_checks.PUBLISHED_SCORES)
-    assert torch.equal(weights.double().round(decimals=4), by_hand_checks.PUBLISHED_WEIGHTS)
-    assert torch.equal((weights @ inputs).double().round(decimals=4), by_hand_checks.PUBLISHED_CONTEXT)
-    assert round(float(inputs[1] @ inputs[2]), 4) == by_hand_checks.JOURNEY_STARTS
+    assert torch.equal(scores.double().round(decimals=4), by_hand_judges.PUBLISHED_SCORES)
+    assert torch.equal(weights.double().round(decimals=4), by_hand_judges.PUBLISHED_WEIGHTS)
+    assert torch.equal((weights @ inputs).double().round(decimals=4), by_hand_judges.PUBLISHED_CONTEXT)
+    assert round(float(inputs[1] @ inputs[2]), 4) == by_hand_judges.JOURNEY_STARTS
     assert round(float(inputs[2] @ inputs[3]), 4) == 0.8296  # the 1-based reading of the same line
 
 
 def test_notebook_literals_match_the_grader():
     """The literal inputs the students see are the ones the judges use."""
     ns = namespace("02_by_hand")
-    assert torch.equal(ns["inputs"].double(), by_hand_checks.INPUTS.float().double())
-    for name, ours in (("x3", by_hand_checks.X3), ("W_Q", by_hand_checks.W_Q3), ("W_K", by_hand_checks.W_K3),
-                       ("W_V", by_hand_checks.W_V3)):
+    assert torch.equal(ns["inputs"].double(), by_hand_judges.INPUTS.float().double())
+    for name, ours in (("x3", by_hand_judges.X3), ("W_Q", by_hand_judges.W_Q3), ("W_K", by_hand_judges.W_K3),
+                       ("W_V", by_hand_judges.W_V3)):
         assert torch.allclose(ns[name].double(), ours, atol=1e-7), name
     ns = namespace("03_head_and_bias")
-    assert torch.allclose(ns["trace_x"].double(), head_checks.TRACE_X, atol=1e-7)
+    assert torch.allclose(ns["trace_x"].double(), head_judges.TRACE_X, atol=1e-7)
     for name in ("W_q", "W_k", "W_v"):
-        assert torch.allclose(ns[name].double(), head_checks.TRACE_PARAMS[f"{name}.weight"], atol=1e-7)
-        assert torch.allclose(ns["b" + name[1:]].double(), head_checks.TRACE_PARAMS[f"{name}.bias"], atol=1e-7)
-    plus = head_checks.trace_expected()["trace_weights"][1]
+        assert torch.allclose(ns[name].double(), head_judges.TRACE_PARAMS[f"{name}.weight"], atol=1e-7)
+        assert torch.allclose(ns["b" + name[1:]].double(), head_judges.TRACE_PARAMS[f"{name}.bias"], atol=1e-7)
+    plus = head_judges.trace_expected()["trace_weights"][1]
     assert abs(float(plus[0]) - 0.45) < 0.01 and abs(float(plus[1]) - 0.10) < 0.01 and abs(float(plus[2]) - 0.45) < 0.01
 
 
 def test_head_scale_check_tells_sqrt_c_from_sqrt_head_size():
-    request = head_checks.CHECKS[1].build_request(0)
+    request = CHECKS["head_scale"].build_request(0)
     assert (request["dim"], request["head_size"]) == (128, 32)
     assert math.sqrt(128) / math.sqrt(32) == 2.0
 

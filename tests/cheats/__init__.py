@@ -1,7 +1,8 @@
 """A catalogue of cheat-attempt submissions for the sandboxed grader.
 
 Each cheat is the buggy answer ``no_scale`` (it fails exactly ``sqrt_d_scale``,
-2 points) or the untouched stub, plus a payload that tries to raise the score,
+2 points), another catalogue answer with one bug, or the untouched stub, plus a
+payload that tries to raise the score,
 read or damage what it must not, or take the grader down. The tests grade them
 and require: no check scores more than the same answer without the payload,
 other students' grades and files are unchanged, the gradebook is intact, and
@@ -45,6 +46,7 @@ class Cheat:
     build: Callable[[nbformat.NotebookNode, Context], object]  # -> NotebookNode, or bytes for a broken file
     base: str | None = BASE  # the honest answer underneath (None: the untouched stub)
     stops_sandbox: bool = False  # expected to end its sandbox early (all checks fail with a message)
+    forges: str | None = None  # the check whose verdict it forges from inside the sandbox
 
 
 def _cell(nb, grade_id):
@@ -97,6 +99,42 @@ def attention_weights(self, x):
     return ref.attention_weights(params, x, causal=self.causal)
 '''
     return with_answer(release, code)
+
+
+FORGED_REPLIES = """
+# Hook the sandbox's reply path: every probe reply goes through the wire encoder, so wrap it
+# (and the decoder, to see each request) and flip whatever looks like a verdict: drop errors,
+# relabel every float tensor float64, fill in missing or zero gradients.
+import sys
+import torch
+
+wire = sys.modules.get("grader_tests.wire")
+if wire is not None:
+    original_encode, original_decode = wire.encode, wire.decode
+    last = {{}}
+
+    def decode(blob):
+        last["request"] = original_decode(blob)
+        return last["request"]
+
+    def encode(reply):
+        request = last.get("request", {{}})
+        forged = {{k: v for k, v in reply.items() if not k.endswith(".error")}}  # an error is a failing verdict
+        for key, value in list(forged.items()):
+            if isinstance(value, torch.Tensor) and value.is_floating_point():
+                forged[key] = value.double()  # "the dtype is float64"
+        if "upstream" in request:  # "gradients reach everything": fill in any missing or zero gradient
+            names = ["x"] + [k[len("param."):] for k in request if k.startswith("param.")]
+            for name in names:
+                grad = forged.get("grad." + name)
+                if grad is None or float(grad.abs().max()) == 0.0:
+                    like = request["x"] if name == "x" else request["param." + name]
+                    forged["grad." + name] = torch.ones_like(like, dtype=torch.float64)
+            forged.setdefault("forward", torch.zeros_like(request["x"], dtype=torch.float64))
+        return original_encode(forged)
+
+    wire.encode, wire.decode = encode, decode
+"""
 
 
 CHEATS: list[Cheat] = [
@@ -263,7 +301,7 @@ CHEATS: list[Cheat] = [
           import sys, threading, time
           def spy():
               for _ in range(400):
-                  mod = sys.modules.get("grader_tests.self_attention_checks")
+                  mod = sys.modules.get("grader_tests.sandbox_probes")
                   if mod is not None:
                       print("SP" + "Y-LEAK", sorted(vars(mod))[:50], file=sys.__stdout__)
                       print("SP" + "Y-LEAK", sorted(vars(mod))[:50])
@@ -271,6 +309,12 @@ CHEATS: list[Cheat] = [
                   time.sleep(0.005)
           threading.Thread(target=spy, daemon=True).start()
           """)),
+    Cheat("forged_gradients", "hook the sandbox's reply encoder and fill in the gradients a detached graph lacks",
+          with_payload(FORGED_REPLIES, "detached_scores"), base="detached_scores", forges="gradients"),
+    Cheat("forged_gradients_no_grad", "hook the reply encoder: drop the backward error and invent gradients",
+          with_payload(FORGED_REPLIES, "no_grad_in_forward"), base="no_grad_in_forward", forges="gradients"),
+    Cheat("forged_float64", "hook the reply encoder and relabel float32 results as float64",
+          with_payload(FORGED_REPLIES, "float32_hard_coded"), base="float32_hard_coded", forges="float64"),
     Cheat("not_json", "a submission that is not JSON at all",
           lambda release, ctx: b'{"cells": [ this is not json', base=None, stops_sandbox=True),
 ]

@@ -63,6 +63,8 @@ class Zygote:
         ours, theirs = socket.socketpair()
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
                "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+        if "PYTHONPATH" in os.environ:  # where this grader's copy of grader_tests (the wire codec) lives
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         self.process = subprocess.Popen(
             [python or sys.executable, "-m", "attention_platform.grading.sandbox.zygote", str(theirs.fileno())],
             pass_fds=[theirs.fileno()], cwd=str(PACKAGE_PARENT), env=env, stdin=subprocess.DEVNULL,

@@ -9,27 +9,28 @@ Order of events inside the sandbox:
 1. phase 1: every student (non-check) code cell runs in notebook order; its
    stdout/stderr/display output is captured, bounded, and copied into the
    notebook by this trusted process;
-2. phase 2, at the first check cell: the probe code (``grader_tests.core`` and
-   the checks module, with ``grader_tests.reference`` replaced by an empty stub)
-   is sent into the sandbox. From then on nothing the sandbox prints reaches the
-   notebook: student cells placed after a check still run (same grades as the
-   stock kernel) but their output is withheld;
+2. phase 2, at the first check cell: the probe code is sent into the sandbox,
+   and only that: ``grader_tests.sandbox_probes`` and the probe-side modules it
+   imports (``probing``, the ``*_probes``), never a judge, an expected value or
+   the reference (``grader_tests.reference`` is an empty stub in there). From then
+   on nothing the sandbox prints reaches the notebook: student cells placed after
+   a check still run (same grades as the stock kernel) but their output is withheld;
 3. for each check cell, this process builds the request from a seed it chose,
-   the sandbox runs the probe on the student's class and returns plain tensors
-   (``grader_tests.wire``), and this process runs the judge and writes the
-   cell's output: ``✓ Passed: <title>`` on stdout, or a one-line ``CheckFailed``
-   error carrying the teaching message.
+   the sandbox runs the probe on the student's class and returns raw results
+   (``grader_tests.wire``: tensors, strings, numbers), and this process runs the
+   judge and writes the cell's output: ``✓ Passed: <title>`` on stdout, or a
+   one-line ``CheckFailed`` error carrying the teaching message.
 
-A check cell's score therefore depends only on what the judge decided here;
-nothing the student's code does to hooks, asserts, modules or the notebook can
-write into it.
+A check cell's score therefore depends only on what the judge decided here, from
+raw results it compares with values it computes itself: code in the notebook can
+rewrite a reply (it shares the sandbox's interpreter), but not turn a wrong
+computation into the numbers a right one gives without doing that computation.
 """
 
 from __future__ import annotations
 
 import ast
 import base64
-import sys
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -41,17 +42,15 @@ from nbformat.v4 import new_output
 
 import grader_tests
 from grader_tests import wire
-from grader_tests.core import Check, Verdict
-from grader_tests.registry import check_for_grade_id
+from grader_tests.judging import Verdict
+from grader_tests.registry import PROBE_MODULE, Check, check_for_grade_id
 
 from .client import SandboxError, SandboxLimits, SandboxTimeout, Zygote, get_zygote
 
 # Where the probes' sources are read from: the package as imported (the formgrader's own copy
 # when it runs as the grader account, the checkout otherwise).
 GRADER_TESTS = Path(grader_tests.__file__).resolve().parent
-# Replaced by empty modules inside a sandbox: the reference solution never enters one.
-# Only the modules that list checks and what they import from grader_tests are sent
-# (never answers.py, registry.py, kernel.py or the tests).
+# Empty modules inside a sandbox, so that a notebook importing the reference finds nothing in it.
 STUB_MODULES = ("grader_tests.reference",)
 WITHHELD = "[output withheld: this cell runs after the hidden checks were loaded]\n"
 
@@ -107,16 +106,11 @@ def _local_imports(name: str, source: str) -> set[str]:
 
 
 def probe_payload() -> dict:
-    """What phase 2 sends into a sandbox: the sources of every module that lists
-    checks, and of the grader_tests modules they import, minus the stubs."""
+    """What phase 2 sends into a sandbox: the source of ``PROBE_MODULE`` and of every
+    ``grader_tests`` module it imports, directly or not (the probe side only)."""
     if not _PROBE_PAYLOAD:
-        from grader_tests import registry
-
-        owners = sorted({name for name, module in list(sys.modules.items())
-                         if name.startswith("grader_tests.") and isinstance(getattr(module, "CHECKS", None), list)
-                         and any(check in module.CHECKS for check in registry.ALL_CHECKS)})
         sources: dict[str, str] = {}
-        todo = list(owners)
+        todo = [PROBE_MODULE]
         while todo:
             name = todo.pop()
             if name in sources or name in STUB_MODULES:
@@ -124,7 +118,7 @@ def probe_payload() -> dict:
             sources[name] = (GRADER_TESTS / (name.split(".", 1)[1] + ".py")).read_text()
             todo.extend(_local_imports(name, sources[name]))
         _PROBE_PAYLOAD.update(op="probes", modules=sorted(sources.items()), stubs=list(STUB_MODULES),
-                              checks_modules=owners)
+                              checks_modules=[PROBE_MODULE])
     return _PROBE_PAYLOAD
 
 

@@ -1,10 +1,10 @@
-"""Hidden checks of part 2, attention by hand (notebook ``02_by_hand``).
+"""Judges of part 2, attention by hand (notebook ``02_by_hand``). Trusted: never in a sandbox.
 
 The six-token checks compare with the tensors published for "Your journey starts
 with one step" (three-dimensional inputs, no trainable weights, no scaling),
 to four decimals. The three-token check recomputes every step of a small
-example with projections and the √d_k scale. The probes only read the names the
-student's cells define.
+example with projections and the √d_k scale. The probes (``by_hand_probes``)
+only read the names the student's cells define.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import math
 
 import torch
 
-from .core import Check, JudgeFailure, Message, judged
-from .parts_common import fetch, judge_value, probe_tensors
+from .by_hand_probes import THREE_TOKEN_STEPS
+from .judging import CheckJudge, JudgeFailure, Message, fetch, judge_value, no_request
 
 TOL = 1.01e-4  # "to four decimals": published values are rounded to 4 places
 
@@ -73,11 +73,6 @@ def three_token_steps(x: torch.Tensor = X3) -> dict[str, torch.Tensor]:
     return {"Q3": q, "K3": k, "V3": v, "scores3": scores, "weights3": weights, "out3": weights @ v}
 
 
-def _none(seed: int) -> Message:
-    return {}
-
-
-@judged
 def _dot_judge(request: Message, response: Message) -> None:
     value = fetch(response, "journey_starts")
     if value.numel() != 1:
@@ -99,7 +94,6 @@ def _dot_judge(request: Message, response: Message) -> None:
     )
 
 
-@judged
 def _scores_judge(request: Message, response: Message) -> None:
     value = fetch(response, "attn_scores")
     judge_value(value, PUBLISHED_SCORES, "`attn_scores`", TOL, [
@@ -110,7 +104,6 @@ def _scores_judge(request: Message, response: Message) -> None:
     ], "Entry [i, j] is the dot product of token i with token j: inputs @ inputs.T.")
 
 
-@judged
 def _weights_judge(request: Message, response: Message) -> None:
     value = fetch(response, "attn_weights")
     judge_value(value, PUBLISHED_WEIGHTS, "`attn_weights`", TOL, [
@@ -123,7 +116,6 @@ def _weights_judge(request: Message, response: Message) -> None:
     ], "Apply torch.softmax to attn_scores over the last dim, so that each row sums to 1.")
 
 
-@judged
 def _context_judge(request: Message, response: Message) -> None:
     value = fetch(response, "context_vectors")
     judge_value(value, PUBLISHED_CONTEXT, "`context_vectors`", TOL, [
@@ -135,7 +127,6 @@ def _context_judge(request: Message, response: Message) -> None:
        "If your weights are off, fix them first.")
 
 
-@judged
 def _three_token_judge(request: Message, response: Message) -> None:
     steps = three_token_steps()
     q, k, v = steps["Q3"], steps["K3"], steps["V3"]
@@ -159,26 +150,16 @@ def _three_token_judge(request: Message, response: Message) -> None:
             (steps["weights3"].T @ v, "you used the transposed weights: weights3 @ V3."),
         ],
     }
-    order = ("Q3", "K3", "V3", "scores3", "weights3", "out3")
-    for name in order:
+    for name in THREE_TOKEN_STEPS:
         value = fetch(response, name)
         judge_value(value, steps[name], f"Step `{name}`", 1.01e-3, diagnoses.get(name, []),
                     "Check this step before the ones after it.")
 
 
-CHECKS = [
-    Check("by_hand_dot", "the 'journey'·'starts' dot product (rows counted from 0)", 1, "counting positions from 1",
-          _none, probe_tensors(["journey_starts"]), _dot_judge),
-    Check("by_hand_scores", "the 6 × 6 score matrix, to 4 decimals", 2,
-          "scores pair tokens, not dimensions",
-          _none, probe_tensors(["attn_scores"]), _scores_judge),
-    Check("by_hand_weights", "the attention weights (each row a softmax), to 4 decimals", 2,
-          "softmax over the wrong dim / normalising without softmax",
-          _none, probe_tensors(["attn_weights"]), _weights_judge),
-    Check("by_hand_context", "the six context vectors, to 4 decimals", 1,
-          "mixing with the wrong matrix",
-          _none, probe_tensors(["context_vectors"]), _context_judge),
-    Check("three_tokens", "every step of the three-token example with projections and the √d_k scale", 2,
-          "a step of scaled dot-product attention",
-          _none, probe_tensors(["Q3", "K3", "V3", "scores3", "weights3", "out3"]), _three_token_judge),
+JUDGES = [
+    CheckJudge("by_hand_dot", no_request, _dot_judge),
+    CheckJudge("by_hand_scores", no_request, _scores_judge),
+    CheckJudge("by_hand_weights", no_request, _weights_judge),
+    CheckJudge("by_hand_context", no_request, _context_judge),
+    CheckJudge("three_tokens", no_request, _three_token_judge),
 ]

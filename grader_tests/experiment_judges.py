@@ -1,4 +1,4 @@
-"""Hidden checks of part 5, experiments (notebook ``05_experiments``).
+"""Requests and judges of part 5, experiments (notebook ``05_experiments``). Trusted: never in a sandbox.
 
 * the character tokenizer: ``build_vocab``, ``encode``, ``decode``;
 * ``count_parameters(module)``, used to show that attention's parameter count
@@ -6,17 +6,16 @@
 * the strip-mask experiment: the loss curves ``losses_causal`` and
   ``losses_unmasked`` the notebook trained; without the mask the model can read
   the next character, so its loss must collapse far below the masked one.
+
+The probes (``experiment_probes``) call the student's functions and read the curves.
 """
 
 from __future__ import annotations
 
-import math
-
 import torch
-from torch import nn
 
-from .core import Check, JudgeFailure, Message, describe_exception, generator, judged
-from .parts_common import MISSING, fetch, probe_tensors
+from .judging import CheckJudge, JudgeFailure, Message, fetch, generator, no_request
+from .probing import error_key
 
 TOKENIZER_TEXTS = [
     "The animal didn't cross the street because it was too tired.",
@@ -31,66 +30,39 @@ def _tokenizer_request(seed: int) -> Message:
     return {"texts": TOKENIZER_TEXTS + ["".join(alphabet[i] for i in picks)]}
 
 
-def _tokenizer_probe(namespace: dict, request: Message) -> Message:
-    response: Message = {}
-    for name in ("build_vocab", "encode", "decode"):
-        if name not in namespace:
-            response["error"] = MISSING.format(name=name)
-            return response
-    for i, text in enumerate(request["texts"]):
-        try:
-            vocab = list(namespace["build_vocab"](text))
-            response[f"vocab{i}"] = [str(ch) for ch in vocab][:500]
-            ids = namespace["encode"](text, vocab)
-            response[f"ids{i}"] = torch.as_tensor(ids).to(torch.int64).reshape(-1).clone()
-            response[f"decoded{i}"] = str(namespace["decode"](response[f"ids{i}"].tolist(), vocab))[:5000]
-        except Exception as exc:
-            response[f"error{i}"] = describe_exception(exc)
-    return response
-
-
-@judged
 def _tokenizer_judge(request: Message, response: Message) -> None:
-    if "error" in response:
-        raise JudgeFailure(response["error"])
+    fetch_error(response, "tokenizer")
     for i, text in enumerate(request["texts"]):
         where = f"For the text {text!r}"
-        if f"error{i}" in response:
-            error = response[f"error{i}"]
+        for key in (f"vocab{i}", f"ids{i}", f"decoded{i}"):
+            error = response.get(error_key(key))
+            if error is None:
+                continue
             if error.startswith("NotImplementedError"):
                 raise JudgeFailure("The tokenizer still raises NotImplementedError: replace the stubs with your code.")
             raise JudgeFailure(f"{where}, the tokenizer failed with {error}. encode gives each character its index "
                                "in the vocabulary (0 to len(vocab) - 1), and decode maps those ids back.")
-        vocab = response[f"vocab{i}"]
+        vocab = fetch(response, f"vocab{i}", "build_vocab(text)")
         if vocab != sorted(set(text)):
             if sorted(vocab) == sorted(set(text)):
                 raise JudgeFailure(f"{where}, build_vocab returned the right characters in an arbitrary order. Sort "
                                    "them (sorted(set(text))), so every run gives each character the same id.")
             raise JudgeFailure(f"{where}, build_vocab should return each distinct character once, sorted; it returned "
                                f"{len(vocab)} entries for {len(set(text))} distinct characters.")
-        ids = response[f"ids{i}"].tolist()
+        ids = fetch(response, f"ids{i}", "encode(text, vocab)").tolist()
         want = [vocab.index(ch) for ch in text]
         if ids != want:
             raise JudgeFailure(f"{where}, encode should give one id per character, the character's index in the "
                                "vocabulary (starting at 0).")
-        if response[f"decoded{i}"] != text:
+        if fetch(response, f"decoded{i}", "decode(ids, vocab)") != text:
             raise JudgeFailure(f"{where}, decode(encode(text)) does not give the text back: decode maps each id to "
                                "vocab[id] and joins the characters.")
 
 
-class _FourProjections(nn.Module):
-    def __init__(self, dim: int):
-        super().__init__()
-        self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(dim, dim) for _ in range(4))
-
-
-def _count_modules(request: Message) -> list[nn.Module]:
-    modules: list[nn.Module] = [_FourProjections(d) for d in request["dims"]]
-    modules.append(nn.Linear(int(request["linear_in"]), int(request["linear_out"]), bias=False))
-    frozen = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
-    frozen[0].weight.requires_grad_(False)
-    modules.append(frozen)
-    return modules
+def fetch_error(response: Message, key: str) -> None:
+    """Fail with the probe's words if the step ``key`` (reading the student's definitions) failed."""
+    if error_key(key) in response:
+        fetch(response, key)
 
 
 def expected_counts(request: Message) -> list[int]:
@@ -106,23 +78,8 @@ def _count_request(seed: int) -> Message:
     return {"dims": dims, "linear_in": int(torch.randint(2, 9, (1,), generator=gen)), "linear_out": 7}
 
 
-def _count_probe(namespace: dict, request: Message) -> Message:
-    fn = namespace.get("count_parameters")
-    if fn is None:
-        return {"error": MISSING.format(name="count_parameters")}
-    response: Message = {}
-    for i, module in enumerate(_count_modules(request)):
-        try:
-            response[f"count{i}"] = float(fn(module))
-        except Exception as exc:
-            response[f"count{i}.error"] = describe_exception(exc)
-    return response
-
-
-@judged
 def _count_judge(request: Message, response: Message) -> None:
-    if "error" in response:
-        raise JudgeFailure(response["error"])
+    fetch_error(response, "count_parameters")
     dims = list(request["dims"])
     for i, want in enumerate(expected_counts(request)):
         got = fetch(response, f"count{i}", "count_parameters(module)")
@@ -155,7 +112,6 @@ def _head(losses: torch.Tensor) -> float:
     return float(losses[:n].mean())
 
 
-@judged
 def _strip_mask_judge(request: Message, response: Message) -> None:
     curves = {}
     for key in ("losses_causal", "losses_unmasked"):
@@ -187,12 +143,8 @@ def _strip_mask_judge(request: Message, response: Message) -> None:
                            "longer or check that the unmasked run really uses causal=False.")
 
 
-CHECKS = [
-    Check("char_tokenizer", "character tokenizer: sorted vocabulary, encode and decode round trip", 1,
-          "tokenizer", _tokenizer_request, _tokenizer_probe, _tokenizer_judge),
-    Check("param_count", "count_parameters counts every number in a module's parameters", 1, "parameter counting",
-          _count_request, _count_probe, _count_judge),
-    Check("strip_mask_collapse", "without the mask the model cheats: its loss collapses far below the masked one", 2,
-          "why the causal mask matters",
-          lambda seed: {}, probe_tensors(["losses_causal", "losses_unmasked"]), _strip_mask_judge),
+JUDGES = [
+    CheckJudge("char_tokenizer", _tokenizer_request, _tokenizer_judge),
+    CheckJudge("param_count", _count_request, _count_judge),
+    CheckJudge("strip_mask_collapse", no_request, _strip_mask_judge),
 ]

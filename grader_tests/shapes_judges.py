@@ -1,42 +1,31 @@
-"""Hidden checks of part 4, shapes and cost (notebook ``04_shapes_and_cost``).
+"""Judges of part 4, shapes and cost (notebook ``04_shapes_and_cost``). Trusted: never in a sandbox.
 
-The probes read the student's answers (a dict of shapes, one integer); the
-judges compare them with values computed here.
+The probes (``shapes_probes``) read the student's answers; the judges compare them with values
+computed here.
 """
 
 from __future__ import annotations
 
-from .core import Check, JudgeFailure, Message, judged
-from .parts_common import MISSING
+from .judging import CheckJudge, JudgeFailure, Message, fetch, no_request
+from .probing import error_key
+from .shapes_probes import SHAPE_NAMES
 
 N, D_K = 100, 64
 EXPECTED_SHAPES = {"Q": (N, D_K), "K": (N, D_K), "V": (N, D_K), "scores": (N, N), "output": (N, D_K)}
 GPT3_WIDTH = 12_288
 QKV_WEIGHTS = 3 * GPT3_WIDTH**2  # 452,984,832
+assert tuple(EXPECTED_SHAPES) == SHAPE_NAMES
 
 
-def _none(seed: int) -> Message:
-    return {}
-
-
-def _shapes_probe(namespace: dict, request: Message) -> Message:
-    if "shape_answers" not in namespace:
-        return {"error": MISSING.format(name="shape_answers")}
-    answers = namespace["shape_answers"]
-    response: Message = {}
-    try:
-        for name in EXPECTED_SHAPES:
-            if name in answers:
-                response[f"shape.{name}"] = [int(n) for n in tuple(answers[name])]
-    except Exception as exc:
-        return {"error": f"`shape_answers` could not be read as a dict of shapes ({type(exc).__name__}: {exc})"}
-    return response
-
-
-@judged
 def _shapes_judge(request: Message, response: Message) -> None:
-    if "error" in response:
-        raise JudgeFailure(response["error"])
+    if error_key("shape_answers") in response:
+        fetch(response, "shape_answers")
+    for name in EXPECTED_SHAPES:
+        error = response.get(error_key(f"shape.{name}"))
+        if error is not None and error.startswith("`"):
+            raise JudgeFailure(error)
+        if error is not None and not error.startswith("KeyError"):
+            raise JudgeFailure(f"`shape_answers` could not be read as a dict of shapes ({error}).")
     missing = [name for name in EXPECTED_SHAPES if f"shape.{name}" not in response]
     if missing:
         raise JudgeFailure(f"`shape_answers` has no entry for {', '.join(missing)}: give a shape tuple for each of "
@@ -57,22 +46,8 @@ def _shapes_judge(request: Message, response: Message) -> None:
                            "n = 100 tokens with d_k = d_v = 64 (no batch dimension).")
 
 
-def _count_probe(namespace: dict, request: Message) -> Message:
-    if "qkv_weight_count" not in namespace:
-        return {"error": MISSING.format(name="qkv_weight_count")}
-    value = namespace["qkv_weight_count"]
-    try:
-        number = float(value)
-    except Exception as exc:
-        return {"error": f"`qkv_weight_count` is not a number ({type(exc).__name__})"}
-    return {"count": number}
-
-
-@judged
 def _count_judge(request: Message, response: Message) -> None:
-    if "error" in response:
-        raise JudgeFailure(response["error"])
-    got = response["count"]
+    got = fetch(response, "qkv_weight_count")
     if got == QKV_WEIGHTS:
         return
     diagnoses = {
@@ -86,9 +61,7 @@ def _count_judge(request: Message, response: Message) -> None:
     raise JudgeFailure(f"`qkv_weight_count` is {got:,.0f}: {text}")
 
 
-CHECKS = [
-    Check("shapes_n100", "shapes of Q, K, V, scores and output for n = 100, d_k = 64", 2, "attention shapes",
-          _none, _shapes_probe, _shapes_judge),
-    Check("qkv_params_gpt3", "Q/K/V weight count of one layer at width 12,288", 1, "parameter count of projections",
-          _none, _count_probe, _count_judge),
+JUDGES = [
+    CheckJudge("shapes_n100", no_request, _shapes_judge),
+    CheckJudge("qkv_params_gpt3", no_request, _count_judge),
 ]

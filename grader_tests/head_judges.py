@@ -1,4 +1,4 @@
-"""Hidden checks of part 3 (notebook ``03_head_and_bias``).
+"""Requests and judges of part 3 (notebook ``03_head_and_bias``). Trusted: never in a sandbox.
 
 * ``AttentionHead(embed_dim, head_size, *, causal=True)``: projections C → head_size
   without bias, a causal mask, and scores divided by √head_size (not √C);
@@ -7,8 +7,8 @@
 * ``SingleHeadAttention(embed_dim)``: no mask, ``nn.Linear`` projections with bias.
 * the "two plus three" trace, computed from literal matrices.
 
-Probes build the student's modules, load the grader's weights and call them;
-judges compare the returned tensors and strings with trusted computations.
+The probes (``head_probes``) build the student's modules, load the grader's weights and
+call them; the judges compare the raw tensors and strings with trusted computations.
 """
 
 from __future__ import annotations
@@ -17,16 +17,11 @@ import math
 
 import torch
 
-from .core import Check, JudgeFailure, Message, ProbeError, describe_exception, generator, judged, record_step
-from .parts_common import fetch, judge_value, probe_tensors, shape_text
-from .self_attention_checks import _log_ratio_fit
+from .attention_model import log_ratio_fit
+from .head_probes import BIAS_PROJECTIONS, HEAD_PROJECTIONS, PARAM_PREFIX as P
+from .judging import CheckJudge, JudgeFailure, Message, fetch, generator, judge_value, no_request, shape_text
 
-HEAD_CLASS = "AttentionHead"
-HEAD_PROJECTIONS = ("query", "key", "value")
-BIAS_CLASS = "SingleHeadAttention"
-BIAS_PROJECTIONS = ("W_q", "W_k", "W_v")
 BAR_UNIT = 30  # one '#' per full 1/30 of weight
-P = "param."
 
 # ---------------------------------------------------------------- the "two plus three" trace (nn.Linear convention)
 TRACE_TOKENS = ("two", "plus", "three")
@@ -58,46 +53,13 @@ def trace_expected() -> dict[str, torch.Tensor]:
     return {"trace_weights": weights, "trace_output": weights @ _lin(TRACE_PARAMS, "W_v", TRACE_X)}
 
 
-# ---------------------------------------------------------------- shared probe helpers
+# ---------------------------------------------------------------- shared judge helpers
 
 def _params(request: Message) -> dict[str, torch.Tensor]:
     return {k[len(P):]: v.to(torch.float64) for k, v in request.items() if k.startswith(P)}
 
 
-def _build(namespace: dict, class_name: str, args: tuple, kwargs: dict, params: dict, signature: str):
-    cls = namespace.get(class_name)
-    if cls is None:
-        raise ProbeError(f"there is no class named {class_name}: run the cell that defines it and keep its name")
-    try:
-        module = cls(*args, **kwargs)
-    except Exception as exc:
-        raise ProbeError(f"{signature} raised {type(exc).__name__}: {exc}") from None
-    with torch.no_grad():
-        for name, value in params.items():
-            owner_name, kind = name.split(".")
-            owner = getattr(module, owner_name, None)
-            target = getattr(owner, kind, None) if owner is not None else None
-            if not isinstance(target, torch.Tensor) or tuple(target.shape) != tuple(value.shape):
-                raise ProbeError(f"{name} is missing or has the wrong shape: keep the layers created in __init__")
-            target.copy_(value)
-    return module
-
-
-def _module_step(response: Message, build) -> object | None:
-    try:
-        return build()
-    except ProbeError as exc:
-        response["layer.error"] = str(exc)
-        return None
-
-
-def _layer_failed(response: Message) -> None:
-    if "layer.error" in response:
-        raise JudgeFailure(f"The grader could not build your layer: {response['layer.error']}.")
-
-
 def _method(response: Message, key: str, what: str) -> torch.Tensor:
-    _layer_failed(response)
     return fetch(response, key, what).to(torch.float64)
 
 
@@ -113,21 +75,6 @@ def _head_request(seed: int, batch=2, seq_len=10, dim=128, head_size=32, causal=
     return message
 
 
-def _head_probe(namespace: dict, request: Message) -> Message:
-    response: Message = {}
-    dim, hs, causal = int(request["dim"]), int(request["head_size"]), bool(request["causal"])
-    head = _module_step(response, lambda: _build(
-        namespace, HEAD_CLASS, (dim, hs), {"causal": causal}, _params(request),
-        f"{HEAD_CLASS}({dim}, {hs}, causal={causal})"))
-    if head is None:
-        return response
-    x = request["x"].clone()
-    with torch.no_grad():
-        record_step(response, "weights", lambda: head.attention_weights(x))
-        record_step(response, "forward", lambda: head(x))
-    return response
-
-
 HEAD_SHAPE_CASES = [(2, 10, 128, 32, True), (1, 1, 16, 4, True), (3, 5, 24, 8, False), (2, 6, 8, 8, False)]
 
 
@@ -139,21 +86,6 @@ def _head_shapes_request(seed: int) -> Message:
     return message
 
 
-def _head_shapes_probe(namespace: dict, request: Message) -> Message:
-    response: Message = {}
-    for i, (_, _, c, hs, causal) in enumerate(request["cases"]):
-        head = _module_step(response, lambda: _build(namespace, HEAD_CLASS, (c, hs), {"causal": causal}, {},
-                                                     f"{HEAD_CLASS}({c}, {hs}, causal={causal})"))
-        if head is None:
-            return response
-        x = request[f"x{i}"].clone()
-        with torch.no_grad():
-            record_step(response, f"forward{i}", lambda: head(x))
-            record_step(response, f"weights{i}", lambda: head.attention_weights(x))
-    return response
-
-
-@judged
 def _head_shapes_judge(request: Message, response: Message) -> None:
     for i, (b, t, c, hs, causal) in enumerate(request["cases"]):
         where = f"For x of shape {shape_text((b, t, c))} and head_size={hs} (causal={causal})"
@@ -166,7 +98,6 @@ def _head_shapes_judge(request: Message, response: Message) -> None:
                 )
 
 
-@judged
 def _head_scale_judge(request: Message, response: Message) -> None:
     weights = _method(response, "weights", "attention_weights(x)")
     x = request["x"].to(torch.float64)
@@ -176,7 +107,7 @@ def _head_scale_judge(request: Message, response: Message) -> None:
     params = _params(request)
     scores = (x @ params["query.weight"].mT) @ (x @ params["key.weight"].mT).mT
     log_w = torch.where(weights > 1e-30, weights.clamp_min(1e-300).log(), torch.full_like(weights, -math.inf))
-    c, residual, _ = min((_log_ratio_fit(log_w, scores, rows) for rows in (True, False)), key=lambda f: f[1])
+    c, residual, _ = min((log_ratio_fit(log_w, scores, rows) for rows in (True, False)), key=lambda f: f[1])
     if c is None or residual > 1e-2:
         raise JudgeFailure("Your weights are not softmax(query(x) @ key(x)ᵀ / c) for any constant c: compute the "
                            "scores from this head's query and key projections, scale them, then apply the softmax.")
@@ -194,7 +125,6 @@ def _head_scale_judge(request: Message, response: Message) -> None:
     raise JudgeFailure(f"Scores must be divided by √head_size = √{hs} ≈ {math.sqrt(hs):.3g}, but {label}.")
 
 
-@judged
 def _head_mask_judge(request: Message, response: Message) -> None:
     weights = _method(response, "weights", "attention_weights(x)")
     t = weights.shape[-1]
@@ -213,7 +143,6 @@ def _head_mask_judge(request: Message, response: Message) -> None:
                            "weights after it.")
 
 
-@judged
 def _head_values_judge(request: Message, response: Message) -> None:
     weights = _method(response, "weights", "attention_weights(x)")
     out = _method(response, "forward", "head(x)")
@@ -249,25 +178,6 @@ def _bars_request(seed: int) -> Message:
             return {"row": row}
 
 
-def _bars_probe(namespace: dict, request: Message) -> Message:
-    response: Message = {}
-    fn = namespace.get("weight_bars")
-    if fn is None:
-        response["text.error"] = "`weight_bars` is not defined: run the cell that defines it."
-        return response
-    try:
-        text = fn(request["row"].clone())
-    except Exception as exc:  # student code failing is data
-        response["text.error"] = describe_exception(exc)
-        return response
-    if not isinstance(text, str):
-        response["text.error"] = f"weight_bars returned a {type(text).__name__}, not a str"
-        return response
-    response["text"] = text[:20000]
-    return response
-
-
-@judged
 def _bars_judge(request: Message, response: Message) -> None:
     text = fetch(response, "text", "weight_bars(row)")
     row = [float(w) for w in request["row"]]
@@ -306,22 +216,6 @@ def _bias_request(seed: int, batch=2, seq_len=6, dim=16) -> Message:
     return message
 
 
-def _bias_probe(namespace: dict, request: Message) -> Message:
-    response: Message = {}
-    dim = int(request["dim"])
-    layer = _module_step(response, lambda: _build(namespace, BIAS_CLASS, (dim,), {}, _params(request),
-                                                  f"{BIAS_CLASS}({dim})"))
-    if layer is None:
-        return response
-    x, x_changed = request["x"].clone(), request["x_changed"].clone()
-    with torch.no_grad():
-        record_step(response, "weights", lambda: layer.attention_weights(x))
-        record_step(response, "forward", lambda: layer(x))
-        record_step(response, "forward_changed", lambda: layer(x_changed))
-    return response
-
-
-@judged
 def _unmasked_judge(request: Message, response: Message) -> None:
     weights = _method(response, "weights", "attention_weights(x)")
     t = request["x"].shape[1]
@@ -338,7 +232,6 @@ def _unmasked_judge(request: Message, response: Message) -> None:
                            "still hides the future. Remove the mask from forward as well.")
 
 
-@judged
 def _bias_judge(request: Message, response: Message) -> None:
     params = _params(request)
     x = request["x"].to(torch.float64)
@@ -356,7 +249,6 @@ def _bias_judge(request: Message, response: Message) -> None:
     ], "forward returns attention_weights(x) @ W_v(x).")
 
 
-@judged
 def _trace_judge(request: Message, response: Message) -> None:
     expected = trace_expected()
     no_bias = unmasked_weights(TRACE_PARAMS, TRACE_X, bias=False)
@@ -373,25 +265,13 @@ def _trace_judge(request: Message, response: Message) -> None:
     ], "trace_output = trace_weights @ V.")
 
 
-def _trace_request(seed: int) -> Message:
-    return {}
-
-
-CHECKS = [
-    Check("head_shapes", "a head maps (B, T, C) to (B, T, head_size); its weights are (B, T, T)", 1,
-          "head output size", _head_shapes_request, _head_shapes_probe, _head_shapes_judge),
-    Check("head_scale", "a head divides its scores by √head_size, not √C", 2, "scale by √C instead of √head_size",
-          lambda seed: _head_request(seed), _head_probe, _head_scale_judge),
-    Check("head_mask", "with causal=True a head sees itself and the past, never the future", 1, "head causal mask",
-          lambda seed: _head_request(seed, causal=True), _head_probe, _head_mask_judge),
-    Check("head_values", "a head returns attention_weights(x) @ value(x)", 1, "head value path",
-          lambda seed: _head_request(seed, causal=True), _head_probe, _head_values_judge),
-    Check("weight_bars", "weight_bars prints one line per position in the given format", 1, "per-token printout",
-          _bars_request, _bars_probe, _bars_judge),
-    Check("unmasked_sees_future", "SingleHeadAttention has no mask: tokens see the future", 1, "masking when not asked",
-          _bias_request, _bias_probe, _unmasked_judge),
-    Check("unmasked_bias", "SingleHeadAttention keeps the projections' biases and divides by √embed_dim", 1,
-          "projection bias dropped", _bias_request, _bias_probe, _bias_judge),
-    Check("two_plus_three", "the 'two plus three' trace: weights and outputs", 1, "tracing attention by hand",
-          _trace_request, probe_tensors(["trace_weights", "trace_output"]), _trace_judge),
+JUDGES = [
+    CheckJudge("head_shapes", _head_shapes_request, _head_shapes_judge),
+    CheckJudge("head_scale", lambda seed: _head_request(seed), _head_scale_judge),
+    CheckJudge("head_mask", lambda seed: _head_request(seed, causal=True), _head_mask_judge),
+    CheckJudge("head_values", lambda seed: _head_request(seed, causal=True), _head_values_judge),
+    CheckJudge("weight_bars", _bars_request, _bars_judge),
+    CheckJudge("unmasked_sees_future", _bias_request, _unmasked_judge),
+    CheckJudge("unmasked_bias", _bias_request, _bias_judge),
+    CheckJudge("two_plus_three", no_request, _trace_judge),
 ]
