@@ -20,6 +20,7 @@ import pytest
 from attention_platform.course.directory import copy_course, nbgrader, write_submission
 from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK, PART_NOTEBOOKS, solved, with_answer
 from grader_tests.answers import BUGGY
+from grader_tests.catalogue import ASSIGNMENT_POINTS, ASSIGNMENT_TA_POINTS, BY_HAND
 from grader_tests.registry import NOTEBOOK_CHECKS
 
 pytestmark = pytest.mark.slow
@@ -107,14 +108,16 @@ def test_the_assignment_total_and_every_notebook_are_at_the_top(feedback):
     html = page(feedback, "ben").read_text()
     total = re.search(r'id="assignment-total"><strong>self_attention: ([0-9.]+) of ([0-9.]+) points', html)
     assert total, html[:2000]
-    assert float(total.group(2)) == 51
-    assert "still waiting for a TA" in html  # ben's written answers are not graded yet
+    assert float(total.group(2)) == ASSIGNMENT_POINTS
+    # ben's written answers are not graded yet
+    assert f"({ASSIGNMENT_TA_POINTS:g} points of written answers still waiting for a TA)" in html
     for name in PART_NOTEBOOKS:  # each part's own page is linked from the top of every page
         stem = name.removesuffix(".ipynb")
         assert f'<a href="{stem}.html">{stem}</a>' in html
         assert page(feedback, "ben", name).is_file()
     finn = page(feedback, "finn").read_text()
-    assert "not submitted (8 points)" in finn and '<a href="02_by_hand.html">' not in finn
+    assert f"not submitted ({BY_HAND.auto_points + BY_HAND.ta_points:g} points)" in finn
+    assert '<a href="02_by_hand.html">' not in finn
 
 
 def test_an_untouched_notebook_reads_not_answered_without_a_traceback(feedback):
