@@ -136,8 +136,11 @@ class FeedbackSummary(NbGraderPreprocessor):
             state = NOT_ANSWERED
         else:
             state = FAILED
+        figures = [{"png": o["data"]["image/png"], "alt": o.get("metadata", {}).get("image/png", {}).get("alt", title)}
+                   for o in cell.get("outputs", []) if o.get("output_type") == "display_data"
+                   and "image/png" in o.get("data", {}) and o.get("metadata", {}).get("attention_course")]
         cell.outputs = []  # the page shows the verdict and the message itself, never a traceback
-        return {"kind": "check", "title": title, "state": state, "got": got if got is not None else 0,
+        return {"kind": "check", "title": title, "state": state, "got": got if got is not None else 0, "figures": figures,
                 "misconception": check.misconception if (check is not None and state == FAILED) else "",
                 "message": message if state == FAILED else ""}
 
