@@ -147,8 +147,13 @@ def _load_jupyter_server_extension(serverapp):
     web_app = serverapp.web_app
     web_app.settings["page_config_hook"] = page_config_hook
     web_app.add_handlers(".*$", [(url_path_join(web_app.settings["base_url"], "attention/validate"), ValidateHandler)])
-    # nbgrader's assignment list sets its manager up when it loads, which may be after us
-    from tornado.ioloop import IOLoop
+    # nbgrader's assignment list sets its manager up when it loads, which is after us (extensions
+    # load in name order): tidy it before the first request is routed
+    find_handler = web_app.find_handler
 
-    IOLoop.current().add_callback(_tidy_manager, web_app)
+    def tidying_find_handler(request, **kwargs):
+        _tidy_manager(web_app)
+        return find_handler(request, **kwargs)
+
+    web_app.find_handler = tidying_find_handler
     serverapp.log.info("course Lab: role %s, hiding %d of nbgrader's Lab plugins", role(), len(HIDDEN_PLUGINS[role()]))
