@@ -144,6 +144,8 @@ def toast(page, text: str) -> str:
     """The Lab's notification that contains ``text`` (it stays readable: no sideways scroll)."""
     note = page.locator(".jp-toast-message", has_text=text).first
     note.wait_for()
+    # measured once it has slid in (react-toastify's entering class is gone)
+    page.wait_for_function("() => !document.querySelector('.Toastify__toast[class*=\"enter\"]')")
     no_sideways(page, ".jp-toast-message")
     return note.inner_text()
 

@@ -110,24 +110,29 @@ def test_counts_labels_and_followups_come_from_the_gradebook(built):
     data = collect(url, ASSIGNMENT, stream=io.StringIO())
     fails = {s: expected_failures(a) for s, a in CLASS.items()}
     fails["bo"].add("check_softmax_over_last_dim")
-    fails["hu"].add("check_softmax_over_last_dim")
+    # hu handed in the release untouched: every check failed, none of them a misconception
+    fails["hu"] = set()
     by_id = {c.grade_id: c for c in data.checks}
     for grade_id in SA_IDS:
         assert sorted(by_id[grade_id].failed) == sorted(s for s in CLASS if grade_id in fails[s]), grade_id
-        assert by_id[grade_id].graded == len(CLASS)
+        assert by_id[grade_id].not_attempted == ["hu"] and by_id[grade_id].did_not_run == []
+        assert by_id[grade_id].graded == len(CLASS) - 1
         assert by_id[grade_id].label == CHECKS[grade_id.removeprefix(GRADE_ID_PREFIX)].misconception
     renamed = by_id["check_softmax_over_last_dim"]
-    assert not renamed.known and renamed.label == "check_softmax_over_last_dim" and renamed.failed == ["bo", "hu"]
+    assert not renamed.known and renamed.label == "check_softmax_over_last_dim" and renamed.failed == ["bo"]
+    assert renamed.not_attempted == ["hu"]
     assert any(n.startswith("check_softmax_over_last_dim: " + UNKNOWN_CHECK_NOTE) for n in data.notes)
 
     rows = {r.student_id: r for r in data.students}
     assert rows["zed"].status == "no submission" and rows["zed"].score is None
     for s in CLASS:
         assert rows[s].status == "graded" and set(rows[s].failed) == fails[s]
+    assert rows["hu"].not_attempted == [gradebooks.NB] and any(n.startswith("hu: self_attention not attempted")
+                                                                for n in data.notes)
     assert rows["ana"].name == "Ana Lopez"
-    # follow-ups: every student who failed a check is listed under its topic, except the one
-    # who failed everything (listed once, separately)
-    assert data.failed_everything == ["hu"]
+    # follow-ups: every student who failed a check is listed under its topic; the one who handed in
+    # nothing is under none (not attempted is not a misconception)
+    assert data.failed_everything == []
     topics = {label: who for label, _, who in data.topics()}
     for grade_id in SA_IDS:
         who = sorted(s for s in CLASS if grade_id in fails[s] and s != "hu")
@@ -146,7 +151,8 @@ def test_html_is_self_contained_and_shows_the_numbers(built, tmp_path):
     for grade_id in SA_IDS:
         c = next(c for c in data.checks if c.grade_id == grade_id)
         assert checks[grade_id][0] == LABEL[grade_id]
-        assert checks[grade_id][3] == str(len(c.failed)) and checks[grade_id][4] == str(len(CLASS))
+        assert checks[grade_id][3] == str(len(c.failed)) and checks[grade_id][4] == str(len(CLASS) - 1)
+        assert checks[grade_id][8] == "hu" and checks[grade_id][9] == ""
     assert "check_softmax_over_last_dim" in checks["check_softmax_over_last_dim"][0]
     assert UNKNOWN_CHECK_NOTE in checks["check_softmax_over_last_dim"][0]
     students = {row[0]: row for row in t.tables["students"][1:]}
@@ -157,7 +163,8 @@ def test_html_is_self_contained_and_shows_the_numbers(built, tmp_path):
         expected = sum(gradebooks.scores_for(a).values()) + (0.0 if s in ("bo", "hu") else 1.0)
         assert students[s][2] == f"{expected:g} / {total:g}"
     topics = {row[0]: row[1] for row in t.tables["topics"][1:]}
-    assert topics[FAILED_EVERYTHING] == "hu"
+    assert FAILED_EVERYTHING not in topics and "hu" not in " ".join(topics.values())
+    assert "not attempted: self_attention" in students["hu"][1]
     assert topics[LABEL["check_sqrt_d_scale"]] == "bo, cy"
     # the embedded numbers agree with the data
     embedded = read_report_data(out)
