@@ -240,6 +240,12 @@ def e2e_class(tmp_path_factory):
     return course, expected
 
 
+def left_as_released(expected: dict) -> set[str]:
+    """Students whose every check failed because nothing was written (the release untouched, or
+    restored from it): not attempted, never a misconception."""
+    return {s for s in expected if s == "empty" or s in UNREADABLE}
+
+
 @pytest.mark.slow
 def test_report_for_the_e2e_class_has_the_catalogue_counts(e2e_class, capsys):
     course, expected = e2e_class
@@ -252,9 +258,12 @@ def test_report_for_the_e2e_class_has_the_catalogue_counts(e2e_class, capsys):
     students = {s["student_id"]: s for s in data["students"]}
     assert set(students) == set(expected) | {"notjson", "nocells"}
     gb_scores = check_scores(course)  # self_attention.ipynb's grades
+    blank = left_as_released(expected)
     for s, row in students.items():
         mine = {g for g in row["failed"] if g in SA_IDS}
-        if s in expected:  # autograded: exactly the catalogue's fail set
+        if s in blank:  # nothing written: not attempted, no misconception
+            assert mine == set() and row["not_attempted"] == [NOTEBOOK.removesuffix(".ipynb")], s
+        elif s in expected:  # autograded: exactly the catalogue's fail set
             assert mine == {GRADE_ID_PREFIX + c for c in expected[s]}, s
             assert row["status"] in ("graded", "partly graded")
         else:  # nbgrader could not grade this submission's notebook: not counted as failing
@@ -265,9 +274,10 @@ def test_report_for_the_e2e_class_has_the_catalogue_counts(e2e_class, capsys):
     graded = set(expected)
     checks = {c["grade_id"]: c for c in data["checks"]}
     for grade_id in SA_IDS:
-        failing = sorted(s for s in graded if grade_id.removeprefix(GRADE_ID_PREFIX) in expected[s])
+        failing = sorted(s for s in graded - blank if grade_id.removeprefix(GRADE_ID_PREFIX) in expected[s])
         assert sorted(checks[grade_id]["failed"]) == failing, grade_id
-        assert checks[grade_id]["graded"] == len(graded)
+        assert sorted(checks[grade_id]["not_attempted"]) == sorted(blank), grade_id
+        assert checks[grade_id]["graded"] == len(graded - blank)
         assert sorted(checks[grade_id]["not_graded"]) == sorted(set(students) - graded)
         assert checks[grade_id]["label"] == LABEL[grade_id]
         assert checks[grade_id]["notebook"] == NOTEBOOK.removesuffix(".ipynb")
@@ -277,10 +287,12 @@ def test_report_for_the_e2e_class_has_the_catalogue_counts(e2e_class, capsys):
             assert c["graded"] == 0 and sorted(c["not_submitted"]) == sorted(students), grade_id
     summary = data["summary"]
     assert summary["students"] == len(students)
-    assert summary["fail_counts"]["check_sqrt_d_scale"] == sum("sqrt_d_scale" in f for f in expected.values())
+    assert summary["fail_counts"]["check_sqrt_d_scale"] == sum("sqrt_d_scale" in f for s, f in expected.items()
+                                                              if s not in blank)
+    assert summary["not_attempted"] == sorted(blank)
     if summary["max_score"] == SA_MAX:  # the assignment is this one notebook
         assert summary["full_marks"] == sum(1 for s in graded if not expected[s])
-        everything = {s for s in graded if expected[s] >= {c.id for c in SA_CHECKS}}
+        everything = {s for s in graded - blank if expected[s] >= {c.id for c in SA_CHECKS}}
         assert set(summary["failed_everything"]) == everything
     t = parse(out.read_text())
     assert_pngs(t)
