@@ -241,9 +241,15 @@
         }
         items.forEach(function (item) {
           if (item.label && !commands.hasCommand(item.command + ':course')) {
-            // a label of our own for a command another plugin owns
-            commands.addCommand(item.command + ':course', {
-              label: item.label, execute: function () { return commands.execute(item.command); }
+            // a label of our own for a command another plugin owns; its panel is brought to the front
+            var target = item.command;
+            commands.addCommand(target + ':course', {
+              label: item.label,
+              execute: function () {
+                return Promise.resolve(commands.execute(target)).then(function () {
+                  if (target === 'nbgrader:open-assignment-list') { app.shell.activateById('nbgrader-assignment-list'); }
+                });
+              }
             });
             item.command = item.command + ':course';
           }
