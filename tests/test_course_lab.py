@@ -49,6 +49,7 @@ def test_the_assignment_list_puts_part_one_first_and_times_to_the_second():
     tidy = course_lab.tidy_listing(json.loads(json.dumps(listing)))["value"][0]
     assert [n["notebook_id"] for n in tidy["notebooks"]] == ["self_attention", "02_by_hand", "03_head_and_bias", "06_explain"]
     assert [s["timestamp"] for s in tidy["submissions"]] == ["2026-11-23 18:25:17 UTC", "odd"]
+    assert tidy["submissions"][0]["exact_timestamp"] == "2026-11-23 18:25:17.480123 UTC"  # for tools
     assert course_lab.tidy_listing({"success": False, "value": "boom"}) == {"success": False, "value": "boom"}
 
 

@@ -9,10 +9,11 @@ the Lab extension in ``attention_platform/lab/`` (plain JavaScript, no build ste
   user's server) and its course list for everyone, its Validate (ours replaces it), its
   "Create Assignment" sidebar for everyone but instructors, its assignment list for TAs and
   instructors, who are not enrolled;
-* ``POST <base>attention/validate`` ``{"path": ...}`` runs a notebook and answers
+* ``POST <base>attention/validate`` (``path``, a form field or JSON) runs a notebook and answers
   :meth:`attention_platform.course.validation.ValidationReport.to_json`;
 * nbgrader's assignment list is answered with the notebooks in the assignment's order (the
-  core notebook, part 1, first) and submission times to the second.
+  core notebook, part 1, first) and submission times to the second (``exact_timestamp`` keeps
+  nbgrader's own value).
 
 The role comes from the hub's groups at spawn (``ATTENTION_COURSE_ROLE``, set by the hub's
 pre-spawn hook); it only decides what the Lab *shows*: every action is still checked by the
@@ -81,9 +82,11 @@ class ValidateHandler(APIHandler):
     async def post(self):
         from attention_platform.course.validation import validate_file
 
-        body = self.get_json_body() or {}
+        path = self.get_argument("path", None)  # a form field, as nbgrader's Validate took it, or JSON
+        if path is None:
+            path = (self.get_json_body() or {}).get("path", "")
         root = Path(self.settings["server_root_dir"]).resolve()
-        target = (root / str(body.get("path", ""))).resolve()
+        target = (root / str(path)).resolve()
         if not target.is_relative_to(root) or target.suffix != ".ipynb" or not target.is_file():
             raise web.HTTPError(400, "Validate needs the path of a notebook in your folder")
         report = await asyncio.get_running_loop().run_in_executor(None, validate_file, str(target), _nbgrader_config())
@@ -123,7 +126,8 @@ def tidy_listing(result: dict) -> dict:
                                                                           len(_PART_ORDER)), str(nb.get("notebook_id"))))
         for submission in assignment.get("submissions") or ():
             if isinstance(submission.get("timestamp"), str):
-                submission["display_timestamp"] = submission["timestamp"]
+                # nbgrader's list shows "timestamp" as it is; the exact value stays for tools
+                submission["exact_timestamp"] = submission["timestamp"]
                 submission["timestamp"] = to_the_second(submission["timestamp"])
     return result
 
