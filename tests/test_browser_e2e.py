@@ -247,7 +247,7 @@ def test_a_whole_assignment_in_the_browser(hub, browser, record_property):
     assert not {"Edit", "Generate", "Preview", "Release"} & headers and "Collect" in headers, headers
     assert ta.locator("tfoot a", has_text="Add new assignment").is_hidden()
     shot(ta, "ta-manage-assignments")
-    ta.evaluate(f"() => $.post(base_url + '/formgrader/api/assignment/{ASSIGNMENT}/release')")
+    ta.evaluate(f"() => {{ $.post(base_url + '/formgrader/api/assignment/{ASSIGNMENT}/release'); }}")  # as a button would
     said = close_modal(ta)
     assert "Instructors only: ask one of the course's instructors to do this" in said, said
 

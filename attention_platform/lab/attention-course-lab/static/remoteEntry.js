@@ -132,6 +132,8 @@
     }
 
     /* ---------------------------------------------------------------- fetch / submit */
+    var app = null;  // set when the plugin activates
+
     function confirmAssignmentAction(url, response) {
       var match = /\/assignments\/(fetch_feedback|fetch|submit)$/.exec(url.split('?')[0]);
       if (!match || !response.ok) { return; }
@@ -143,8 +145,12 @@
         if (action === 'fetch') {
           fetched.forEach(function (a) {
             var first = a.notebooks && a.notebooks[0];
+            var part1 = first ? a.path + '/' + first.notebook_id + '.ipynb' : '';
             notify('success', 'Fetched “' + a.assignment_id + '”: ' + (a.notebooks || []).length +
-              ' notebooks are in your folder ' + a.path + '/.' + (first ? ' Start with ' + first.notebook_id + '.ipynb (part 1).' : ''));
+              ' notebooks are in your folder ' + a.path + '/.' + (first ? ' Start with ' + first.notebook_id + '.ipynb (part 1).' : ''),
+              { autoClose: 20000, actions: part1 ? [{ label: 'Open part 1', callback: function () {
+                app.commands.execute('docmanager:open', { path: part1 });
+              } }] : [] });
           });
         } else if (action === 'submit') {
           submitted.forEach(function (a) {
@@ -194,7 +200,8 @@
       id: NAME + ':plugin',
       autoStart: true,
       optional: [mainmenu.IMainMenu, launcher.ILauncher],
-      activate: function (app, mainMenu, launch) {
+      activate: function (application, mainMenu, launch) {
+        app = application;
         var course = coreutils.PageConfig.getOption('attentionCourse');
         try { course = typeof course === 'string' ? JSON.parse(course || '{}') : (course || {}); } catch (e) { course = {}; }
         var role = course.role || 'student';
