@@ -151,7 +151,11 @@ def toast(page, text: str) -> str:
 
 
 def validate(page, shot, name: str) -> dict:
-    page.locator(".jp-Toolbar-item.attention-validate-button button, .attention-validate-button").first.click()
+    button = page.locator(".attention-validate-button").first
+    if button.is_visible():
+        button.click()
+    else:  # a phone-wide toolbar folds its buttons away: the Course menu has Validate too
+        course_menu(page, "Validate this notebook")
     dialog = page.locator(".jp-Dialog .attention-validate")
     dialog.wait_for(timeout=180_000)
     no_sideways(page, ".attention-validate p, .attention-validate li")
@@ -282,6 +286,21 @@ def test_a_whole_assignment_in_the_browser(hub, browser, record_property):
     for user in ANSWERS:
         ta.locator(f"tr:has-text('{user}') td.status .attention-state:text-is('feedback released')").wait_for()
     shot(ta, "ta-feedback-released")
+
+    # the TA's own Lab: no assignments (not enrolled), a working way to the course's formgrader
+    ta_lab = login(browser, hub, "ta")
+    open_lab(ta_lab, hub, "ta")
+    ta_lab.locator(".lm-MenuBar-item", has_text="Course").click()
+    entries = ta_lab.locator(".lm-Menu-item").all_inner_texts()
+    assert any("Formgrader (dl-attention)" in e for e in entries) and not any("assignments" in e for e in entries)
+    with ta_lab.context.expect_page() as opened:
+        ta_lab.locator(".lm-Menu-item", has_text="Formgrader").first.click()
+    formgrader = opened.value
+    formgrader.locator("text=Manage Assignments").first.wait_for()
+    assert formgrader.url.startswith(f"{hub.url}/services/{COURSE}/formgrader")
+    assert ta_lab.locator("#nbgrader-assignment-list").count() == 0
+    shot(ta_lab, "ta-lab-course-menu")
+    formgrader.close()
 
     # students: fetch feedback, open it as a page of its own, read one row per check — their own only
     feedback_urls = {}
