@@ -57,3 +57,13 @@ def test_the_lab_extension_is_where_jupyterlab_looks_for_it():
     package = json.loads((course_lab.LAB_EXTENSION_DIR / "attention-course-lab" / "package.json").read_text())
     assert package["name"] == "attention-course-lab"
     assert (course_lab.LAB_EXTENSION_DIR / package["name"] / package["jupyterlab"]["_build"]["load"]).is_file()
+
+
+def test_the_page_config_hook_runs_after_another_extensions():
+    class App:
+        settings = {"page_config_hook": lambda handler, config: {**config, "hubPrefix": "/hub/"}}
+
+    course_lab._chain_page_config_hook(App)
+    course_lab._chain_page_config_hook(App)  # once only
+    config = App.settings["page_config_hook"](FakeHandler("/nowhere"), {})
+    assert config["hubPrefix"] == "/hub/" and config["attentionCourse"]["role"] == "student"

@@ -147,16 +147,32 @@ def _jupyter_server_extension_points():
     return [{"module": "attention_platform.hub.course_lab"}]
 
 
+def _chain_page_config_hook(web_app) -> None:
+    """Ours after any other extension's (jupyterhub-singleuser sets one for the hub's links)."""
+    current = web_app.settings.get("page_config_hook")
+    if getattr(current, "attention_course", False):
+        return
+
+    def hook(handler, page_config):
+        if current is not None:
+            page_config = current(handler, page_config)
+        return page_config_hook(handler, page_config)
+
+    hook.attention_course = True
+    web_app.settings["page_config_hook"] = hook
+
+
 def _load_jupyter_server_extension(serverapp):
     web_app = serverapp.web_app
-    web_app.settings["page_config_hook"] = page_config_hook
     web_app.add_handlers(".*$", [(url_path_join(web_app.settings["base_url"], "attention/validate"), ValidateHandler)])
-    # nbgrader's assignment list sets its manager up when it loads, which is after us (extensions
-    # load in name order): tidy it before the first request is routed
+    # Extensions load in name order, and later ones set up what we extend (nbgrader's assignment
+    # list its manager, jupyterhub-singleuser its page config hook): do it before the first
+    # request is routed, once everything has loaded.
     find_handler = web_app.find_handler
 
     def tidying_find_handler(request, **kwargs):
         _tidy_manager(web_app)
+        _chain_page_config_hook(web_app)
         return find_handler(request, **kwargs)
 
     web_app.find_handler = tidying_find_handler

@@ -62,6 +62,7 @@
     var apputils = mods['@jupyterlab/apputils'], services = mods['@jupyterlab/services'];
     var coreutils = mods['@jupyterlab/coreutils'], widgets = mods['@lumino/widgets'];
     var mainmenu = mods['@jupyterlab/mainmenu'], launcher = mods['@jupyterlab/launcher'];
+    var icons = mods['@jupyterlab/ui-components'];
 
     function settings() { return services.ServerConnection.makeSettings(); }
     function api(path, init) {
@@ -220,7 +221,7 @@
         } });
 
         if (role === 'student') {
-          items.push({ command: 'nbgrader:open-assignment-list', label: 'Your assignments' });
+          items.push({ command: 'nbgrader:open-assignment-list', label: 'Your assignments', icon: icons.listIcon });
           items.push({ command: 'attention:validate' });
           watchAssignmentActions();
           app.restored.then(function () {
@@ -232,7 +233,7 @@
         }
         if (course.formgraderUrl) {
           commands.addCommand('attention:open-formgrader', {
-            label: 'Formgrader (' + course.course + ') — opens in a new tab',
+            label: 'Formgrader (' + course.course + ') — opens in a new tab', icon: icons.launchIcon,
             caption: 'Collect, autograde, grade by hand and release feedback',
             execute: function () { window.open(course.formgraderUrl, '_blank', 'noopener'); }
           });
@@ -240,7 +241,7 @@
         }
         if (course.courseSource) {
           commands.addCommand('attention:open-course-source', {
-            label: 'Course source (~/' + course.courseSource + ')',
+            label: 'Course source (~/' + course.courseSource + ')', icon: icons.folderIcon,
             caption: 'The instructor notebooks: solutions, hidden checks, rubrics',
             execute: function () { return commands.execute('filebrowser:go-to-path', { path: '/' + course.courseSource + '/' }); }
           });
@@ -251,7 +252,7 @@
             // a label of our own for a command another plugin owns; its panel is brought to the front
             var target = item.command;
             commands.addCommand(target + ':course', {
-              label: item.label,
+              label: item.label, icon: item.icon,
               execute: function () {
                 return Promise.resolve(commands.execute(target)).then(function () {
                   if (target === 'nbgrader:open-assignment-list') { app.shell.activateById('nbgrader-assignment-list'); }
@@ -278,7 +279,7 @@
   }
 
   var MODULES = ['@jupyterlab/apputils', '@jupyterlab/services', '@jupyterlab/coreutils', '@lumino/widgets',
-                 '@jupyterlab/mainmenu', '@jupyterlab/launcher'];
+                 '@jupyterlab/mainmenu', '@jupyterlab/launcher', '@jupyterlab/ui-components'];
   window._JUPYTERLAB = window._JUPYTERLAB || {};
   window._JUPYTERLAB[NAME] = {
     init: function (scope) { shareScope = scope; },
