@@ -175,6 +175,25 @@
       }, 1000);
       this.__attentionPoll = poll;
     };
+    // one student's feedback: say what actually happened, from the files, not only "Successfully"
+    ['generate_feedback', 'release_feedback'].forEach(function (action) {
+      S[action + '_success'] = function (response) {
+        var student = this.model.get('student');
+        var result = JSON.parse(response);
+        this.model.fetch();
+        refreshStates().then(function () {
+          var s = states[student] || {};
+          var done = action === 'generate_feedback' ? (s.feedback === 'generated' || s.feedback === 'released')
+                                                    : s.feedback === 'released';
+          var what = action === 'generate_feedback' ? 'Feedback generated for ' : 'Feedback released to ';
+          var why = !s.autograded ? 'the submission has not been autograded yet.'
+                    : 'there is no feedback for it yet: generate feedback first.';
+          modal(done ? 'success-modal' : 'error-modal', done ? 'Done' : 'Nothing done',
+                [done ? what + student + '.' : 'Nothing was done for ' + student + ': ' + why],
+                [{ label: 'Log', text: shortLog(result.log) }, { label: 'Error details', text: result.error || '' }]);
+        });
+      };
+    });
     ['autograde', 'generate_feedback', 'release_feedback'].forEach(function (action) {
       ['_success', '_failure'].forEach(function (suffix) {
         var original = S[action + suffix];
