@@ -262,6 +262,11 @@ def test_a_whole_assignment_in_the_browser(hub, browser, record_property):
         state = ta.locator(f"tr:has-text('{user}') td.status .attention-state")
         state.wait_for()
         assert state.inner_text() == "needs autograding"
+    # releasing feedback that does not exist yet says so, and why
+    ta.locator("tr:has-text('student1') td.release-feedback a").click()
+    said = close_modal(ta)
+    assert "Nothing was done for student1: the submission has not been autograded yet." in said, said
+    assert "Successfully" not in said
     for user in ANSWERS:
         row = ta.locator(f"tr:has-text('{user}')")
         row.locator("td.autograde a").click()
