@@ -15,6 +15,9 @@ student side runs stock nbgrader unchanged. Only the grader needs the two classe
 below: ``collect`` reads every student's folder and ``release_feedback`` writes
 into the student's own feedback folder. The folder a submission sits in is the
 identity that counts: a submission whose name claims another student is skipped.
+
+The hub creates the folders (attention_platform/hub/exchange_layout.py); the grader
+writes only into ``outbound/`` and ``feedback/<student>/``, whatever its uid.
 """
 
 from __future__ import annotations
@@ -26,26 +29,63 @@ import shutil
 
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.exchange.default.collect import ExchangeCollect, groupby
+from nbgrader.exchange.default.list import ExchangeList
 from nbgrader.exchange.default.release_assignment import ExchangeReleaseAssignment
 from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 from nbgrader.utils import check_mode, notebook_hash
 
 
-class PerStudentReleaseAssignment(ExchangeReleaseAssignment):
-    """Release without opening the exchange root to everyone.
+class GraderExchangeRoot:
+    """The exchange's folders above the students' own ones are the hub's, made by root.
 
-    Stock nbgrader forces the root to 0777 because students write into the shared
-    ``inbound/``; here nobody but the grader writes above the students' own folders.
+    Stock nbgrader insists on an exchange root it can write to (and would chmod it 0777);
+    the grader needs only to pass through it.
     """
 
     def ensure_root(self):
         if not os.path.isdir(self.root):
+            self.fail(f"The exchange {self.root} does not exist: the hub creates it when it starts.")
+        if not check_mode(self.root, execute=True):
+            self.fail(f"The grader may not enter the exchange {self.root}.")
+
+
+class PerStudentReleaseAssignment(GraderExchangeRoot, ExchangeReleaseAssignment):
+    """Release into ``outbound/`` without opening anything else.
+
+    Stock nbgrader forces the root to 0777 and wants to own the course and inbound
+    folders; here root owns those and the grader owns ``outbound/`` only.
+    """
+
+    def ensure_root(self):
+        if not os.path.exists(self.root):  # an exchange of the grader's own, outside the hub
             os.makedirs(self.root, mode=0o755)
-        if not check_mode(self.root, write=True, execute=True):
-            self.fail("Unwritable exchange directory: {}".format(self.root))
+        super().ensure_root()
+
+    def init_dest(self):
+        if self.coursedir.course_id == "":
+            self.fail("No course id specified. Re-run with --course flag.")
+        self.course_path = os.path.join(self.root, self.coursedir.course_id)
+        self.outbound_path = os.path.join(self.course_path, "outbound")
+        self.inbound_path = os.path.join(self.course_path, "inbound")
+        self.dest_path = os.path.join(self.outbound_path, self.coursedir.assignment_id)
+        if not os.path.isdir(self.outbound_path):
+            try:
+                os.makedirs(self.outbound_path, mode=0o755)
+            except OSError as exc:
+                self.fail(f"Cannot create {self.outbound_path} ({exc.strerror}): the hub creates it when it starts.")
+        if not check_mode(self.outbound_path, write=True, execute=True):
+            self.fail(f"The grader may not write to {self.outbound_path}.")
 
 
-class PerStudentCollect(ExchangeCollect):
+class PerStudentList(GraderExchangeRoot, ExchangeList):
+    """The grader's listing of released assignments (the formgrader checks the exchange with it).
+
+    Stock listing insists on writing to the exchange root and the formgrader would then call the
+    exchange missing; ``--remove`` (unrelease) removes from ``outbound/``, the grader's.
+    """
+
+
+class PerStudentCollect(GraderExchangeRoot, ExchangeCollect):
     """Collect the newest submission of each student from ``inbound/<student>/``."""
 
     def _path_to_record(self, path):
@@ -91,7 +131,7 @@ class PerStudentCollect(ExchangeCollect):
                 self.src_records.append(before[0] if before else ordered[0])
 
 
-class PerStudentReleaseFeedback(ExchangeReleaseFeedback):
+class PerStudentReleaseFeedback(GraderExchangeRoot, ExchangeReleaseFeedback):
     """Release each student's feedback into ``feedback/<student>/`` only."""
 
     def init_dest(self):

@@ -18,6 +18,11 @@ Errors that concern the student (exchange full, read-only, not writable) end in 
 ``ExchangeError`` whose message says, in one sentence, that the submission was NOT
 received, why, and what to do; the Assignments tab shows it.
 
+Natively a student's exchange root is a *view* that root owns and the student may only
+read (hub/jupyterhub_config.py); stock nbgrader insists on writing to its exchange root, so
+the student's fetch, feedback and list use the ``View*`` classes below, which only need to
+pass through it.
+
 Wired in ``hub/student/nbgrader_config.py``:
 ``c.ExchangeFactory.submit = "attention_platform.hub.submit.AtomicSubmit"``.
 """
@@ -31,8 +36,11 @@ import os
 import shutil
 import time
 
+from nbgrader.exchange.default.fetch_assignment import ExchangeFetchAssignment
+from nbgrader.exchange.default.fetch_feedback import ExchangeFetchFeedback
+from nbgrader.exchange.default.list import ExchangeList
 from nbgrader.exchange.default.submit import ExchangeSubmit
-from nbgrader.utils import ignore_patterns
+from nbgrader.utils import check_mode, ignore_patterns
 
 PARTIAL_PREFIX = ".partial-"
 # Files nbgrader adds to a submission; they differ on every submit and are not the student's work.
@@ -95,7 +103,32 @@ def _fsync_tree(folder: str) -> None:
             os.close(fd)
 
 
-class AtomicSubmit(ExchangeSubmit):
+class ReadOnlyViewRoot:
+    """The student's exchange root is the hub's, read-only: nbgrader's check for write access is wrong here.
+
+    Everything a student writes goes into their own inbound folder below it, which the
+    exchange actions check themselves.
+    """
+
+    def ensure_root(self):
+        if not os.path.isdir(self.root) or not check_mode(self.root, read=True, execute=True):
+            self.fail("The course's exchange is not available ({}); please contact your instructor."
+                      .format(self.root))
+
+
+class ViewFetchAssignment(ReadOnlyViewRoot, ExchangeFetchAssignment):
+    """Stock fetch through the student's read-only view."""
+
+
+class ViewFetchFeedback(ReadOnlyViewRoot, ExchangeFetchFeedback):
+    """Stock feedback fetch through the student's read-only view."""
+
+
+class ViewList(ReadOnlyViewRoot, ExchangeList):
+    """Stock listing through the student's read-only view."""
+
+
+class AtomicSubmit(ReadOnlyViewRoot, ExchangeSubmit):
     """``nbgrader submit`` that files a complete submission or nothing."""
 
     def init_dest(self):
