@@ -3,6 +3,7 @@
 3   a student replaces the exchange view the hub made for them (or the grader replaces a
     student's inbound folder) with a symlink, and the hub's root pre-spawn step runs again;
 4   a student hand-builds a submission of symlinks to what only the grader can read;
+6   one submission without its submission_secret.txt, then "release all feedback";
 8   a late submission whose folder name and timestamp.txt claim an earlier time;
 9   a named pipe, a symlink to a device, an unparsable name, a flood of folders and bytes.
 
@@ -31,8 +32,8 @@ import pytest
 
 from attention_platform.course.directory import copy_course
 from attention_platform.hub.exchange_layout import Ids
-from tests.fault_helpers import ASSIGNMENT, COURSE, REPO, SWAP_FOR_LINK, add_ballast, chown_tree, hub_pre_spawn, \
-    make_exchange, run_as, snapshot, unix_user, write_marker
+from tests.fault_helpers import ASSIGNMENT, COURSE, REPO, SWAP_FOR_LINK, chown_tree, hub_pre_spawn, make_exchange, \
+    run_as, snapshot, unix_user, write_marker
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="real Unix users need root (CI is root)")
 
@@ -348,6 +349,57 @@ print(json.dumps(out))
     for step, (before, after, started) in json.loads(done.stdout).items():
         assert after > before, f"{step}: the newest change time did not move ({before} -> {after})"
         assert after >= started - coarse_tick_ns, f"{step}: the newest change time is older than the step"
+
+
+# ---------------------------------------------------------------------------------------------- 6
+@pytest.mark.slow
+def test_release_feedback_goes_on_past_a_broken_student(scratch, accounts, grader):
+    from nbgrader.utils import notebook_hash
+
+    ex, course = class_exchange(scratch, accounts, grader)
+    for s in ("xch-ann", "xch-cy"):
+        [result] = ex.submit(s)
+        assert result["success"], result
+    # bo hands in by hand, without the secret nbgrader's submit adds
+    hand_made(ex, accounts, "xch-bo", now_claim(), copy=[str(ex.home("xch-bo") / ASSIGNMENT / NOTEBOOK)])
+    done, _ = collect(ex, course)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    # What generate_feedback leaves: <notebook>.html beside the submission's other files.
+    for s in (*STUDENTS, "ghost"):
+        source = collected(course, s if s != "ghost" else "xch-ann")
+        dest = course / "feedback" / s / ASSIGNMENT
+        shutil.copytree(source, dest, ignore=shutil.ignore_patterns("*.ipynb"))
+        (dest / f"{ASSIGNMENT}.html").write_text(f"<html>feedback for {s}</html>")
+    if grader is not None:
+        chown_tree(course / "feedback", grader)
+
+    released = ex.nbgrader(course, "release_feedback", ASSIGNMENT)
+    log = released.stdout + released.stderr
+    assert released.returncode == 0, log[-3000:]
+    for s in ("xch-ann", "xch-cy"):
+        secret = (collected(course, s) / "submission_secret.txt").read_text()
+        page = ex.course / "feedback" / s / (notebook_hash(secret=secret, notebook_id=ASSIGNMENT) + ".html")
+        assert page.read_text() == f"<html>feedback for {s}</html>"
+        assert stat.S_IMODE(page.stat().st_mode) == 0o640
+    assert os.listdir(ex.course / "feedback" / "xch-bo") == []
+    assert re.search(r"Feedback for xch-bo on 'self_attention' NOT released: .*no submission_secret\.txt", log), log
+    assert re.search(r"Feedback for ghost on 'self_attention' NOT released: they have no feedback folder", log), log
+
+    # ann fetches it through her own (read-only) view, as the Assignments tab does
+    fetched = ex_student_nbgrader(ex, "xch-ann", accounts, "fetch_feedback", ASSIGNMENT)
+    assert fetched.returncode == 0, (fetched.stdout + fetched.stderr)[-3000:]
+    pages = list((ex.home("xch-ann") / ASSIGNMENT / "feedback").rglob("*.html"))
+    assert [p.read_text() for p in pages] == ["<html>feedback for xch-ann</html>"]
+
+
+def ex_student_nbgrader(ex, student, accounts, *args):
+    import subprocess
+
+    from tests.fault_helpers import BIN
+
+    ids = accounts[student]
+    return subprocess.run([str(BIN / "nbgrader"), *args], cwd=ex.home(student), env=ex.student_env(student),
+                          capture_output=True, text=True, timeout=300, user=ids.uid, group=ids.gid, extra_groups=[])
 
 
 # ---------------------------------------------------------------------------------------------- 3

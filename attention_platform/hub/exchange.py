@@ -66,6 +66,8 @@ OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLO
 CREATE_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 # What the student claims (timestamp.txt) is a short line; anything longer is not a time.
 MAX_CLAIM_BYTES = 128
+# The secret naming a student's feedback file is 128 hex characters when nbgrader wrote it.
+MAX_SECRET_BYTES = 4096
 # A claim may look later than the kernel's time by this much: ctime comes from the kernel's
 # coarse clock (one tick behind), the claim from the fine one.
 CLOCK_GRANULARITY_NS = 1_000_000_000
@@ -672,7 +674,12 @@ def describe(mode: int, fd: int | None = None, name: str | None = None) -> str:
 
 # ---------------------------------------------------------------------------------------- feedback
 class PerStudentReleaseFeedback(GraderExchangeRoot, ExchangeReleaseFeedback):
-    """Release each student's feedback into ``feedback/<student>/`` only."""
+    """Release each student's feedback into ``feedback/<student>/`` only.
+
+    A student whose feedback cannot be released (no submission secret, an unreadable
+    file, no feedback folder in the exchange) gets one line in the log; everyone else's
+    feedback is released.
+    """
 
     def init_dest(self):
         if self.coursedir.course_id == "":
@@ -680,8 +687,19 @@ class PerStudentReleaseFeedback(GraderExchangeRoot, ExchangeReleaseFeedback):
         self.course_path = os.path.join(self.root, self.coursedir.course_id)
         self.outbound_feedback_path = os.path.join(self.course_path, "feedback")
         self.dest_path = self.outbound_feedback_path
-        if not os.path.isdir(self.outbound_feedback_path):
-            os.makedirs(self.outbound_feedback_path, mode=0o711)
+        try:
+            root_fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                course_fd = pass_through(root_fd, self.coursedir.course_id)
+            finally:
+                os.close(root_fd)
+            try:
+                self._feedback_fd = pass_through(course_fd, "feedback")  # root's, mode 0711
+            finally:
+                os.close(course_fd)
+        except OSError as exc:
+            self.fail(f"No feedback folder in the exchange ({self.outbound_feedback_path}: {exc.strerror}); "
+                      "the hub creates it when it starts.")
 
     def copy_files(self):
         exclude = set(filter(None, (self.coursedir.student_id_exclude or "").split(",")))
@@ -690,28 +708,93 @@ class PerStudentReleaseFeedback(GraderExchangeRoot, ExchangeReleaseFeedback):
                                        self.coursedir.assignment_id, escape=True),
             "(?P<notebook_id>.*).html",
         ])
-        for html_file in glob.glob(os.path.join(self.src_path, "*.html")):
+        by_student: dict[str, list[tuple[str, str]]] = {}
+        for html_file in sorted(glob.glob(os.path.join(self.src_path, "*.html"))):
             match = re.match(regexp, html_file)
             if match is None:
                 self.log.error("Could not match %r with regexp %r", html_file, regexp)
                 continue
             student_id, notebook_id = match.group("student_id"), match.group("notebook_id")
-            if student_id in exclude:
-                continue
-            feedback_dir = os.path.dirname(html_file)
+            if student_id not in exclude:
+                by_student.setdefault(student_id, []).append((notebook_id, html_file))
+        released, failed = 0, 0
+        try:
+            for student_id, notebooks in sorted(by_student.items()):
+                try:
+                    released += self._release_student(student_id, notebooks)
+                except Exception as exc:  # noqa: BLE001 - one student never stops everyone's feedback
+                    failed += 1
+                    self.log.error("Feedback for %s on '%s' NOT released: %s", show(student_id),
+                                   self.coursedir.assignment_id, exc)
+                    self.log.debug("release_feedback of %s failed:\n%s", show(student_id), traceback.format_exc())
+        finally:
+            os.close(self._feedback_fd)
+        if failed:
+            self.log.error("Feedback on '%s' released for %d students; %d could not be released (see above)",
+                           self.coursedir.assignment_id, len(by_student) - failed, failed)
+
+    def _release_student(self, student_id: str, notebooks: list[tuple[str, str]]) -> int:
+        if not is_plain_name(student_id):
+            raise ValueError("this student id cannot name a folder in the exchange")
+        feedback_dir = os.path.dirname(notebooks[0][1])
+        secret_path = os.path.join(feedback_dir, "submission_secret.txt")
+        try:
+            with open(secret_path, "rb") as fh:
+                secret_bytes = fh.read(MAX_SECRET_BYTES + 1)
+        except FileNotFoundError:
+            raise ValueError("the collected submission has no submission_secret.txt, which names the feedback "
+                             "file the student's server looks for; the student must submit again through "
+                             "the Assignments tab") from None
+        except OSError as exc:
+            raise ValueError(f"its submission_secret.txt cannot be read ({exc.strerror})") from None
+        if not secret_bytes.strip() or len(secret_bytes) > MAX_SECRET_BYTES:
+            raise ValueError("its submission_secret.txt is empty or too long to be one")
+        try:
+            secret = secret_bytes.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError("its submission_secret.txt is not text") from None
+        try:
             with open(os.path.join(feedback_dir, "timestamp.txt")) as fh:
-                timestamp = fh.read()
-            with open(os.path.join(feedback_dir, "submission_secret.txt")) as fh:
-                secret = fh.read()
-            student_dir = os.path.join(self.dest_path, student_id)
-            if not os.path.isdir(student_dir):
-                # Natively the hub creates it with the student's group; this is the fallback.
-                os.makedirs(student_dir, mode=0o750)
-            checksum = notebook_hash(secret=secret, notebook_id=notebook_id)
-            tmp = os.path.join(student_dir, "{}-tmp.html".format(checksum))
-            shutil.copy(html_file, tmp)
-            os.chmod(tmp, 0o640)
-            final = os.path.join(student_dir, "{}.html".format(checksum))
-            shutil.move(tmp, final)  # atomic replace: a student never reads half a file
-            self.log.info("Released feedback for student '%s' on '%s/%s/%s' (%s) to %s", student_id,
-                          self.coursedir.course_id, self.coursedir.assignment_id, notebook_id, timestamp, final)
+                timestamp = fh.read(MAX_CLAIM_BYTES).strip()
+        except (OSError, UnicodeDecodeError):
+            timestamp = "no timestamp"
+        try:
+            student_fd = pass_through(self._feedback_fd, student_id)
+        except FileNotFoundError:
+            raise ValueError("they have no feedback folder in the exchange (the hub makes it when their server "
+                             "first starts)") from None
+        except OSError as exc:
+            raise ValueError(f"their feedback folder in the exchange cannot be opened ({exc.strerror})") from None
+        released = 0
+        try:
+            for notebook_id, html_file in notebooks:
+                try:
+                    with open(html_file, "rb") as fh:
+                        html = fh.read()
+                except OSError as exc:
+                    self.log.error("Feedback for %s on '%s/%s' NOT released: %s cannot be read (%s)", show(student_id),
+                                   self.coursedir.assignment_id, notebook_id, html_file, exc.strerror)
+                    continue
+                checksum = notebook_hash(secret=secret, notebook_id=notebook_id)
+                self._write_atomically(student_fd, "{}.html".format(checksum), html)
+                released += 1
+                self.log.info("Released feedback for student '%s' on '%s/%s/%s' (%s)", show(student_id),
+                              self.coursedir.course_id, self.coursedir.assignment_id, notebook_id, timestamp)
+        finally:
+            os.close(student_fd)
+        return released
+
+    @staticmethod
+    def _write_atomically(dir_fd: int, name: str, data: bytes) -> None:
+        """A student never reads half a file: write a hidden temporary, then rename it into place."""
+        temporary = ".{}.{}.tmp".format(name, secrets.token_hex(4))
+        fd = os.open(temporary, CREATE_FILE, 0o640, dir_fd=dir_fd)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                os.fchmod(fh.fileno(), 0o640)
+            os.rename(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary, dir_fd=dir_fd)
+            raise
