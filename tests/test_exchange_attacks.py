@@ -32,8 +32,8 @@ import pytest
 
 from attention_platform.course.directory import copy_course
 from attention_platform.hub.exchange_layout import Ids
-from tests.fault_helpers import ASSIGNMENT, COURSE, REPO, SWAP_FOR_LINK, chown_tree, hub_pre_spawn, make_exchange, \
-    run_as, snapshot, unix_user, write_marker
+from tests.fault_helpers import ASSIGNMENT, COURSE, REPO, SWAP_FOR_LINK, add_ballast, chown_tree, hub_pre_spawn, \
+    make_exchange, run_as, snapshot, unix_user, write_marker
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="real Unix users need root (CI is root)")
 
@@ -256,6 +256,47 @@ for i in range(n):
     assert re.search(r"xch-cy: 6 submissions of 'self_attention' \(over the quota of 3\)", log), log
     assert tree(collected(course, "xch-cy"))[NOTEBOOK] == (ex.home("xch-cy") / ASSIGNMENT / NOTEBOOK).read_bytes()
     assert sum(p.stat().st_size for p in (course / "submitted").rglob("*") if p.is_file()) < 10_000_000
+
+
+@pytest.mark.slow
+def test_submit_refuses_what_the_course_would_not_keep_and_keeps_only_the_newest(scratch, accounts):
+    ex, _course = class_exchange(scratch, accounts, None, students=("xch-ann",))
+    home = ex.home("xch-ann")
+    (home / "nbgrader_config.py").write_text(  # the course's limits, made small enough to test
+        "c = get_config()\nc.ExchangeLimits.max_kept_submissions = 3\nc.ExchangeLimits.max_submission_bytes = 300_000\n")
+    markers = []
+    for i in range(5):
+        write_marker(home / ASSIGNMENT, f"round-{i}")
+        markers.append(f"round-{i}")
+        [result] = ex.submit("xch-ann")
+        assert result["success"], result
+        time.sleep(0.02)
+    kept = ex.submissions("xch-ann")
+    assert len(kept) == 3, kept
+    import nbformat
+
+    assert sorted(nbformat.read(p / NOTEBOOK, 4).metadata["load_marker"] for p in kept) == markers[2:]
+
+    # Over the per-submission bytes: refused, in one sentence, and nothing changes.
+    add_ballast(home / ASSIGNMENT, 400)
+    [refused] = ex.submit("xch-ann")
+    assert refused["success"] is False
+    message = refused["value"].strip().splitlines()[-1]
+    assert "NOT received" in message and "0.3 MB a submission may hold" in message, message
+    assert ex.submissions("xch-ann") == kept
+    assert not [e for e in ex.entries("xch-ann") if e.startswith(".")]
+
+    # Folders nested deeper than a submission may be.
+    shutil.rmtree(home / ASSIGNMENT)
+    shutil.copytree(ex.course / "outbound" / ASSIGNMENT, home / ASSIGNMENT)
+    deep = home / ASSIGNMENT / "/".join(f"d{i}" for i in range(10))
+    deep.mkdir(parents=True)
+    (deep / "x.txt").write_text("x")
+    chown_tree(home, accounts["xch-ann"])
+    [refused] = ex.submit("xch-ann")
+    message = refused["value"].strip().splitlines()[-1]
+    assert refused["success"] is False and "NOT received" in message and "nested 10 levels deep" in message, message
+    assert ex.submissions("xch-ann") == kept
 
 
 # ---------------------------------------------------------------------------------------------- 8
