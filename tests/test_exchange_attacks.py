@@ -519,3 +519,16 @@ def test_an_unprivileged_grader_lists_and_releases_without_writing_the_exchange_
     assert not (ex.course / "outbound" / ASSIGNMENT).exists()
     st = os.stat(ex.root)
     assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o755)
+
+
+def test_the_student_side_imports_nothing_of_our_package_but_its_own_module():
+    """The student image carries attention_platform/hub/submit.py alone (docker/student.Dockerfile):
+    whatever submit imports from our package must be in that module."""
+    import ast
+
+    tree = ast.parse((REPO / "attention_platform" / "hub" / "submit.py").read_text())
+    ours = [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+            and (node.module or "").startswith("attention_platform")]
+    ours += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+             for alias in node.names if alias.name.startswith("attention_platform")]
+    assert ours == [], ours

@@ -60,7 +60,8 @@ from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 from nbgrader.utils import check_mode, notebook_hash, parse_utc
 from traitlets import Float, Integer
 
-from attention_platform.hub.exchange_layout import ExchangeLimits, is_plain_name, open_dir, pass_through
+from attention_platform.hub.exchange_layout import is_plain_name, open_dir, pass_through
+from attention_platform.hub.submit import ExchangeLimits
 
 OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 CREATE_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC

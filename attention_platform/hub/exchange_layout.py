@@ -32,10 +32,8 @@ root everything belongs to that one user (a demo: no isolation); in Docker the h
 container's root creates the folders with the containers' ids (1000:100), and the
 isolation comes from what each container has mounted.
 
-``ExchangeLimits`` holds the per-student quotas and the per-submission limits that both
-sides read: ``AtomicSubmit`` (student side, attention_platform/hub/submit.py) refuses or
-prunes on the honest path, ``PerStudentCollect`` (grader side, exchange.py) enforces them
-on whatever a student wrote by hand.
+What a student may keep there (``ExchangeLimits``) lives in attention_platform/hub/submit.py:
+the student's image carries that module alone.
 """
 
 from __future__ import annotations
@@ -48,10 +46,6 @@ import secrets
 import stat
 import time
 from dataclasses import dataclass
-from pathlib import Path
-
-from traitlets import Integer
-from traitlets.config import LoggingConfigurable
 
 OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # fchown()'s "leave the group as it is": for folders whose mode gives their group nothing more
@@ -271,58 +265,3 @@ class ExchangeLayout:
     def _note(self, message: str) -> None:
         if self.log is not None:
             self.log.warning("exchange layout: %s", message)
-
-
-class ExchangeLimits(LoggingConfigurable):
-    """What a student may keep in the exchange, and what collect copies from one submission.
-
-    Read by both sides: ``AtomicSubmit`` refuses a submission over a per-submission limit
-    and prunes the student's own oldest submissions beyond the per-student quota;
-    ``PerStudentCollect`` enforces the same numbers on whatever is actually in the
-    student's folder, which the student can also write by hand. Configure as
-    ``c.ExchangeLimits.<name>`` in the grader's and the students' nbgrader config.
-    """
-
-    max_file_bytes = Integer(
-        100_000_000,
-        help="Largest single file (bytes) a submission may hold; a larger file is refused at submit and "
-             "not collected. nbgrader's own CourseDirectory.max_file_size applies as well (the smaller wins).",
-    ).tag(config=True)
-
-    max_submission_bytes = Integer(
-        100_000_000,
-        help="Most bytes of regular files in one submission; nbgrader's CourseDirectory.max_dir_size "
-             "default is the same 100 MB. Files past it are not collected.",
-    ).tag(config=True)
-
-    max_submission_entries = Integer(
-        1000,
-        help="Most entries of any kind (files, folders, links) in one submission; collect stops reading "
-             "a submission there.",
-    ).tag(config=True)
-
-    max_depth = Integer(
-        8,
-        help="Deepest folder nesting inside a submission (0: files at its top only); deeper folders are "
-             "refused at submit and not collected.",
-    ).tag(config=True)
-
-    max_kept_submissions = Integer(
-        10,
-        help="Submissions of one assignment a student keeps in the exchange. Submit removes the student's "
-             "own oldest ones beyond it; collect considers only the newest this many.",
-    ).tag(config=True)
-
-    student_quota_bytes = Integer(
-        500_000_000,
-        help="Most bytes one student keeps in the exchange for one assignment (all their kept submissions "
-             "of it); submit removes their oldest submissions to stay under it, collect reports a student "
-             "over it.",
-    ).tag(config=True)
-
-    student_quota_entries = Integer(
-        5000,
-        help="Most entries one student keeps in the exchange for one assignment (their kept submissions and "
-             "everything in them); collect reads at most this many names in the student's folder and reports "
-             "a student over it.",
-    ).tag(config=True)

@@ -18,7 +18,7 @@ Errors that concern the student (exchange full, read-only, not writable, a submi
 the course's limits) end in an ``ExchangeError`` whose message says, in one sentence, that
 the submission was NOT received, why, and what to do; the Assignments tab shows it.
 
-The course's limits (``ExchangeLimits``, attention_platform/hub/exchange_layout.py) are
+The course's limits (``ExchangeLimits``, below; collect reads the same class) are
 checked before anything is copied: files, bytes and folder depth of the submission. After a
 new submission is in, the student's own oldest submissions of the assignment beyond the
 kept number (or the per-student bytes quota) are removed: only the newest counts, and a
@@ -49,8 +49,8 @@ from nbgrader.exchange.default.fetch_feedback import ExchangeFetchFeedback
 from nbgrader.exchange.default.list import ExchangeList
 from nbgrader.exchange.default.submit import ExchangeSubmit
 from nbgrader.utils import check_mode, ignore_patterns
-
-from attention_platform.hub.exchange_layout import ExchangeLimits
+from traitlets import Integer
+from traitlets.config import LoggingConfigurable
 
 PARTIAL_PREFIX = ".partial-"
 # Files nbgrader adds to a submission; they differ on every submit and are not the student's work.
@@ -111,6 +111,61 @@ def _fsync_tree(folder: str) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+class ExchangeLimits(LoggingConfigurable):
+    """What a student may keep in the exchange, and what collect copies from one submission.
+
+    Here because the student's image carries this module alone. Read by both sides: ``AtomicSubmit`` refuses a submission over a per-submission limit
+    and prunes the student's own oldest submissions beyond the per-student quota;
+    ``PerStudentCollect`` enforces the same numbers on whatever is actually in the
+    student's folder, which the student can also write by hand. Configure as
+    ``c.ExchangeLimits.<name>`` in the grader's and the students' nbgrader config.
+    """
+
+    max_file_bytes = Integer(
+        100_000_000,
+        help="Largest single file (bytes) a submission may hold; a larger file is refused at submit and "
+             "not collected. nbgrader's own CourseDirectory.max_file_size applies as well (the smaller wins).",
+    ).tag(config=True)
+
+    max_submission_bytes = Integer(
+        100_000_000,
+        help="Most bytes of regular files in one submission; nbgrader's CourseDirectory.max_dir_size "
+             "default is the same 100 MB. Files past it are not collected.",
+    ).tag(config=True)
+
+    max_submission_entries = Integer(
+        1000,
+        help="Most entries of any kind (files, folders, links) in one submission; collect stops reading "
+             "a submission there.",
+    ).tag(config=True)
+
+    max_depth = Integer(
+        8,
+        help="Deepest folder nesting inside a submission (0: files at its top only); deeper folders are "
+             "refused at submit and not collected.",
+    ).tag(config=True)
+
+    max_kept_submissions = Integer(
+        10,
+        help="Submissions of one assignment a student keeps in the exchange. Submit removes the student's "
+             "own oldest ones beyond it; collect considers only the newest this many.",
+    ).tag(config=True)
+
+    student_quota_bytes = Integer(
+        500_000_000,
+        help="Most bytes one student keeps in the exchange for one assignment (all their kept submissions "
+             "of it); submit removes their oldest submissions to stay under it, collect reports a student "
+             "over it.",
+    ).tag(config=True)
+
+    student_quota_entries = Integer(
+        5000,
+        help="Most entries one student keeps in the exchange for one assignment (their kept submissions and "
+             "everything in them); collect reads at most this many names in the student's folder and reports "
+             "a student over it.",
+    ).tag(config=True)
 
 
 class ReadOnlyViewRoot:

@@ -19,5 +19,5 @@ c.ExchangeFactory.list = "attention_platform.hub.exchange.PerStudentList"
 c.ExchangeCollect.check_owner = os.environ.get("NBGRADER_CHECK_OWNER", "1") == "1"
 # What collect copies from one submission and what one student may keep in the exchange (bytes per
 # file and submission, entries, depth, kept submissions): c.ExchangeLimits.<name>, see
-# attention_platform/hub/exchange_layout.py. How far a submission's claimed time may lie before the
+# attention_platform/hub/submit.py. How far a submission's claimed time may lie before the
 # kernel's record of it: c.PerStudentCollect.claim_tolerance (seconds).

@@ -19,7 +19,7 @@ c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE_ROOT", "/srv/nbgrader/exchan
 c.Exchange.path_includes_course = False
 # All-or-nothing submit (issue #7): a submission appears in the inbound complete or not at all,
 # a retry of an identical submission files nothing new, and a full/read-only exchange says so.
-# It also checks the course's limits (c.ExchangeLimits, attention_platform/hub/exchange_layout.py)
+# It also checks the course's limits (c.ExchangeLimits, attention_platform/hub/submit.py)
 # before copying and removes the student's own oldest submissions beyond the kept number.
 c.ExchangeFactory.submit = "attention_platform.hub.submit.AtomicSubmit"
 # Natively the view is root's and read-only for the student (so that root never follows what a
