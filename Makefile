@@ -55,7 +55,7 @@ test: venv system-deps
 compose-test: venv
 	$(BIN)/python -m pytest -m docker tests/test_compose_roundtrip.py $(PYTEST_ARGS)
 
-## The deadline rush (issue #7): LOAD_STUDENTS simulated students against a native hub;
+## The deadline rush: LOAD_STUDENTS simulated students against a native hub;
 ## per-step latency, lost/duplicated submissions, memory. Figures: build/load/load-results.json
 LOAD_STUDENTS ?= 50
 load: venv system-deps

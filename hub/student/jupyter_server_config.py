@@ -22,7 +22,7 @@ except ImportError:  # an image without the course's package: nbgrader's own Lab
 else:
     c.LabApp.extra_labextensions_path = [str(LAB_EXTENSION_DIR)]
 
-# Idle kernels are stopped after 30 min, even with the tab open (issue #7, `make load`): a kernel
+# Idle kernels are stopped after 30 min, even with the tab open (measured with `make load`): a kernel
 # with torch holds ~250 MiB of the ~410 MiB a working student uses; the notebook stays saved.
 c.MappingKernelManager.cull_idle_timeout = 1800
 c.MappingKernelManager.cull_interval = 300
