@@ -64,3 +64,23 @@ def test_progress_bar_yields_every_item_and_reports_the_total():
     stream = io.StringIO()
     assert list(track(iter("abcd"), 4, "reading", stream=stream)) == list("abcd")
     assert "reading" in stream.getvalue() and "4/4" in stream.getvalue()
+
+
+@pytest.mark.parametrize("config", ["hub/grader/nbgrader_config.py", "hub/student/nbgrader_config.py"])
+def test_every_exchange_class_the_hub_configs_name_exists(config):
+    """nbgrader's ExchangeFactory takes import strings (its documented idiom); a typo would only
+    fail when a student first fetches or a TA collects, so resolve each one here."""
+    import importlib
+
+    from nbgrader.exchange import abc as exchange_abc
+
+    named = re.findall(r'^c\.ExchangeFactory\.(\w+) = "([\w.]+)"', (REPO / config).read_text(), re.MULTILINE)
+    assert named
+    for action, dotted in named:
+        module, _, name = dotted.rpartition(".")
+        cls = getattr(importlib.import_module(module), name)
+        base = {"release_assignment": exchange_abc.ExchangeReleaseAssignment, "collect": exchange_abc.ExchangeCollect,
+                "release_feedback": exchange_abc.ExchangeReleaseFeedback, "list": exchange_abc.ExchangeList,
+                "submit": exchange_abc.ExchangeSubmit, "fetch_assignment": exchange_abc.ExchangeFetchAssignment,
+                "fetch_feedback": exchange_abc.ExchangeFetchFeedback}[action]
+        assert issubclass(cls, base), (action, dotted)
