@@ -27,6 +27,16 @@ def main(argv: list[str] | None = None) -> int:
     hub.add_argument("--no-release", action="store_true",
                      help="generate the assignment but let the instructor release it from the formgrader")
 
+    fos = commands.add_parser(
+        "feedback-on-submit",
+        help="the course's feedback-on-submit grader (run as the grader account beside the formgrader): grades "
+             "each new submission as the assignment's policy says and tells the student")
+    fos.add_argument("--course", type=Path, default=Path.cwd(),
+                     help="the nbgrader course directory (its nbgrader_config.py holds the policies)")
+    fos.add_argument("--exchange", type=Path, default=None,
+                     help="the exchange root holding <course id>/inbound and /feedback "
+                          "(default: $NBGRADER_EXCHANGE_ROOT)")
+
     from attention_platform.hub.loadtest import add_command as add_load_test  # the deadline rush on the native hub (issue #7)
 
     add_load_test(commands)
@@ -52,6 +62,15 @@ def main(argv: list[str] | None = None) -> int:
         from attention_platform.hub.loadtest import main as load_test
 
         return load_test(args)
+    if args.command == "feedback-on-submit":
+        import os
+
+        from attention_platform.feedback_on_submit.service import main as feedback_on_submit
+
+        exchange = args.exchange or os.environ.get("NBGRADER_EXCHANGE_ROOT")
+        if not exchange:
+            parser.error("feedback-on-submit needs --exchange or $NBGRADER_EXCHANGE_ROOT")
+        return feedback_on_submit(args.course.resolve(), Path(exchange))
     if args.command == "demo":
         from attention_platform.course.demo import run_demo
 

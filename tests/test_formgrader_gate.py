@@ -77,6 +77,9 @@ EXPECTED: dict[str, dict[str, str]] = {
     "MainHandler": {"GET": ANYONE},
     "RedirectWithParams": {"GET": ANYONE},
     "LogoutHandler": {"GET": ANYONE},  # ends the service's session (the hub's own logout in the live server)
+    # feedback on submit (attention_platform/feedback_on_submit/formgrader.py)
+    "AttemptsPageHandler": {"GET": TA},
+    "AttemptsApiHandler": {"GET": TA},
 }
 # Handlers whose only route here is the formgrader's catch-all or a route they share with
 # a served handler: their pattern is served, through another handler, only where listed.
@@ -128,7 +131,8 @@ def registered_routes():
     extensions = {name: True for name in (
         "jupyterlab", "notebook", "notebook_shim", "jupyter_lsp", "jupyter_server_terminals",
         "nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.assignment_list",
-        "nbgrader.server_extensions.course_list", "nbgrader.server_extensions.validate_assignment")}
+        "nbgrader.server_extensions.course_list", "nbgrader.server_extensions.validate_assignment",
+        "attention_platform.hub.formgrader_gate")}
     app.initialize(argv=[f"--ServerApp.root_dir={COURSE_ROOT}", "--ServerApp.port=0", "--ServerApp.open_browser=False",
                          f"--ServerApp.base_url={PREFIX}", "--ServerApp.terminals_enabled=True"],
                    find_extensions=False, new_httpserver=False)
@@ -224,6 +228,8 @@ LIVE = [
     ("POST", f"formgrader/api/assignment/{PROBE}/collect", "CollectHandler"),
     ("POST", f"formgrader/api/submission/{PROBE}/{PROBE}/autograde", "AutogradeHandler"),
     ("GET", "formgrader/static/js/utils.js", "StaticFileHandler"),
+    ("GET", "formgrader/feedback_on_submit", "AttemptsPageHandler"),
+    ("GET", f"formgrader/api/attention/attempts/{PROBE}", "AttemptsApiHandler"),
     ("GET", f"formgrader/submissions/{PROBE}/notes.html", "SubmissionFilesHandler.html"),
 ]
 LIVE_EXPECTED = {**{k: v for k, v in EXPECTED.items()}, "FormgraderHandler?path": {},

@@ -89,6 +89,34 @@ class PerStudentCollect(ExchangeCollect):
                 ordered = self._sort_by_timestamp(v)
                 before = [r for r in ordered if r["timestamp"] <= self.duedate]
                 self.src_records.append(before[0] if before else ordered[0])
+        counted = counted_attempts(self.config, self.coursedir, self.coursedir.assignment_id)
+        for record in [r for r in self.src_records if r["username"] in counted]:
+            self.log.info("Keeping %s's submission of %s: under feedback on submit the attempt that counts ('%s') "
+                          "is already there (received %s UTC); newer submissions that were not graded do not count",
+                          record["username"], self.coursedir.assignment_id, counted[record["username"]][0],
+                          counted[record["username"]][1].strftime("%Y-%m-%d %H:%M:%S"))
+            self.src_records.remove(record)
+
+
+def counted_attempts(config, coursedir, assignment: str) -> dict:
+    """``{student: (policy's counts, time received)}`` of students whose attempt that counts the
+    feedback-on-submit grader has installed as their submission (policy ``last`` or ``best``):
+    collect leaves those alone (attention_platform/feedback_on_submit)."""
+    from attention_platform.feedback_on_submit.ledger import Ledger
+    from attention_platform.feedback_on_submit.policy import FeedbackOnSubmit, PolicyError
+
+    try:
+        policy = FeedbackOnSubmit(config=config).policy_for(assignment)
+    except PolicyError:
+        return {}
+    if policy.counts not in ("last", "best"):
+        return {}
+    ledger = Ledger(coursedir.db_url)
+    try:
+        return {row["student"]: (policy.counts, row["received_at"]) for row in ledger.attempts(assignment)
+                if row["counted"]}
+    finally:
+        ledger.close()
 
 
 class PerStudentReleaseFeedback(ExchangeReleaseFeedback):

@@ -107,6 +107,9 @@ ROUTES: tuple[Route, ...] = (
     _r(f"formgrader/api/student/{S}", get=GRADER, put=INSTRUCTOR),
     _r(f"formgrader/api/student_submissions/{S}", get=GRADER),
     _r(f"formgrader/api/student_notebook_submissions/{S}/{A}", get=GRADER),
+    # feedback on submit (attention_platform/feedback_on_submit/formgrader.py): the policies and every attempt
+    _r("formgrader/feedback_on_submit", get=GRADER),
+    _r(f"formgrader/api/attention/attempts/{A}", get=GRADER),
 )
 # Query arguments that change what the formgrader *is*: ``?path=`` re-roots it on any
 # folder and loads that folder's nbgrader_config.py (code) into this process.
@@ -333,8 +336,11 @@ def _image_files_handler():
 
 def install(web_app, base_url: str) -> None:
     """Route every request of ``web_app`` through the gate."""
+    from attention_platform.feedback_on_submit import formgrader as feedback_on_submit
+
     original = web_app.find_handler
     files_handler, images_handler = _image_files_handler()
+    web_app.add_handlers(".*$", feedback_on_submit.handlers(base_url))
 
     def find_handler(request, **kwargs):
         relative = relative_path(request.path, base_url)

@@ -155,6 +155,8 @@ class AtomicSubmit(ExchangeSubmit):
                     self.coursedir.course_id, self.coursedir.assignment_id, received))
                 return
 
+        self._refuse_ungradable_attempt()
+
         import secrets
         from stat import S_IRGRP, S_IROTH, S_IRUSR, S_IWUSR, S_IXGRP, S_IXOTH, S_IXUSR
 
@@ -197,6 +199,20 @@ class AtomicSubmit(ExchangeSubmit):
         self._copy_to_cache(final, self.timestamp)
         self.log.info("Submitted as: {} {} {}".format(
             self.coursedir.course_id, self.coursedir.assignment_id, str(self.timestamp)))
+
+    def _refuse_ungradable_attempt(self) -> None:
+        """Feedback on submit: refuse, before anything is filed, an attempt the course's grader would
+        not grade under a policy where only graded attempts count (the grader's own account of this
+        student's attempts says when the next one is possible; attention_platform/feedback_on_submit)."""
+        try:
+            from attention_platform.feedback_on_submit.student import submit_refusal
+        except ImportError:  # a student image without feedback on submit: the grader alone decides
+            return
+        student = self.assignment_filename.split("+")[0]
+        refusal = submit_refusal(self.root, self.coursedir.course_id, self.coursedir.assignment_id,
+                                 self.inbound_path, student)
+        if refusal:
+            self.fail(refusal)
 
     def _copy_to_cache(self, submission: str, timestamp: str) -> None:
         """The student's own record of what they submitted (the Assignments tab lists it).
