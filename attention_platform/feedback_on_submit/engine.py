@@ -38,6 +38,9 @@ from .intake import Intake
 from .policy import Policy
 
 
+DEFINITION_SECONDS = 5.0  # how stale the scratch definition may be after the instructor regenerates
+
+
 @dataclass
 class Attempt:
     id: int
@@ -168,6 +171,7 @@ class Engine:
         self.scratch = Pipeline(self.course, root=self.work, db_url=f"sqlite:///{scratch_db}",
                                 source=self.main.source, config=self.config)
         self._definitions: dict[str, str] = {}  # assignment -> digest of what the scratch gradebook holds
+        self._checked: dict[str, float] = {}  # assignment -> when the course's definition was last compared
         self._grading = SharedLock()  # attempts share it; rebuilding a definition takes it alone
         self._patch = None
         self.router = None
@@ -214,12 +218,16 @@ class Engine:
     # ------------------------------------------------------------------ the assignment's definition
     def ensure_definition(self, assignment: str) -> None:
         """The scratch gradebook holds the course gradebook's current definition of ``assignment``
-        (rebuilt, while no attempt is being graded, when the instructor changed it)."""
+        (rebuilt, while no attempt is being graded, when the instructor changed it; looked at
+        every ``DEFINITION_SECONDS`` at most)."""
+        if time.monotonic() - self._checked.get(assignment, -1e9) < DEFINITION_SECONDS:
+            return
         with self.router.opened(self.main.db_url, self.course_id) as (gb, session):
             definition = _definition(gb, assignment)
             session.rollback()
         digest = hashlib.sha256(json.dumps(definition, sort_keys=True).encode()).hexdigest()
         if self._definitions.get(assignment) == digest:
+            self._checked[assignment] = time.monotonic()
             return
         with self._grading.exclusive():
             if self._definitions.get(assignment) == digest:
@@ -235,6 +243,7 @@ class Engine:
                 _write_definition(gb, assignment, definition)
                 session.commit()
             self._definitions[assignment] = digest
+            self._checked[assignment] = time.monotonic()
         self.log.info("scratch gradebook: the definition of %s follows the course's gradebook (%s)", assignment,
                       digest[:12])
 

@@ -83,6 +83,7 @@ class Service:
         self.seen: dict[str, set] = collections.defaultdict(set)  # assignment -> {(student, submission)}
         self.since: dict[str, dt.datetime] = {}  # assignment -> feedback on submit on since
         self.folder_mtimes: dict[str, int] = {}
+        self.told: dict[tuple[str, str], Policy] = {}  # (assignment, student) -> the policy their status shows
         self.status_locks: dict[str, threading.Lock] = collections.defaultdict(threading.Lock)
         self.paused_until = 0.0
         self.incoming = self.engine.work / "incoming"
@@ -158,6 +159,9 @@ class Service:
             for student, info in sorted(students):
                 if not stat.S_ISDIR(info.st_mode):
                     continue
+                for assignment in assignments:  # the terms, before the student's first submit and when they change
+                    if self.told.get((assignment, student)) != self.policies.get(assignment):
+                        self.write_status(assignment, student)
                 recent = time.time() - info.st_mtime_ns / 1e9 < 2  # a coarse clock tick may hide a second change
                 if self.folder_mtimes.get(student) == info.st_mtime_ns and not recent:
                     continue
@@ -372,6 +376,7 @@ class Service:
     def write_status(self, assignment: str, student: str) -> None:
         with self.status_locks[student]:
             status = self.status_of(assignment, student)
+            self.told[(assignment, student)] = self.policies.get(assignment)
             try:
                 fd = os.open(self.exchange / "feedback" / student, OPEN_DIR)
             except OSError as exc:

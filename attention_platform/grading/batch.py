@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -237,11 +238,26 @@ class Pipeline:
         self.source = Path(source) if source else self.course / coursedir.source_directory
         sandboxed = SandboxedExecute(config=self.config)
         self.limits, self.seed_for = sandboxed.limits(), seed_function(sandboxed.secret_seed)
-        self.sanitize = [cls(config=self.config) for cls in self.config.Autograde.sanitize_preprocessors]
-        self.post = [cls(config=self.config) for cls in self.config.Autograde.autograde_preprocessors
-                     if not (isinstance(cls, type) and issubclass(cls, (pp.Execute, SandboxedExecute)))]
+        self._sanitize_classes = list(self.config.Autograde.sanitize_preprocessors)
+        self._post_classes = [cls for cls in self.config.Autograde.autograde_preprocessors
+                              if not (isinstance(cls, type) and issubclass(cls, (pp.Execute, SandboxedExecute)))]
+        self._local = threading.local()  # nbgrader's preprocessors keep per-notebook state on themselves
         self.ignore = list(coursedir.ignore)
         self._source_files: dict[str, list[Path]] = {}
+
+    @property
+    def sanitize(self) -> list:
+        """This thread's instances of the course's ``Autograde.sanitize_preprocessors``."""
+        if not hasattr(self._local, "sanitize"):
+            self._local.sanitize = [cls(config=self.config) for cls in self._sanitize_classes]
+        return self._local.sanitize
+
+    @property
+    def post(self) -> list:
+        """This thread's instances of the course's ``Autograde.autograde_preprocessors`` after execution."""
+        if not hasattr(self._local, "post"):
+            self._local.post = [cls(config=self.config) for cls in self._post_classes]
+        return self._local.post
 
     def submitted(self, student: str, assignment: str) -> Path:
         return self.root / self.coursedir.submitted_directory / student / assignment
