@@ -15,10 +15,12 @@ Roles (JupyterHub RBAC, minimum scopes we found; nbgrader #1900):
   idle culler service                    list:users, read:users:activity, read:servers, delete:servers
 """
 
+import logging
 import os
-import pwd
 import sys
 from pathlib import Path
+
+from attention_platform.hub.exchange_layout import ExchangeLayout, Ids
 
 c = get_config()  # noqa: F821
 
@@ -268,63 +270,33 @@ else:
     c.DockerSpawner.format_volume_name = _format_volume_name
 
 def _ids(username):
-    """(uid, gid) of a real Unix user, or None when everyone shares one UID."""
+    """Ids of a real Unix user, or None when everyone shares one UID."""
     if MODE == "native" and AS_ROOT:
-        entry = pwd.getpwnam(username)
-        return entry.pw_uid, entry.pw_gid
+        return Ids.of_user(username)
     if MODE == "docker":
-        return 1000, 100  # jovyan:users in the student and grader images
+        return Ids(1000, 100)  # jovyan:users in the student and grader images
     return None
 
 
 def _grader_ids():
     if MODE == "native" and AS_ROOT:
-        entry = pwd.getpwnam(GRADER_USER)
-        return entry.pw_uid, entry.pw_gid
+        return Ids.of_user(GRADER_USER or "root")
     if MODE == "docker":
-        return 1000, 100
+        return Ids(1000, 100)
     return None
-
-
-def _make_dir(path, mode, owner=None, group=None):
-    path.mkdir(parents=True, exist_ok=True)
-    if owner is not None:
-        os.chown(path, owner, group)
-    os.chmod(path, mode)
 
 
 def prepare_exchange(username):
     """Create ``username``'s own inbound and feedback folders (and, natively, their view).
 
+    The ownership table and why root follows nothing there: attention_platform/hub/exchange_layout.py.
     inbound/<user>:  the student writes; the grader's group reads (setgid keeps the group).
     feedback/<user>: the grader writes; the student's group reads.
-    Other students can enter neither.
+    Other students can enter neither; the view is root's and only readable by the student.
     """
-    course = EXCHANGE / COURSE
-    user_ids, grader_ids = _ids(username), _grader_ids()
-    for sub in ("outbound", "inbound", "feedback"):
-        path = course / sub
-        if not path.exists():
-            _make_dir(path, 0o755 if sub == "outbound" else 0o711, *(grader_ids or (None, None)))
-    if user_ids and grader_ids and MODE == "native":
-        _make_dir(course / "inbound" / username, 0o2770, user_ids[0], grader_ids[1])
-        _make_dir(course / "feedback" / username, 0o2750, grader_ids[0], user_ids[1])
-    else:  # same UID everywhere: isolation comes from what is mounted
-        _make_dir(course / "inbound" / username, 0o2770, *(user_ids or (None, None)))
-        _make_dir(course / "feedback" / username, 0o2750, *(grader_ids or (None, None)))
-    if MODE == "native":
-        view = VIEWS / username / COURSE
-        view.mkdir(parents=True, exist_ok=True)
-        for sub, target in (("outbound", course / "outbound"), ("inbound", course / "inbound" / username),
-                            ("feedback", course / "feedback" / username)):
-            link = view / sub
-            if link.is_symlink() or link.exists():
-                link.unlink()
-            link.symlink_to(target)
-        if user_ids:
-            os.chown(VIEWS / username, *user_ids)
-            os.chown(view, *user_ids)
-        os.chmod(VIEWS / username, 0o700)
+    layout = ExchangeLayout(EXCHANGE, COURSE, grader=_grader_ids(), views=VIEWS if MODE == "native" else None,
+                            log=logging.getLogger("JupyterHub"))  # the hub's own log: what was set aside
+    layout.prepare_student(username, _ids(username))
 
 
 # Uids of the Unix accounts the hub creates for its users (native, as root); a hub user whose

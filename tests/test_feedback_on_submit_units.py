@@ -7,13 +7,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shutil
 import stat
 
 import pytest
 
 from attention_platform.feedback_on_submit import status as status_file
 from attention_platform.feedback_on_submit.fairqueue import FairQueue
-from attention_platform.feedback_on_submit.intake import IntakeError, Limits, gradebook_time, take
+from attention_platform.feedback_on_submit.intake import IntakeError, collector, take
 from attention_platform.feedback_on_submit.policy import FeedbackOnSubmit, Policy, PolicyError, iso, parse
 from attention_platform.feedback_on_submit.student import submit_refusal
 
@@ -132,7 +133,7 @@ def test_an_attempt_that_could_not_reach_the_grader_goes_first_again():
 # --------------------------------------------------------------------------- intake
 
 def _submission(inbound, name="ann+a+2030-05-06 12:00:00.000000 UTC+xyz"):
-    folder = inbound / name
+    folder = inbound / "ann" / name
     (folder / "data").mkdir(parents=True)
     (folder / "a.ipynb").write_text("{}")
     (folder / "data" / "x.txt").write_text("x")
@@ -141,59 +142,57 @@ def _submission(inbound, name="ann+a+2030-05-06 12:00:00.000000 UTC+xyz"):
     return folder
 
 
-def test_intake_copies_regular_files_only_and_follows_nothing(tmp_path):
-    inbound = tmp_path / "inbound"
-    folder = _submission(inbound)
+def _take(tmp_path, folder, **limits):
+    from traitlets.config import Config
+
+    config = Config()
+    config.CourseDirectory.course_id = "course"
+    for key, value in limits.items():
+        setattr(config.ExchangeLimits, key, value)
+    fd = os.open(folder.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        return take(collector(config), fd, "ann", folder.name, tmp_path / "copy")
+    finally:
+        os.close(fd)
+
+
+def test_intake_is_the_tas_collect_regular_files_only_nothing_followed(tmp_path):
+    folder = _submission(tmp_path / "inbound")
     secret = tmp_path / "grader-secret.txt"
     secret.write_text("hidden")
     os.symlink(secret, folder / "link.txt")
     os.mkfifo(folder / "pipe")
     os.symlink(tmp_path, folder / "escape")
-    fd = os.open(inbound, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        got = take(fd, folder.name, tmp_path / "copy")
-    finally:
-        os.close(fd)
+    got = _take(tmp_path, folder)
     files = sorted(str(p.relative_to(tmp_path / "copy")) for p in (tmp_path / "copy").rglob("*"))
-    assert files == ["a.ipynb", "data", "data/x.txt", "submission_secret.txt", "timestamp.txt"]
-    assert all(not (tmp_path / "copy" / f).is_symlink() for f in files)
-    assert any("link.txt" in note and "symbolic link" in note for note in got.notes)
-    assert any("pipe" in note and "named pipe" in note for note in got.notes)
+    assert files == ["a.ipynb", "data", "data/x.txt", "submission_secret.txt"]  # collect writes timestamp.txt
+    assert any("link.txt" in note and "symbolic link" in note for note in got.notes), got.notes
+    assert any("pipe" in note and "named pipe" in note for note in got.notes), got.notes
     assert got.secret == "s" * 128 and got.claim.startswith("2030-05-06")
 
 
 def test_intake_takes_the_kernels_time_not_the_students(tmp_path):
-    inbound = tmp_path / "inbound"
-    folder = _submission(inbound)
+    folder = _submission(tmp_path / "inbound")
     os.utime(folder / "a.ipynb", (0, 0))  # mtime can be set by anyone; ctime cannot
-    fd = os.open(inbound, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        got = take(fd, folder.name, tmp_path / "copy")
-    finally:
-        os.close(fd)
+    got = _take(tmp_path, folder)
     assert abs((got.received - dt.datetime.now(UTC)).total_seconds()) < 30
-    # a claim the kernel does not corroborate (long before it arrived) is replaced by the kernel's time
-    assert gradebook_time(got, 30) == got.received
-    got.claim = (got.received - dt.timedelta(seconds=2)).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
-    assert abs((gradebook_time(got, 30) - got.received).total_seconds() - (-2)) < 0.01
+    assert got.timestamp == got.received  # a claim years away is replaced by the kernel's time
+    shutil.rmtree(tmp_path / "copy")
+    claimed = (got.received - dt.timedelta(seconds=2)).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+    (folder / "timestamp.txt").write_text(claimed)  # what an honest submit wrote a moment before
+    got = _take(tmp_path, folder)
+    assert got.timestamp.strftime("%Y-%m-%d %H:%M:%S.%f UTC") == claimed
 
 
-def test_intake_refuses_what_is_over_the_limits_and_leaves_no_copy(tmp_path):
-    inbound = tmp_path / "inbound"
-    folder = _submission(inbound)
+def test_intake_keeps_within_the_courses_limits_and_says_what_it_left(tmp_path):
+    folder = _submission(tmp_path / "inbound")
     (folder / "big.bin").write_bytes(b"0" * 2000)
-    fd = os.open(inbound, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        with pytest.raises(IntakeError, match="big.bin is 0.0 MB, more than"):
-            take(fd, folder.name, tmp_path / "copy", Limits(file_bytes=1000))
-        assert not (tmp_path / "copy").exists()
-        with pytest.raises(IntakeError, match="more than 3 files and folders"):
-            take(fd, folder.name, tmp_path / "copy", Limits(entries=3))
-        os.symlink(tmp_path, inbound / "ann+a+x+link")
-        with pytest.raises(IntakeError, match="not a folder"):
-            take(fd, "ann+a+x+link", tmp_path / "copy")
-    finally:
-        os.close(fd)
+    got = _take(tmp_path, folder, max_file_bytes=1000)
+    assert not (tmp_path / "copy" / "big.bin").exists() and (tmp_path / "copy" / "a.ipynb").exists()
+    assert any("big.bin" in note and "larger than" in note for note in got.notes), got.notes
+    os.symlink(tmp_path, folder.parent / "ann+a+x+link")
+    with pytest.raises(IntakeError, match="no longer a folder"):
+        _take(tmp_path, folder.parent / "ann+a+x+link")
 
 
 # --------------------------------------------------------------------------- status and the student's submit

@@ -156,7 +156,9 @@ class Engine:
                  exchange_feedback: Path | None = None, log=None):
         from nbgrader.apps import NbGrader  # noqa: F401 - nbgrader's apps register their config classes
 
-        from attention_platform.grading.batch import Pipeline, load_course_config
+        from attention_platform.grading.batch import Pipeline
+
+        from .policy import load_config
 
         self.log = log or logging.getLogger("feedback-on-submit")
         self.course = Path(course).resolve()
@@ -164,7 +166,7 @@ class Engine:
         self.work.mkdir(mode=0o700, exist_ok=True)
         self.attempt_seconds = attempt_seconds
         self.exchange_feedback = Path(exchange_feedback) if exchange_feedback else None
-        self.config = load_course_config(self.course)
+        self.config = load_config(self.course)  # as the TA's nbgrader commands and formgrader load it
         self.main = Pipeline(self.course, config=self.config)
         self.course_id = self.main.coursedir.course_id
         scratch_db = self.work / "gradebook.db"

@@ -32,10 +32,10 @@ def _ledger(db_url: str) -> Ledger:
 
 def policies(course_root: str, assignments: list[str]) -> dict[str, Policy | str]:
     """``{assignment: Policy or the sentence saying why the instructor's cannot be used}``."""
-    from attention_platform.grading.batch import load_course_config
+    from .policy import load_config
 
     try:
-        settings = FeedbackOnSubmit(config=load_course_config(course_root))
+        settings = FeedbackOnSubmit(config=load_config(course_root))
     except Exception as exc:  # noqa: BLE001 - shown on the page, as the grader logs it
         return {a: f"the course's nbgrader_config.py cannot be loaded ({exc})" for a in assignments}
     found: dict[str, Policy | str] = {}

@@ -213,13 +213,6 @@ class FeedbackOnSubmit(LoggingConfigurable):
              "attempts are kept, besides the one that counts; older ones keep their row in the gradebook.",
     ).tag(config=True)
 
-    claim_tolerance = Float(
-        30.0,
-        help="Seconds the time a submission claims (its timestamp.txt, what the student was shown) may lie "
-             "before the time the exchange received it and still be used as the attempt's time for the "
-             "gradebook; any other claim is replaced by the exchange's time.",
-    ).tag(config=True)
-
     @default("policies")
     def _policies_from_environment(self):
         text = os.environ.get(ENV, "").strip()
@@ -245,13 +238,21 @@ class FeedbackOnSubmit(LoggingConfigurable):
         return sorted(name for name in self.policies if name != "*")
 
 
-def load(course_dir, config=None) -> FeedbackOnSubmit:
-    """The course's settings, from its nbgrader_config.py unless ``config`` is given."""
-    if config is None:
-        from attention_platform.grading.batch import load_course_config
+def load_config(course_dir):
+    """The configuration nbgrader's own commands would use in ``course_dir``: every
+    ``nbgrader_config.py`` on the Jupyter config path (the grader's hub/grader/ settings: the
+    exchange, its limits, the collect's claim tolerance), then the course's own, which wins."""
+    from pathlib import Path
 
-        config = load_course_config(course_dir)
-    return FeedbackOnSubmit(config=config)
+    from jupyter_core.paths import jupyter_config_path
+    from traitlets.config import Config
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = Config()
+    for folder in [*reversed(jupyter_config_path()), str(course_dir)]:  # lowest priority first
+        if (Path(folder) / "nbgrader_config.py").is_file():
+            config.merge(PyFileConfigLoader("nbgrader_config.py", path=str(folder)).load_config())
+    return config
 
 
 def now() -> dt.datetime:

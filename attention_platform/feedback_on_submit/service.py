@@ -44,7 +44,7 @@ from pathlib import Path
 from . import status as status_file
 from .engine import Attempt, Engine
 from .fairqueue import FairQueue
-from .intake import Intake, IntakeError, gradebook_time, take
+from .intake import Intake, IntakeError, collector, take
 from .ledger import Ledger
 from .policy import FeedbackOnSubmit, Policy, PolicyError, aware, iso, now, until
 
@@ -68,6 +68,7 @@ class Service:
         self._config_mtime = None
         self.policies: dict[str, Policy] = {}
         self.errors: dict[str, str] = {}
+        self.collect = None  # set by reload(); with no loadable config there is no policy, so nothing is taken
         self.reload(force=True)
         self.engine = Engine(self.course, attempt_seconds=self.settings.attempt_seconds, log=self.log)
         self.course_id = self.engine.course_id
@@ -92,7 +93,7 @@ class Service:
     # ------------------------------------------------------------------ the instructor's policy
     def reload(self, force: bool = False) -> None:
         """Re-read the course's policies when its nbgrader_config.py changed."""
-        from attention_platform.grading.batch import load_course_config
+        from .policy import load_config
 
         try:
             mtime = self.config_file.stat().st_mtime_ns
@@ -102,7 +103,8 @@ class Service:
             return
         self._config_mtime = mtime
         try:
-            settings = FeedbackOnSubmit(config=load_course_config(self.course))
+            config = load_config(self.course)
+            settings = FeedbackOnSubmit(config=config)
         except Exception as exc:  # noqa: BLE001 - a broken config file: keep the last good policies
             self.log.error("the course's nbgrader_config.py cannot be loaded (%s); feedback on submit keeps the "
                            "policies it had", exc)
@@ -121,6 +123,7 @@ class Service:
             for assignment, policy in sorted(policies.items()):
                 self.log.info("policy of %s: %s", assignment, policy.describe())
         self.settings, self.policies, self.errors = settings, policies, errors
+        self.collect = collector(config)  # the TA's collect copies each attempt (its limits, its time)
 
     def policy(self, assignment: str) -> Policy:
         return self.policies.get(assignment) or Policy(assignment)
@@ -208,14 +211,14 @@ class Service:
             return  # from before feedback on submit was on (its ctime can only be later than its making)
         copy = self.incoming / f".new-{uuid.uuid4().hex}"
         try:
-            intake = take(folder_fd, name, copy)
+            intake = take(self.collect, folder_fd, student, name, copy)
         except FileNotFoundError:
             return
         except IntakeError as exc:
             received = now()
-            self.ledger.add(assignment=assignment, student=student, submission=name, claimed=name.split("+")[2],
+            self.ledger.add(assignment=assignment, student=student, submission=name, claimed=name.split("+")[2][:64],
                             received_at=received, state="not graded", feedback=policy.feedback,
-                            message=f"Not graded: {exc}. Remove what is too large and submit again.")
+                            message=f"Not graded: {exc}.")
             self.write_status(assignment, student)
             return
         except OSError as exc:
@@ -234,7 +237,7 @@ class Service:
             next_at = policy.next_allowed(counting, received)
             values = dict(assignment=assignment, student=student, submission=name,
                           claimed=intake.claim[:64], received_at=received,
-                          timestamp=gradebook_time(intake, self.settings.claim_tolerance), feedback=policy.feedback)
+                          timestamp=intake.timestamp, feedback=policy.feedback)
             if next_at is not None:
                 message = "Not graded: " + policy.refusal(counting, received, next_at) + "."
                 self.ledger.add(**values, state="refused", message=message)

@@ -5,8 +5,8 @@
   each attempt's state and result and when the next graded attempt is possible;
 * ``GET <base>attention/feedback-on-submit/page/<assignment>/<page>.html``: one of their feedback
   pages, straight from that folder, with a policy that lets no script run;
-* :func:`submit_refusal`: what the student's submit (``attention_platform.hub.submit``) says
-  instead of handing in an attempt the grader would not grade.
+* the Assignments tab's Submit (nbgrader's ``AssignmentList.submit_assignment``, in this server)
+  answers with :func:`submit_refusal` instead of handing in an attempt the grader would not grade.
 
 This side only ever reads what the grader wrote; nothing here decides anything the grader relies
 on. A student who edits this server's code gains nothing: the grader applies the policy again to
@@ -147,12 +147,33 @@ def _exchange_root() -> str:
     return os.environ.get("NBGRADER_EXCHANGE_ROOT", "/srv/nbgrader/exchange")
 
 
+def _refusing_submit(original):
+    """nbgrader's ``AssignmentList.submit_assignment`` that first asks :func:`submit_refusal`."""
+
+    def submit_assignment(self, course_id, assignment_id):
+        student = os.environ.get("JUPYTERHUB_USER", "")
+        root = _exchange_root()
+        if student and ASSIGNMENT.match(course_id or "") and ASSIGNMENT.match(assignment_id or ""):
+            refusal = submit_refusal(root, course_id, assignment_id, os.path.join(root, course_id, "inbound"), student)
+            if refusal:
+                self.log.info("feedback on submit: %s", refusal)
+                return {"success": False, "value": refusal}
+        return original(self, course_id, assignment_id)
+
+    submit_assignment.__wrapped__ = original
+    return submit_assignment
+
+
 def _jupyter_server_extension_points():
     return [{"module": "attention_platform.feedback_on_submit.student"}]
 
 
 def _load_jupyter_server_extension(serverapp):
     from jupyter_server.utils import url_path_join
+    from nbgrader.server_extensions.assignment_list.handlers import AssignmentList
+
+    if not hasattr(AssignmentList.submit_assignment, "__wrapped__"):
+        AssignmentList.submit_assignment = _refusing_submit(AssignmentList.submit_assignment)
 
     status_handler, page_handler = _handlers()
     base = serverapp.web_app.settings["base_url"]

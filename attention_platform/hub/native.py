@@ -29,6 +29,7 @@ from pathlib import Path
 from attention_platform.course.directory import copy_course
 from attention_platform.hub.accounts import UidRange, ensure_account
 from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT
+from attention_platform.hub.exchange_layout import ExchangeLayout, Ids
 
 HUB_CONFIG = COURSE_ROOT / "hub" / "jupyterhub_config.py"
 COURSE_ID = os.environ.get("NBGRADER_COURSE_ID", "dl-attention")
@@ -265,16 +266,12 @@ def prepare(state: Path, *, port: int = 8000, formgrader_port: int = 9999, relea
     hub = NativeHub(state=state, url=url, env=env, passwords=passwords, grader_user=grader,
                     formgrader_port=formgrader_port)
 
-    # The exchange: the root and the course folder belong to the grader; students get
-    # their own inbound/feedback folders when their server first starts (hub hook).
+    # The exchange's top folders (root's; outbound/ the grader's): see exchange_layout.py.
+    # Students get their own inbound/feedback folders and view when their server first
+    # starts (the hub's pre-spawn hook).
     course_x = hub.exchange / COURSE_ID
-    for path, mode in ((hub.exchange, 0o755), (course_x, 0o755), (course_x / "outbound", 0o755),
-                       (course_x / "inbound", 0o711), (course_x / "feedback", 0o711)):
-        path.mkdir(exist_ok=True)
-        path.chmod(mode)
-        if grader:
-            entry = pwd.getpwnam(grader)
-            os.chown(path, entry.pw_uid, entry.pw_gid)
+    ExchangeLayout(hub.exchange, COURSE_ID, grader=Ids.of_user(grader) if grader else None,
+                   views=state / "exchange-views").prepare_course()
 
     if as_root:
         hide_course_secrets(COURSE_ROOT, log)
@@ -324,7 +321,9 @@ def write_demo_roster(hub: NativeHub) -> Path:
     roster = hub.state / "run" / "demo-roster.csv"
     lines = ["id,first_name,last_name"] + [f"{name},Demo,{name.capitalize()}" for name in DEMO_STUDENTS]
     roster.write_text("\n".join(lines) + "\n")
-    roster.chmod(0o644)
+    if hub.grader_user:  # read by the grader's nbgrader only
+        os.chown(roster, 0, pwd.getpwnam(hub.grader_user).pw_gid)
+    roster.chmod(0o640)
     return roster
 
 
@@ -366,6 +365,7 @@ def start(hub: NativeHub) -> NativeHub:
     from attention_platform.hub.formgrader_service import command, service_env
 
     started = time.monotonic()
+    private_file(hub.state / "jupyterhub.log")  # user names, paths and errors of everyone: root's alone
     log = open(hub.state / "jupyterhub.log", "ab")
     hub.process = subprocess.Popen(
         [str(Path(sys.executable).parent / "jupyterhub"), "-f", str(HUB_CONFIG)],

@@ -14,9 +14,21 @@ the files being submitted (same bytes), nothing new is filed and the student is 
 it was received. A student whose server died after the rename but before the browser saw
 the answer can therefore press Submit again without creating a second copy.
 
-Errors that concern the student (exchange full, read-only, not writable) end in an
-``ExchangeError`` whose message says, in one sentence, that the submission was NOT
-received, why, and what to do; the Assignments tab shows it.
+Errors that concern the student (exchange full, read-only, not writable, a submission over
+the course's limits) end in an ``ExchangeError`` whose message says, in one sentence, that
+the submission was NOT received, why, and what to do; the Assignments tab shows it.
+
+The course's limits (``ExchangeLimits``, below; collect reads the same class) are
+checked before anything is copied: files, bytes and folder depth of the submission. After a
+new submission is in, the student's own oldest submissions of the assignment beyond the
+kept number (or the per-student bytes quota) are removed: only the newest counts, and a
+student must never be locked out of submitting by their own earlier submits. Collect
+enforces the same limits on the grader's side, whatever a student writes by hand.
+
+Natively a student's exchange root is a *view* that root owns and the student may only
+read (hub/jupyterhub_config.py); stock nbgrader insists on writing to its exchange root, so
+the student's fetch, feedback and list use the ``View*`` classes below, which only need to
+pass through it.
 
 Wired in ``hub/student/nbgrader_config.py``:
 ``c.ExchangeFactory.submit = "attention_platform.hub.submit.AtomicSubmit"``.
@@ -30,9 +42,15 @@ import hashlib
 import os
 import shutil
 import time
+from dataclasses import dataclass
 
+from nbgrader.exchange.default.fetch_assignment import ExchangeFetchAssignment
+from nbgrader.exchange.default.fetch_feedback import ExchangeFetchFeedback
+from nbgrader.exchange.default.list import ExchangeList
 from nbgrader.exchange.default.submit import ExchangeSubmit
-from nbgrader.utils import ignore_patterns
+from nbgrader.utils import check_mode, ignore_patterns
+from traitlets import Integer
+from traitlets.config import LoggingConfigurable
 
 PARTIAL_PREFIX = ".partial-"
 # Files nbgrader adds to a submission; they differ on every submit and are not the student's work.
@@ -95,8 +113,126 @@ def _fsync_tree(folder: str) -> None:
             os.close(fd)
 
 
-class AtomicSubmit(ExchangeSubmit):
-    """``nbgrader submit`` that files a complete submission or nothing."""
+class ExchangeLimits(LoggingConfigurable):
+    """What a student may keep in the exchange, and what collect copies from one submission.
+
+    Here because the student's image carries this module alone. Read by both sides: ``AtomicSubmit`` refuses a submission over a per-submission limit
+    and prunes the student's own oldest submissions beyond the per-student quota;
+    ``PerStudentCollect`` enforces the same numbers on whatever is actually in the
+    student's folder, which the student can also write by hand. Configure as
+    ``c.ExchangeLimits.<name>`` in the grader's and the students' nbgrader config.
+    """
+
+    max_file_bytes = Integer(
+        100_000_000,
+        help="Largest single file (bytes) a submission may hold; a larger file is refused at submit and "
+             "not collected. nbgrader's own CourseDirectory.max_file_size applies as well (the smaller wins).",
+    ).tag(config=True)
+
+    max_submission_bytes = Integer(
+        100_000_000,
+        help="Most bytes of regular files in one submission; nbgrader's CourseDirectory.max_dir_size "
+             "default is the same 100 MB. Files past it are not collected.",
+    ).tag(config=True)
+
+    max_submission_entries = Integer(
+        1000,
+        help="Most entries of any kind (files, folders, links) in one submission; collect stops reading "
+             "a submission there.",
+    ).tag(config=True)
+
+    max_depth = Integer(
+        8,
+        help="Deepest folder nesting inside a submission (0: files at its top only); deeper folders are "
+             "refused at submit and not collected.",
+    ).tag(config=True)
+
+    max_kept_submissions = Integer(
+        10,
+        help="Submissions of one assignment a student keeps in the exchange. Submit removes the student's "
+             "own oldest ones beyond it; collect considers only the newest this many.",
+    ).tag(config=True)
+
+    student_quota_bytes = Integer(
+        500_000_000,
+        help="Most bytes one student keeps in the exchange for one assignment (all their kept submissions "
+             "of it); submit removes their oldest submissions to stay under it, collect reports a student "
+             "over it.",
+    ).tag(config=True)
+
+    student_quota_entries = Integer(
+        5000,
+        help="Most entries one student keeps in the exchange for one assignment (their kept submissions and "
+             "everything in them); collect reads at most this many names in the student's folder and reports "
+             "a student over it.",
+    ).tag(config=True)
+
+
+class ReadOnlyViewRoot:
+    """The student's exchange root is the hub's, read-only: nbgrader's check for write access is wrong here.
+
+    Everything a student writes goes into their own inbound folder below it, which the
+    exchange actions check themselves.
+    """
+
+    def ensure_root(self):
+        if not os.path.isdir(self.root) or not check_mode(self.root, read=True, execute=True):
+            self.fail("The course's exchange is not available ({}); please contact your instructor."
+                      .format(self.root))
+
+
+class ViewFetchAssignment(ReadOnlyViewRoot, ExchangeFetchAssignment):
+    """Stock fetch through the student's read-only view."""
+
+
+class ViewFetchFeedback(ReadOnlyViewRoot, ExchangeFetchFeedback):
+    """Stock feedback fetch through the student's read-only view."""
+
+
+class ViewList(ReadOnlyViewRoot, ExchangeList):
+    """Stock listing through the student's read-only view."""
+
+
+@dataclass
+class Measure:
+    """What a folder holds, counted the way a submission is copied."""
+
+    entries: int = 0
+    bytes: int = 0
+    depth: int = 0
+    largest: tuple[str, int] = ("", 0)
+    over_entries: bool = False
+
+
+def measure(folder: str, ignore=None, follow_links: bool = True, max_entries: int | None = None) -> Measure:
+    """Entries, bytes of files and folder depth of ``folder``; stops counting past ``max_entries``.
+
+    ``follow_links``: as ``shutil.copytree`` does when it copies the student's work (their own
+    links, read with their own rights); the bound keeps a link loop finite.
+    """
+    found = Measure()
+    for root, dirs, files in os.walk(folder, followlinks=follow_links):
+        skipped = set(ignore(root, dirs + files)) if ignore else set()
+        dirs[:] = [d for d in dirs if d not in skipped]
+        depth = 0 if root == folder else os.path.relpath(root, folder).count(os.sep) + 1
+        found.depth = max(found.depth, depth)
+        for name in (f for f in files if f not in skipped):
+            try:
+                size = (os.stat if follow_links else os.lstat)(os.path.join(root, name)).st_size
+            except OSError:
+                size = 0
+            found.bytes += size
+            if size > found.largest[1]:
+                found.largest = (os.path.relpath(os.path.join(root, name), folder), size)
+        found.entries += len(dirs) + len([f for f in files if f not in skipped])
+        if max_entries is not None and found.entries > max_entries:
+            found.over_entries = True
+            break
+    return found
+
+
+class AtomicSubmit(ReadOnlyViewRoot, ExchangeSubmit):
+    """``nbgrader submit`` that files a complete submission or nothing, within the course's limits."""
 
     def init_dest(self):
         try:
@@ -139,9 +275,7 @@ class AtomicSubmit(ExchangeSubmit):
         newest = self._own_submissions()[:1]
         if newest:
             try:
-                ignore = ignore_patterns(exclude=self.coursedir.ignore, include=self.coursedir.include,
-                                         max_file_size=self.coursedir.max_file_size, log=self.log)
-                same = content_digest(newest[0]) == content_digest(self.src_path, ignore)
+                same = content_digest(newest[0]) == content_digest(self.src_path, self._ignore())
             except OSError:
                 same = False
             if same:
@@ -160,6 +294,9 @@ class AtomicSubmit(ExchangeSubmit):
         import secrets
         from stat import S_IRGRP, S_IROTH, S_IRUSR, S_IWUSR, S_IXGRP, S_IXOTH, S_IXUSR
 
+        limits = ExchangeLimits(parent=self)
+        size = self._check_limits(limits)
+        superseded = self._superseded(limits, size)
         try:
             self.do_copy(self.src_path, partial)
             with open(os.path.join(partial, "timestamp.txt"), "w") as fh:
@@ -196,6 +333,7 @@ class AtomicSubmit(ExchangeSubmit):
 
         with open(os.path.join(final, "submission_secret.txt")) as fh:
             self._secret = fh.read()
+        self._prune(superseded, limits)
         self._copy_to_cache(final, self.timestamp)
         self.log.info("Submitted as: {} {} {}".format(
             self.coursedir.course_id, self.coursedir.assignment_id, str(self.timestamp)))
@@ -203,7 +341,9 @@ class AtomicSubmit(ExchangeSubmit):
     def _refuse_ungradable_attempt(self) -> None:
         """Feedback on submit: refuse, before anything is filed, an attempt the course's grader would
         not grade under a policy where only graded attempts count (the grader's own account of this
-        student's attempts says when the next one is possible; attention_platform/feedback_on_submit)."""
+        student's attempts says when the next one is possible; attention_platform/feedback_on_submit).
+        The grader refuses such an attempt again on its side: this is the student's clear message, not
+        the enforcement."""
         try:
             from attention_platform.feedback_on_submit.student import submit_refusal
         except ImportError:  # a student image without feedback on submit: the grader alone decides
@@ -213,6 +353,63 @@ class AtomicSubmit(ExchangeSubmit):
                                  self.inbound_path, student)
         if refusal:
             self.fail(refusal)
+
+    def _ignore(self):
+        return ignore_patterns(exclude=self.coursedir.ignore, include=self.coursedir.include,
+                               max_file_size=self.coursedir.max_file_size, log=self.log)
+
+    def _check_limits(self, limits: ExchangeLimits) -> Measure:
+        """Refuse, before anything is written, a submission the course would not collect whole."""
+        size = measure(self.src_path, self._ignore(), max_entries=limits.max_submission_entries)
+        if size.over_entries:
+            self.fail(not_received(
+                "your assignment folder holds more than {} files and folders, the most a submission may hold; "
+                "remove generated files (data, checkpoints, outputs) from it".format(limits.max_submission_entries)))
+        if size.depth > limits.max_depth:
+            self.fail(not_received(
+                "folders in your assignment folder are nested {} levels deep, more than the {} a submission "
+                "may have".format(size.depth, limits.max_depth)))
+        name, largest = size.largest
+        if largest > limits.max_file_bytes:
+            self.fail(not_received(
+                "{} is {:.1f} MB, larger than the {:.1f} MB a file in a submission may be; remove it from "
+                "your assignment folder".format(name, largest / 1e6, limits.max_file_bytes / 1e6)))
+        most = min(limits.max_submission_bytes, limits.student_quota_bytes)
+        if size.bytes > most:
+            self.fail(not_received(
+                "your assignment folder holds {:.1f} MB, more than the {:.1f} MB a submission may hold; remove "
+                "large files (data, outputs) from it".format(size.bytes / 1e6, most / 1e6)))
+        if size.entries + 1 > limits.student_quota_entries:
+            self.fail(not_received(
+                "your assignment folder holds {} files and folders, more than the {} the course keeps for "
+                "you; remove generated files from it".format(size.entries, limits.student_quota_entries)))
+        return size
+
+    def _superseded(self, limits: ExchangeLimits, new: Measure) -> list[str]:
+        """The student's own oldest submissions that must go once the new one is in."""
+        kept, used_bytes, used_entries = 1, new.bytes, new.entries + 1
+        superseded = []
+        for path in self._own_submissions():  # newest first
+            size = measure(path, follow_links=False, max_entries=limits.student_quota_entries)
+            used_bytes += size.bytes
+            used_entries += size.entries + 1
+            kept += 1
+            if kept > limits.max_kept_submissions or used_bytes > limits.student_quota_bytes \
+                    or used_entries > limits.student_quota_entries:
+                superseded.append(path)
+        return superseded
+
+    def _prune(self, superseded: list[str], limits: ExchangeLimits) -> None:
+        """Remove the student's own superseded submissions; a failure costs nothing but space."""
+        for path in superseded:
+            try:
+                shutil.rmtree(path)
+            except OSError as exc:
+                self.log.warning("Could not remove your older submission %s: %s", os.path.basename(path), exc)
+                continue
+            self.log.info("Removed your older submission of %s: the course keeps your %d newest (%.0f MB at most)",
+                          os.path.basename(path).split("+")[2], limits.max_kept_submissions,
+                          limits.student_quota_bytes / 1e6)
 
     def _copy_to_cache(self, submission: str, timestamp: str) -> None:
         """The student's own record of what they submitted (the Assignments tab lists it).

@@ -14,5 +14,10 @@ c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE_ROOT", "/srv/nbgrader/exchan
 c.ExchangeFactory.release_assignment = "attention_platform.hub.exchange.PerStudentReleaseAssignment"
 c.ExchangeFactory.collect = "attention_platform.hub.exchange.PerStudentCollect"
 c.ExchangeFactory.release_feedback = "attention_platform.hub.exchange.PerStudentReleaseFeedback"
+c.ExchangeFactory.list = "attention_platform.hub.exchange.PerStudentList"
 # In containers every file belongs to jovyan; identity is the student's folder instead.
 c.ExchangeCollect.check_owner = os.environ.get("NBGRADER_CHECK_OWNER", "1") == "1"
+# What collect copies from one submission and what one student may keep in the exchange (bytes per
+# file and submission, entries, depth, kept submissions): c.ExchangeLimits.<name>, see
+# attention_platform/hub/submit.py. How far a submission's claimed time may lie before the
+# kernel's record of it: c.PerStudentCollect.claim_tolerance (seconds).

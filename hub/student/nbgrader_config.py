@@ -19,7 +19,14 @@ c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE_ROOT", "/srv/nbgrader/exchan
 c.Exchange.path_includes_course = False
 # All-or-nothing submit (issue #7): a submission appears in the inbound complete or not at all,
 # a retry of an identical submission files nothing new, and a full/read-only exchange says so.
+# It also checks the course's limits (c.ExchangeLimits, attention_platform/hub/submit.py)
+# before copying and removes the student's own oldest submissions beyond the kept number.
 c.ExchangeFactory.submit = "attention_platform.hub.submit.AtomicSubmit"
+# Natively the view is root's and read-only for the student (so that root never follows what a
+# student can replace); stock nbgrader would refuse an exchange root it cannot write to.
+c.ExchangeFactory.fetch_assignment = "attention_platform.hub.submit.ViewFetchAssignment"
+c.ExchangeFactory.fetch_feedback = "attention_platform.hub.submit.ViewFetchFeedback"
+c.ExchangeFactory.list = "attention_platform.hub.submit.ViewList"
 # Validate runs the notebook in a kernel. nbclient's default 4 s wait for a cell's last IOPub
 # message failed half of a 50-student deadline rush on 2 cores ("Timeout waiting for IOPub
 # output" on `import torch`); a loaded machine needs longer. Per-cell timeout as in grading.
