@@ -77,6 +77,10 @@ EXPECTED: dict[str, dict[str, str]] = {
     "MainHandler": {"GET": ANYONE},
     "RedirectWithParams": {"GET": ANYONE},
     "LogoutHandler": {"GET": ANYONE},  # ends the service's session (the hub's own logout in the live server)
+    # the course's additions (attention_platform/hub/formgrader_extras.py)
+    "CourseStaticHandler": {"GET": ANYONE, "HEAD": ANYONE},  # attention.js and .css: public code
+    "SubmissionStatesHandler": {"GET": TA},
+    "AutogradeProgressHandler": {"GET": TA},
     # feedback on submit (attention_platform/feedback_on_submit/formgrader.py)
     "AttemptsPageHandler": {"GET": TA},
     "AttemptsApiHandler": {"GET": TA},
@@ -102,6 +106,8 @@ def example_paths(matcher: PathMatches, handler: str) -> list[str]:
 
 def _examples(matcher: PathMatches, handler: str) -> list[str]:
     pattern = matcher.regex.pattern
+    if "formgrader/attention/static" in pattern:  # nested groups tornado cannot reverse
+        return [PREFIX + "formgrader/attention/static/attention.js"]
     if "formgrader/static" in pattern or "components" in pattern:
         return [matcher.reverse("js/utils.js") if "static" in pattern else matcher.reverse("x.js")]
     if "fonts" in pattern:

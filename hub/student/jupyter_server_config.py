@@ -3,21 +3,28 @@
 c = get_config()  # noqa: F821
 
 # Students get the Assignments tab and Validate only: no formgrader, no course list.
+# Validate is the course's own (attention_platform/hub/course_lab.py): it names the answers still to
+# do and says that the hidden checks are not run; nbgrader's said "Success!" for an untouched notebook.
 c.ServerApp.jpserver_extensions = {
     "nbgrader.server_extensions.formgrader": False,
     "nbgrader.server_extensions.course_list": False,
     "nbgrader.server_extensions.assignment_list": True,
-    "nbgrader.server_extensions.validate_assignment": True,
+    "nbgrader.server_extensions.validate_assignment": False,
+    "attention_platform.hub.course_lab": True,
     # Feedback on submit: the student's attempts and results, read from their own feedback folder.
     "attention_platform.feedback_on_submit.student": True,
 }
-# The Assignments tab's "Feedback on submit" panel (plain JavaScript shipped in the package, no build step).
+# The course's Lab extensions, plain JavaScript shipped in the package, no build step: Course menu and
+# launcher cards fitted to the role, Validate, fetch and submit confirmations (attention-course-lab);
+# the Assignments tab's "Feedback on submit" panel (attention-feedback-on-submit).
 try:
-    from attention_platform.feedback_on_submit import LAB_EXTENSIONS
-except ImportError:  # an image without the course's package: nbgrader's own Assignments tab
+    from attention_platform.hub.course_lab import LAB_EXTENSION_DIR
+except ImportError:  # an image without the course's package: nbgrader's own Lab, the page config above
+    c.ServerApp.jpserver_extensions["attention_platform.hub.course_lab"] = False
     c.ServerApp.jpserver_extensions["attention_platform.feedback_on_submit.student"] = False
+    c.ServerApp.jpserver_extensions["nbgrader.server_extensions.validate_assignment"] = True
 else:
-    c.LabApp.extra_labextensions_path = [str(LAB_EXTENSIONS)]
+    c.LabApp.extra_labextensions_path = [str(LAB_EXTENSION_DIR)]
 
 # Idle kernels are stopped after 30 min, even with the tab open (issue #7, `make load`): a kernel
 # with torch holds ~250 MiB of the ~410 MiB a working student uses; the notebook stays saved.
