@@ -289,8 +289,6 @@ class AtomicSubmit(ReadOnlyViewRoot, ExchangeSubmit):
                     self.coursedir.course_id, self.coursedir.assignment_id, received))
                 return
 
-        self._refuse_ungradable_attempt()
-
         import secrets
         from stat import S_IRGRP, S_IROTH, S_IRUSR, S_IWUSR, S_IXGRP, S_IXOTH, S_IXUSR
 
@@ -337,22 +335,6 @@ class AtomicSubmit(ReadOnlyViewRoot, ExchangeSubmit):
         self._copy_to_cache(final, self.timestamp)
         self.log.info("Submitted as: {} {} {}".format(
             self.coursedir.course_id, self.coursedir.assignment_id, str(self.timestamp)))
-
-    def _refuse_ungradable_attempt(self) -> None:
-        """Feedback on submit: refuse, before anything is filed, an attempt the course's grader would
-        not grade under a policy where only graded attempts count (the grader's own account of this
-        student's attempts says when the next one is possible; attention_platform/feedback_on_submit).
-        The grader refuses such an attempt again on its side: this is the student's clear message, not
-        the enforcement."""
-        try:
-            from attention_platform.feedback_on_submit.student import submit_refusal
-        except ImportError:  # a student image without feedback on submit: the grader alone decides
-            return
-        student = self.assignment_filename.split("+")[0]
-        refusal = submit_refusal(self.root, self.coursedir.course_id, self.coursedir.assignment_id,
-                                 self.inbound_path, student)
-        if refusal:
-            self.fail(refusal)
 
     def _ignore(self):
         return ignore_patterns(exclude=self.coursedir.ignore, include=self.coursedir.include,
