@@ -37,6 +37,16 @@ def main(argv: list[str] | None = None) -> int:
                      help="the exchange root holding <course id>/inbound and /feedback "
                           "(default: $NBGRADER_EXCHANGE_ROOT)")
 
+    from attention_platform.feedback_on_submit.bench import add_command as add_bench_feedback  # issue 17's latency
+
+    add_bench_feedback(commands)
+
+    attempts = commands.add_parser(
+        "attempts", help="every attempt graded on submit (feedback on submit), as CSV: received, state, points, "
+                         "whether it counts")
+    attempts.add_argument("--course", type=Path, default=Path.cwd(), help="the nbgrader course directory")
+    attempts.add_argument("--assignment", default=None, help="only this assignment")
+
     from attention_platform.hub.loadtest import add_command as add_load_test  # the deadline rush on the native hub (issue #7)
 
     add_load_test(commands)
@@ -62,6 +72,18 @@ def main(argv: list[str] | None = None) -> int:
         from attention_platform.hub.loadtest import main as load_test
 
         return load_test(args)
+    if args.command == "bench-feedback-on-submit":
+        from attention_platform.feedback_on_submit.bench import main as bench_feedback
+
+        return bench_feedback(args)
+    if args.command == "attempts":
+        from attention_platform.feedback_on_submit.ledger import export_csv
+        from attention_platform.feedback_on_submit.policy import load_config
+        from nbgrader.coursedir import CourseDirectory
+
+        coursedir = CourseDirectory(config=load_config(args.course.resolve()), root=str(args.course.resolve()))
+        export_csv(coursedir.db_url, sys.stdout, args.assignment)
+        return 0
     if args.command == "feedback-on-submit":
         import os
 

@@ -261,3 +261,31 @@ def test_no_status_or_a_broken_one_never_blocks_a_submit(tmp_path):
     (tmp_path / "course" / "feedback").mkdir(parents=True)
     (tmp_path / "course" / "feedback" / status_file.filename("a")).write_text("garbage")
     assert submit_refusal(str(tmp_path), "course", "a", str(tmp_path), "ann") is None
+
+
+# --------------------------------------------------------------------------- the attempts export
+
+def test_the_attempts_export_lists_every_attempt_with_its_times_and_the_one_that_counts(tmp_path, capsys):
+    import csv
+    import io
+
+    from attention_platform.cli import main
+    from attention_platform.feedback_on_submit.ledger import Ledger
+
+    ledger = Ledger(f"sqlite:///{tmp_path / 'gradebook.db'}")
+    t0 = dt.datetime(2030, 5, 6, 12, 0, 0, tzinfo=UTC)
+    first = ledger.add(assignment="a", student="ann", submission="ann+a+1", claimed="", received_at=t0,
+                       timestamp=t0, state="graded", feedback="full", message="")
+    ledger.set(first, score=3.0, max_score=5.0, graded_at=t0 + dt.timedelta(seconds=2), seconds=1.5)
+    ledger.add(assignment="a", student="ann", submission="ann+a+2", claimed="", received_at=t0 + dt.timedelta(minutes=1),
+               state="refused", feedback="full", message="Not graded: too soon.")
+    ledger.add(assignment="b", student="bob", submission="bob+b+1", claimed="", received_at=t0, state="queued",
+               feedback="checks", message="")
+    ledger.set_counted("a", "ann", first)
+    ledger.close()
+    assert main(["attempts", "--course", str(tmp_path), "--assignment", "a"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [(r["student"], r["attempt"], r["state"], r["counted"]) for r in rows] == \
+        [("ann", "1", "graded", "1"), ("ann", "2", "refused", "0")]
+    assert rows[0]["received_at"] == "2030-05-06 12:00:00.000000" and rows[0]["score"] == "3.0"
+    assert rows[0]["graded_at"] == "2030-05-06 12:00:02.000000" and rows[1]["message"] == "Not graded: too soon."
