@@ -72,4 +72,4 @@ release: venv
 	$(BIN)/nbgrader generate_assignment self_attention --force
 
 clean:
-	rm -rf build submitted autograded/*/ feedback gradebook.db
+	rm -rf build submitted autograded/*/ feedback gradebook.db attempts
