@@ -25,6 +25,10 @@ except ImportError:  # an image without the course's package: nbgrader's own Lab
     c.ServerApp.jpserver_extensions["nbgrader.server_extensions.validate_assignment"] = True
 else:
     c.LabApp.extra_labextensions_path = [str(LAB_EXTENSION_DIR)]
+try:  # an image may carry the course's Lab without feedback on submit (docker/student.Dockerfile)
+    import attention_platform.feedback_on_submit.student  # noqa: F401
+except ImportError:
+    c.ServerApp.jpserver_extensions["attention_platform.feedback_on_submit.student"] = False
 
 # Idle kernels are stopped after 30 min, even with the tab open (issue #7, `make load`): a kernel
 # with torch holds ~250 MiB of the ~410 MiB a working student uses; the notebook stays saved.

@@ -176,11 +176,14 @@
     }
 
     function refresh() {
-      var body = panelBody();
-      if (!body) { return Promise.resolve(); }
+      if (!document.getElementById('nbgrader-assignment-list')) { return Promise.resolve(); }
       return api('attention/feedback-on-submit').then(function (response) {
         return response.json().then(function (data) {
           if (!response.ok) { throw new Error(data.message || String(response.status)); }
+          // the panel appears only once this server answers: a server without the course's
+          // feedback-on-submit side (a Lab without it) shows nbgrader's tab unchanged
+          var body = panelBody();
+          if (!body) { return; }
           var key = JSON.stringify(data.assignments);
           if (key !== state.last) { state.last = key; render(body, data); }
         });
