@@ -13,9 +13,11 @@ One coordinating thread and ``c.FeedbackOnSubmit.workers`` grading threads:
   attempts: the attempt is queued, or refused with the time the next graded attempt is possible;
   either way it gets a row in the gradebook (:mod:`.ledger`) and the student's status is rewritten;
 * **queue** — :class:`.fairqueue.FairQueue`: students take turns, one attempt each in grading;
-* **grade** — a worker grades the attempt (:mod:`.engine`), writes the result the policy shows into
-  the student's status at once, then (``full``) the feedback pages, archives the attempt, and for
-  ``last``/``best`` installs the attempt that counts into the course;
+* **grade** — a worker grades the attempt (:mod:`.engine`) and writes the result the policy shows
+  into the student's status at once; then, when a worker is free and no attempt waits to be graded
+  (a result a student waits for never waits behind someone's feedback pages), the rest: (``full``)
+  the feedback pages, the archive, and for ``last``/``best`` the attempt that counts installed into
+  the course. Its student stays busy in the queue until then;
 * nothing is lost: a submission made while this process was down is graded when it is back
   (timed by the kernel), an attempt whose grading was cut short is graded again, and an attempt
   that could not reach the sandbox broker waits in the queue until it can.
@@ -81,6 +83,7 @@ class Service:
         self.workers = max(1, self.settings.workers)
         self.pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="attempt")
         self.running: dict = {}  # future -> Attempt
+        self.finishing: collections.deque = collections.deque()  # (Attempt, Result) graded, pages etc. to do
         self.seen: dict[str, set] = collections.defaultdict(set)  # assignment -> {(student, submission)}
         self.since: dict[str, dt.datetime] = {}  # assignment -> feedback on submit on since
         self.folder_mtimes: dict[str, int] = {}
@@ -255,17 +258,25 @@ class Service:
 
     # ------------------------------------------------------------------ grading
     def dispatch(self) -> None:
-        while len(self.running) < self.workers and time.monotonic() >= self.paused_until:
-            taken = self.queue.take()
-            if taken is None:
+        """Start grading while workers are free: first attempts waiting to be graded (fair between
+        students), then the unhurried rest of attempts already graded (pages, archive, what counts),
+        so that a result a student waits for never waits behind another student's feedback pages."""
+        while len(self.running) < self.workers:
+            taken = self.queue.take() if time.monotonic() >= self.paused_until else None
+            if taken is not None:
+                student, attempt = taken
+                self.ledger.set(attempt.id, state="grading")
+                self.write_status(attempt.assignment, student)
+                self.running[self.pool.submit(self.work, attempt)] = attempt
+            elif self.finishing:
+                attempt, result = self.finishing.popleft()
+                self.running[self.pool.submit(self.finish, attempt, result)] = attempt
+            else:
                 return
-            student, attempt = taken
-            self.ledger.set(attempt.id, state="grading")
-            self.write_status(attempt.assignment, student)
-            self.running[self.pool.submit(self.work, attempt)] = attempt
 
-    def work(self, attempt: Attempt) -> str:
-        """In a worker thread: grade, tell the student, make pages, archive, install what counts."""
+    def work(self, attempt: Attempt):
+        """In a worker thread: grade and tell the student at once. Returns ``("graded", result)``
+        (then :meth:`finish` follows), ``"retry"`` or ``"error"``."""
         from attention_platform.grading.sandbox.client import SandboxUnavailable
 
         try:
@@ -290,6 +301,11 @@ class Service:
         self.write_status(attempt.assignment, attempt.student)  # the student sees the result now
         self.log.info("%s: attempt %d graded in %.2f s: %g/%g", attempt.student, attempt.id, result.seconds,
                       result.score, result.max_score)
+        return "graded", result
+
+    def finish(self, attempt: Attempt, result) -> str:
+        """In a worker thread, once graded: feedback pages, archive, install what counts. The student
+        stays busy in the queue until this is done (the scratch course holds their attempt's files)."""
         if attempt.policy.feedback == "full":
             self.engine.feedback_pages(attempt, result)
             self.ledger.set(attempt.id, pages=result.pages, message="; ".join(attempt.intake.notes[:5] + result.notes))
@@ -336,12 +352,15 @@ class Service:
 
     def completed(self, future) -> None:
         attempt = self.running.pop(future)
-        self.queue.done(attempt.student)
         try:
             outcome = future.result()
         except Exception:  # noqa: BLE001 - work() reports its own failures; this is a bug in reporting
             self.log.error("attempt %d: %s", attempt.id, traceback.format_exc())
             outcome = "error"
+        if isinstance(outcome, tuple):  # graded: the rest follows when a worker is free
+            self.finishing.append((attempt, outcome[1]))
+            return
+        self.queue.done(attempt.student)
         if outcome == "retry":
             self.queue.retry(attempt.student, attempt)
             self.paused_until = time.monotonic() + RETRY_SECONDS
@@ -393,12 +412,15 @@ class Service:
 
     # ------------------------------------------------------------------ starting again
     def recover(self) -> None:
-        """Attempts queued or in grading when this process last stopped are queued again."""
+        """Attempts queued, in grading or not finished when this process last stopped are queued again."""
         for assignment, policy in self.policies.items():
             if not policy.on or self.enabled_since(assignment) is None:
                 continue
             for row in self.ledger.attempts(assignment):
-                if row["state"] not in ("queued", "grading"):
+                # graded but not yet archived (its copy is still in incoming/): the rest was cut short
+                # (pages, what counts), so it is graded again, with the same result
+                unfinished = row["state"] == "graded" and (self.incoming / str(row["id"])).is_dir()
+                if row["state"] not in ("queued", "grading") and not unfinished:
                     continue
                 folder = self.incoming / str(row["id"])
                 if not folder.is_dir():
