@@ -44,7 +44,7 @@ BENCH_N ?= 100
 bench: venv
 	$(BIN)/attention-course bench-autograde -n $(BENCH_N)
 
-## Feedback on submit (issue 17): BENCH_STUDENTS submit at once on a fresh native hub (as root), --rounds times;
+## Feedback on submit: BENCH_STUDENTS submit at once on a fresh native hub (as root), --rounds times;
 ## p50/p95 submit-to-result against the 3 s target and the TA's collect+autograde+feedback on the same submissions.
 BENCH_STUDENTS ?= 5
 bench-feedback: venv system-deps
@@ -61,7 +61,7 @@ test: venv system-deps
 compose-test: venv
 	$(BIN)/python -m pytest -m docker tests/test_compose_roundtrip.py $(PYTEST_ARGS)
 
-## The deadline rush (issue #7): LOAD_STUDENTS simulated students against a native hub;
+## The deadline rush: LOAD_STUDENTS simulated students against a native hub;
 ## per-step latency, lost/duplicated submissions, memory. Figures: build/load/load-results.json
 LOAD_STUDENTS ?= 50
 load: venv system-deps

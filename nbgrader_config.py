@@ -12,6 +12,7 @@ from nbgrader import preprocessors as pp
 from attention_platform.grading.preprocessors import (
     HideCheckCode, RestoreCellMetadata, RestoreCheckCells, SanitizeCheckOutputs,
 )
+from attention_platform.course.settings import course_id
 from attention_platform.grading.sandboxed_execute import SandboxedExecute
 from attention_platform.reporting.feedback import FeedbackSummary
 from attention_platform.reporting.safe_html import FEEDBACK_TEMPLATES, FeedbackHTMLExporter
@@ -21,7 +22,7 @@ c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 # The course root is wherever this file lives, so a copied course keeps working.
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 # Course id: the hub's groups are formgrade-<id> and nbgrader-<id>.
-c.CourseDirectory.course_id = os.environ.get("NBGRADER_COURSE_ID", "dl-attention")
+c.CourseDirectory.course_id = course_id()
 # Gradebook database; the hub deployment points this at PostgreSQL.
 c.CourseDirectory.db_url = os.environ.get(
     "NBGRADER_DB_URL", "sqlite:///" + os.path.join(c.CourseDirectory.root, "gradebook.db")

@@ -1,108 +1,36 @@
-"""``attention-course``: the platform's command line."""
+"""``attention-course``: the platform's command line.
+
+Every command is registered the same way: a package's ``commands.py`` has a ``register(commands)``
+that adds its sub-parsers and names, with ``set_defaults(run=...)``, the function that runs each.
+Those modules import nothing heavy: torch, nbgrader and the hub load only when their command runs.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from attention_platform.course.notebooks import COURSE_ROOT
+from attention_platform.course import commands as course_commands
+from attention_platform.feedback_on_submit import commands as feedback_on_submit_commands
+from attention_platform.grading import commands as grading_commands
+from attention_platform.hub import commands as hub_commands
+from attention_platform.reporting import commands as reporting_commands
+
+COMMAND_GROUPS = (course_commands, hub_commands, grading_commands, reporting_commands, feedback_on_submit_commands)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="attention-course", description="The self-attention course's platform: "
+                                  "a demo, the hub, sandboxed grading, feedback on submit, reports and exports.")
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for group in COMMAND_GROUPS:
+        group.register(commands)
+    return top
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="attention-course", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-
-    demo = commands.add_parser("demo", help="grade the bundled sample class end to end and print the grade table")
-    demo.add_argument("--workdir", type=Path, default=COURSE_ROOT / "build" / "demo",
-                      help="scratch course directory (replaced on every run)")
-
-    hub = commands.add_parser("hub", help="start the course's JupyterHub on 127.0.0.1 (no Docker); Ctrl-C stops it")
-    hub.add_argument("--state-dir", type=Path, default=COURSE_ROOT / "build" / "hub",
-                     help="hub database, exchange, course copy and demo homes (kept between runs)")
-    hub.add_argument("--port", type=int, default=8000, help="port of the hub's proxy on 127.0.0.1")
-    hub.add_argument("--formgrader-port", type=int, default=9999, help="port of the formgrader service on 127.0.0.1")
-    hub.add_argument("--course-root", type=Path, default=COURSE_ROOT,
-                     help="course checkout whose source/ and nbgrader_config.py the hub serves (default: this one)")
-    hub.add_argument("--no-release", action="store_true",
-                     help="generate the assignment but let the instructor release it from the formgrader")
-
-    fos = commands.add_parser(
-        "feedback-on-submit",
-        help="the course's feedback-on-submit grader (run as the grader account beside the formgrader): grades "
-             "each new submission as the assignment's policy says and tells the student")
-    fos.add_argument("--course", type=Path, default=Path.cwd(),
-                     help="the nbgrader course directory (its nbgrader_config.py holds the policies)")
-    fos.add_argument("--exchange", type=Path, default=None,
-                     help="the exchange root holding <course id>/inbound and /feedback "
-                          "(default: $NBGRADER_EXCHANGE_ROOT)")
-
-    from attention_platform.feedback_on_submit.bench import add_command as add_bench_feedback  # issue 17's latency
-
-    add_bench_feedback(commands)
-
-    attempts = commands.add_parser(
-        "attempts", help="every attempt graded on submit (feedback on submit), as CSV: received, state, points, "
-                         "whether it counts")
-    attempts.add_argument("--course", type=Path, default=Path.cwd(), help="the nbgrader course directory")
-    attempts.add_argument("--assignment", default=None, help="only this assignment")
-
-    from attention_platform.hub.loadtest import add_command as add_load_test  # the deadline rush on the native hub (issue #7)
-
-    add_load_test(commands)
-
-    from attention_platform.reporting.commands import add_report_commands  # misconception report and grade exports (issue #6)
-
-    add_report_commands(commands)
-
-    from attention_platform.grading.commands import COMMANDS as GRADING_COMMANDS, add_grading_commands  # sandboxed grading (issue #4)
-
-    add_grading_commands(commands)
-
-    args = parser.parse_args(argv)
-    if args.command in GRADING_COMMANDS:
-        from attention_platform.grading.commands import run_grading_command
-
-        return run_grading_command(args)
-    if args.command in ("report", "export-checks", "export-canvas", "feedback"):
-        from attention_platform.reporting.commands import run_report_command
-
-        return run_report_command(args)
-    if args.command == "load-test":
-        from attention_platform.hub.loadtest import main as load_test
-
-        return load_test(args)
-    if args.command == "bench-feedback-on-submit":
-        from attention_platform.feedback_on_submit.bench import main as bench_feedback
-
-        return bench_feedback(args)
-    if args.command == "attempts":
-        from attention_platform.feedback_on_submit.ledger import export_csv
-        from attention_platform.feedback_on_submit.policy import load_config
-        from nbgrader.coursedir import CourseDirectory
-
-        coursedir = CourseDirectory(config=load_config(args.course.resolve()), root=str(args.course.resolve()))
-        export_csv(coursedir.db_url, sys.stdout, args.assignment)
-        return 0
-    if args.command == "feedback-on-submit":
-        import os
-
-        from attention_platform.feedback_on_submit.service import main as feedback_on_submit
-
-        exchange = args.exchange or os.environ.get("NBGRADER_EXCHANGE_ROOT")
-        if not exchange:
-            parser.error("feedback-on-submit needs --exchange or $NBGRADER_EXCHANGE_ROOT")
-        return feedback_on_submit(args.course.resolve(), Path(exchange))
-    if args.command == "demo":
-        from attention_platform.course.demo import run_demo
-
-        run_demo(args.workdir)
-    elif args.command == "hub":
-        from attention_platform.hub.native import run
-
-        return run(args.state_dir, port=args.port, formgrader_port=args.formgrader_port, release=not args.no_release,
-                   course_root=args.course_root)
-    return 0
+    args = parser().parse_args(argv)
+    return args.run(args) or 0
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ COPY attention_platform/hub/__init__.py attention_platform/hub/submit.py /opt/dl
 # The course's Lab (hub/student/jupyter_server_config.py): its server side, what Validate says, the
 # notebooks' order, and the Lab extension itself (plain JavaScript).
 COPY attention_platform/hub/course_lab.py /opt/dl-attention/student-lib/attention_platform/hub/
-COPY attention_platform/course/__init__.py attention_platform/course/notebooks.py attention_platform/course/validation.py /opt/dl-attention/student-lib/attention_platform/course/
+COPY attention_platform/course/__init__.py attention_platform/course/notebooks.py attention_platform/course/settings.py attention_platform/course/validation.py /opt/dl-attention/student-lib/attention_platform/course/
 COPY attention_platform/lab/ /opt/dl-attention/student-lib/attention_platform/lab/
 # Feedback on submit's student side (hub/student/jupyter_server_config.py): it only reads what the
 # grader wrote into the student's own feedback folder (their attempts, the policy); it decides nothing.

@@ -20,6 +20,7 @@ import os
 import sys
 from pathlib import Path
 
+from attention_platform.course.settings import course_id
 from attention_platform.hub.exchange_layout import ExchangeLayout, Ids
 
 c = get_config()  # noqa: F821
@@ -40,7 +41,7 @@ def env_list(name, default=""):
 # native: local processes on 127.0.0.1; docker: containers (docker-compose.yml).
 MODE = env("HUB_MODE", "native")
 # nbgrader course id; also the formgrader service's name and the groups' suffix.
-COURSE = env("NBGRADER_COURSE_ID", "dl-attention")
+COURSE = course_id()
 # Where the hub keeps its state (SQLite db, cookie secret, proxy pid).
 STATE = Path(env("HUB_STATE_DIR", str(REPO / "build" / "hub")))
 # Public address of the proxy; native binds to loopback only.
@@ -69,7 +70,7 @@ VIEWS = Path(env("EXCHANGE_VIEWS", str(STATE / "exchange-views")))
 FORMGRADER_URL = env("FORMGRADER_URL", "http://127.0.0.1:9999")
 # Unix account of the formgrader (native, as root: root, which the autograder's sandbox needs).
 GRADER_USER = env("GRADER_USER", "root")
-# Idle single-user servers are stopped after this many seconds. Measured (issue #7, `make load`): an
+# Idle single-user servers are stopped after this many seconds. Measured with `make load` (the deadline rush): an
 # idle server holds ~131 MiB (PSS), a re-spawn in a deadline rush costs a student ~2 min; memory
 # is not what runs out first, so idle servers live an hour (idle kernels go after 30 min, hub/student).
 CULL_TIMEOUT = int(env("CULL_IDLE_TIMEOUT", "3600"))

@@ -166,7 +166,7 @@ def launch_hub(name: str, *, release: bool = True, timeout: float = 300, fresh: 
                port: int | None = None, env: dict | None = None):
     """Run ``attention-course hub`` in a fresh state directory; Ctrl-C it afterwards.
 
-    ``fresh=False`` and the previous ``port`` restart a hub on its kept state (issue #7's faults);
+    ``fresh=False`` and the previous ``port`` restart a hub on its kept state (the fault tests);
     ``env`` adds settings the hub reads from its environment (e.g. CULL_IDLE_TIMEOUT).
     """
     state = REPO / "build" / name

@@ -178,7 +178,8 @@ def test_student_image_holds_nothing_of_the_grader_side():
     ours = {p for p in sources if p.startswith("attention_platform")}
     assert ours == {"attention_platform/__init__.py", "attention_platform/hub/__init__.py", "attention_platform/hub/submit.py",
                     "attention_platform/hub/course_lab.py", "attention_platform/course/__init__.py",
-                    "attention_platform/course/notebooks.py", "attention_platform/course/validation.py",
+                    "attention_platform/course/notebooks.py", "attention_platform/course/settings.py",
+                    "attention_platform/course/validation.py",
                     "attention_platform/lab/", "attention_platform/feedback_on_submit/__init__.py",
                     "attention_platform/feedback_on_submit/student.py", "attention_platform/feedback_on_submit/status.py",
                     "attention_platform/feedback_on_submit/policy.py"}

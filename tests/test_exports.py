@@ -111,7 +111,7 @@ def test_export_cli_selects_and_summarises(gradebook, tmp_path, capsys):
     out = tmp_path / "c.csv"
     assert cli(["export-checks", ASSIGNMENT, "--db-url", url, "--to", str(out), "--student", "bo"]) == 0
     printed = capsys.readouterr()
-    assert "exporting self_attention checks: 1/1" in printed.err
+    assert "exporting self_attention checks" in printed.err and "1/1" in printed.err
     assert f"written to   {out.resolve()}" in printed.out and "students     1" in printed.out
     assert {r["student_id"] for r in csv.DictReader(open(out))} == {"bo"}
     assert cli(["export-canvas", "--db-url", url, "--to", str(tmp_path / "k.csv"), "--id-column", "SIS User ID"]) == 0

@@ -1,4 +1,4 @@
-"""Faults at the exchange, with submissions in flight (issue #7). No hub needed.
+"""Faults at the exchange, with submissions in flight. No hub needed.
 
 * the exchange volume is full / read-only at submit time: the student reads a clear
   "NOT received" message and nothing half-written lands in the inbound (stock nbgrader,

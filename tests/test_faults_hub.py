@@ -1,4 +1,4 @@
-"""Faults on the live native hub, with submissions in flight (issue #7).
+"""Faults on the live native hub, with submissions in flight.
 
 * a student's server is killed (SIGKILL) in the middle of a submit: the student's browser
   gets an error, nothing appears in the inbound, and the retry after the server is started

@@ -281,7 +281,10 @@ def test_the_formgrader_runs_as_the_grader_account_not_root(gate_hub):
     import pwd
     from pathlib import Path
 
-    from attention_platform.hub.native import GRADER_ACCOUNT
+    from attention_platform.course.settings import course_id
+    from attention_platform.hub.native import grader_account
+
+    grader = grader_account(course_id())
 
     servers = [pid for pid in filter(str.isdigit, os.listdir("/proc"))
                if str(gate_hub.state / "course").encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -289,6 +292,6 @@ def test_the_formgrader_runs_as_the_grader_account_not_root(gate_hub):
     assert servers
     for pid in servers:
         uids = [line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("Uid:")]
-        assert uids[0].split()[1:] == [str(pwd.getpwnam(GRADER_ACCOUNT).pw_uid)] * 4, uids
+        assert uids[0].split()[1:] == [str(pwd.getpwnam(grader).pw_uid)] * 4, uids
     # and it, not root, owns the course directory it serves
-    assert (gate_hub.state / "course").stat().st_uid == pwd.getpwnam(GRADER_ACCOUNT).pw_uid
+    assert (gate_hub.state / "course").stat().st_uid == pwd.getpwnam(grader).pw_uid

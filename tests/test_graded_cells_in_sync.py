@@ -103,3 +103,20 @@ def test_the_demo_states_no_point_total_of_its_own():
     assert f"{sum(p.ta_points for p in PARTS)} points in all" in demo.written_answers_note()
     table = demo.grade_table({"ada": {}})
     assert f"0/{PARTS[0].auto_points}" in table
+
+
+TA_GUIDE = COURSE_ROOT / "docs" / "ta-guide.md"
+
+
+def ta_guide_totals(text: str) -> list[int]:
+    """The totals the TA guide's example report summary states ("median 46 of 55")."""
+    return [int(n) for n in re.findall(r"median [\d.]+ of (\d+)", text)]
+
+
+def test_the_ta_guide_states_the_assignment_total():
+    totals = ta_guide_totals(TA_GUIDE.read_text())
+    assert totals and set(totals) == {ASSIGNMENT_POINTS}, totals
+
+
+def test_a_drifted_ta_guide_total_is_caught():
+    assert ta_guide_totals("scores       mean 14.5, median 16 of 18") == [18] != [ASSIGNMENT_POINTS]

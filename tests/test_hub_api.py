@@ -21,7 +21,7 @@ import nbformat
 import pytest
 
 from attention_platform.course.notebooks import COURSE_ROOT, class_cell, release_notebook, with_answer
-from attention_platform.hub.native import DEMO_STUDENTS
+from attention_platform.hub.native import DemoClass
 from grader_tests.answers import BUGGY
 from hub_helpers import COURSE
 
@@ -136,7 +136,7 @@ def test_submit_over_http_and_the_protections(hub, record_property):
     assert ta.formgrader("POST", f"assignment/{ASSIGNMENT}/collect").json()["success"]
     # the class list names every student (nbgrader shows "None, None" for a student it only met at collect)
     roster = {row["id"]: (row["last_name"], row["first_name"]) for row in ta.formgrader("GET", "students").json()}
-    assert set(DEMO_STUDENTS) <= set(roster), roster
+    assert set(DemoClass().students) <= set(roster), roster
     assert all(last and first for last, first in roster.values()), roster
     collected = hub.state / "course" / "submitted" / "student3" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
     assert class_cell(nbformat.read(collected, 4)).source == class_cell(with_answer(release_notebook(), BUGGY_ANSWER.code)).source

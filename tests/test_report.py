@@ -338,7 +338,7 @@ def test_feedback_command_shows_progress_and_a_summary(e2e_class, capsys):
     assert cli(["feedback", ASSIGNMENT, "--course", str(course)]) == 0
     printed = capsys.readouterr()
     graded = len(expected)  # the submissions nbgrader autograded
-    assert f"generating feedback: {graded}/{graded}" in printed.err
+    assert f"feedback for {ASSIGNMENT}" in printed.err and f"{graded}/{graded}" in printed.err
     assert f"students     {graded} of {graded} autograded have feedback" in printed.out
     for student in expected:
         assert list((course / "feedback" / student / ASSIGNMENT).glob("*.html")), student

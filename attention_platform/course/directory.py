@@ -6,16 +6,15 @@ submissions into ``submitted/``, run nbgrader, read scores from the gradebook.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 import nbformat
 
 from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT, NOTEBOOK
+from attention_platform.venv import environment, program
 
 COURSE_FILES = ("source", "nbgrader_config.py")
 
@@ -36,12 +35,8 @@ def copy_course(dest: Path, course_root: Path = COURSE_ROOT) -> Path:
 
 def nbgrader(course: Path, *args: str, check: bool = False, timeout: float = 1800) -> subprocess.CompletedProcess:
     """Run ``nbgrader ARGS`` in ``course`` with this interpreter's environment."""
-    bindir = str(Path(sys.executable).parent)
-    env = dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", ""))
-    return subprocess.run(
-        [str(Path(bindir) / "nbgrader"), *args],
-        cwd=course, env=env, capture_output=True, text=True, check=check, timeout=timeout,
-    )
+    return subprocess.run([program("nbgrader"), *args], cwd=course, env=environment(), capture_output=True,
+                          text=True, check=check, timeout=timeout)
 
 
 def write_submission(course: Path, student: str, notebook, *, timestamp: datetime | None = None,

@@ -1,4 +1,4 @@
-"""``attention-course bench-feedback-on-submit``: submit-to-result latency on the real hub (issue 17).
+"""``attention-course bench-feedback-on-submit``: submit-to-result latency on the real hub.
 
 Not a test (nothing here is asserted against a clock): a measurement to print, as root on the
 native hub, with the class's real pieces — JupyterHub, the students' servers, nbgrader's submit,
@@ -37,8 +37,9 @@ import time
 from pathlib import Path
 
 from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT
+from attention_platform.venv import program
 
-TARGET_P50 = 3.0  # s, issue 17: p50 submit-to-result with 5 students submitting at once
+TARGET_P50 = 3.0  # s: the target, p50 submit-to-result with 5 students submitting at once
 POLL = 0.5  # s between two status requests of one student: as the Assignments tab asks after a submit
 RESULT_TIMEOUT = 600  # s: an attempt not graded by then is reported as lost (a bound, not a target)
 BENCH_POLICY = {"feedback": "full", "attempts": None, "counts": "collected"}
@@ -84,12 +85,12 @@ class BenchStudent:
         await self.browser.save(round_no)  # a different answer each round: never an identical retry
 
     async def submit_and_wait(self, round_no: int, start: asyncio.Event) -> None:
-        from attention_platform.hub.loadtest import COURSE
+        from attention_platform.course.settings import course_id
 
         before = len((await self.status())["attempts"])
         await start.wait()
         started, started_wall = time.monotonic(), time.time()
-        reply = await self.browser._server_post("assignments/submit", {"course_id": COURSE, "assignment_id": ASSIGNMENT})
+        reply = await self.browser._server_post("assignments/submit", {"course_id": course_id(), "assignment_id": ASSIGNMENT})
         submitted = time.monotonic() - started
         if not (isinstance(reply, dict) and reply.get("success")):
             self.samples.append({"round": round_no, "state": "not submitted", "detail": str(reply)[-300:]})
@@ -136,11 +137,10 @@ async def _drive(url: str, students: list[BenchStudent], rounds: int, log) -> No
 
 def baseline(hub, log) -> dict:
     """Today's path, as the grader: collect, autograde, generate and release feedback, timed."""
-    nbgrader = str(Path(sys.executable).parent / "nbgrader")
     steps = {}
     for step in ("collect", "autograde", "generate_feedback", "release_feedback"):
         started = time.monotonic()
-        done = subprocess.run([nbgrader, step, ASSIGNMENT], capture_output=True, text=True, timeout=3600,
+        done = subprocess.run([program("nbgrader"), step, ASSIGNMENT], capture_output=True, text=True, timeout=3600,
                               **hub.as_grader())
         steps[step] = time.monotonic() - started
         if done.returncode:
@@ -151,18 +151,14 @@ def baseline(hub, log) -> dict:
 
 def run(n: int = 5, rounds: int = 3, state: Path | None = None, port: int = 8500, log=print) -> dict:
     state = (state or COURSE_ROOT / "build" / "bench-feedback-on-submit").resolve()
-    os.environ["HUB_DEMO_STUDENTS"] = str(n)
-    os.environ.setdefault("HUB_DEMO_PREFIX", "fosbench-")  # no clash with another hub's demo users
-    os.environ["ATTENTION_FEEDBACK_ON_SUBMIT"] = json.dumps({ASSIGNMENT: BENCH_POLICY})
-    import importlib
-
+    os.environ["ATTENTION_FEEDBACK_ON_SUBMIT"] = json.dumps({ASSIGNMENT: BENCH_POLICY})  # the hub's processes inherit it
     from attention_platform.hub import native as hub_native
 
-    hub_native = importlib.reload(hub_native)  # its demo roster is read from the environment at import
     if state.exists():
         shutil.rmtree(state)
     log(f"preparing a hub with {n} students in {state} ...")
-    hub = hub_native.prepare(state, port=port, formgrader_port=port + 99, log=log)
+    demo = hub_native.DemoClass(prefix=os.environ.get("HUB_DEMO_PREFIX", "fosbench-"), size=n)  # no clash with
+    hub = hub_native.prepare(state, port=port, formgrader_port=port + 99, demo=demo, log=log)  # another hub's users
     hub_native.start(hub)
     log(f"hub up on {hub.url} in {hub.start_seconds:.1f} s")
     try:
@@ -218,13 +214,3 @@ def main(args) -> int:
     report = run(n=args.students, rounds=args.rounds, state=args.state_dir, port=args.port)
     return 0 if report["graded"] == report["submits"] else 1
 
-
-def add_command(commands) -> None:
-    p = commands.add_parser("bench-feedback-on-submit",
-                            help="N students submit at once on a fresh native hub: p50/p95 submit-to-result latency "
-                                 "of feedback on submit against the TA's collect+autograde+feedback (issue 17)")
-    p.add_argument("-n", "--students", type=int, default=5, help="students submitting at once (default 5)")
-    p.add_argument("--rounds", type=int, default=3, help="times they all submit (default 3)")
-    p.add_argument("--port", type=int, default=8500, help="port of the hub started for the benchmark (127.0.0.1)")
-    p.add_argument("--state-dir", type=Path, default=COURSE_ROOT / "build" / "bench-feedback-on-submit",
-                   help="state directory of the hub (replaced)")

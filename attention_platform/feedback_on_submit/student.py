@@ -103,10 +103,12 @@ def _handlers():
     from jupyter_server.base.handlers import APIHandler
     from tornado import web
 
+    from attention_platform.course import settings  # the course id, as everywhere (the student image carries it)
+
     class StatusHandler(APIHandler):
         @web.authenticated
         def get(self):
-            course_id = self.get_argument("course_id", os.environ.get("NBGRADER_COURSE_ID", ""))
+            course_id = self.get_argument("course_id", settings.course_id())
             if not ASSIGNMENT.match(course_id or ""):
                 raise web.HTTPError(400, "course_id must be a course id")
             folder = feedback_folder(_exchange_root(), course_id)
@@ -116,8 +118,7 @@ def _handlers():
     class PageHandler(APIHandler):
         @web.authenticated
         def get(self, assignment, page):
-            course_id = os.environ.get("NBGRADER_COURSE_ID", "")
-            folder = feedback_folder(_exchange_root(), course_id)
+            folder = feedback_folder(_exchange_root(), settings.course_id())
             status = statuses(folder).get(assignment) or {}
             listed = {name for attempt in status.get("attempts", []) for name in (attempt.get("pages") or {}).values()}
             if not PAGE.match(page) or page not in listed:

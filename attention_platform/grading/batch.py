@@ -37,6 +37,8 @@ from pathlib import Path
 import nbformat
 from nbformat.v4.rwbase import rejoin_lines
 
+from attention_platform.console import progress_bar
+
 
 @dataclass
 class StudentOutcome:
@@ -186,31 +188,6 @@ def load_course_config(course: Path):
     return PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
 
 
-class Progress:
-    def __init__(self, total: int, stream=sys.stderr, width: int = 30):
-        self.total, self.done, self.stream, self.width = total, 0, stream, width
-        self.started = time.monotonic()
-        self.tty = hasattr(stream, "isatty") and stream.isatty()
-        self.last_line = 0.0
-
-    def step(self, label: str = "") -> None:
-        self.done += 1
-        elapsed = time.monotonic() - self.started
-        filled = int(self.width * self.done / max(1, self.total))
-        rate = self.done / elapsed if elapsed > 0 else 0.0
-        eta = (self.total - self.done) / rate if rate else 0.0
-        line = (f"[{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total} "
-                f"{elapsed:5.1f} s, {rate:4.1f}/s, ETA {eta:4.1f} s {label[:20]:<20}")
-        if self.tty:
-            self.stream.write("\r" + line)
-            if self.done == self.total:
-                self.stream.write("\n")
-        elif self.done == self.total or time.monotonic() - self.last_line > 2:
-            self.stream.write(line + "\n")
-            self.last_line = time.monotonic()
-        self.stream.flush()
-
-
 class Pipeline:
     """The course's ``nbgrader autograde`` steps around the sandbox, built once per process.
 
@@ -357,7 +334,7 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
         found = [s for s in found if s in set(students)]
     jobs = max(1, jobs or (os.cpu_count() or 2) + 1)
     outcomes: dict[str, StudentOutcome] = {}
-    bar = Progress(len(found)) if progress else None
+    bar = progress_bar(len(found), f"autograding {assignment}") if progress else None
 
     with Gradebook(db_url, coursedir.course_id) as gb, _shared_gradebook(gb) as shared, \
             ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="grade") as pool:
@@ -388,7 +365,8 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
                 who = pending[future][0]
                 finish(future)
                 if bar and not any(v[0] == who for v in pending.values()):
-                    bar.step(who)  # that student's last notebook is done
+                    bar.set_postfix_str(who)  # that student's last notebook is done
+                    bar.update()
 
         for student in found:
             t0 = time.monotonic()
@@ -422,11 +400,14 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
                                      seed_for=pipeline.seed_for, filename=f"{notebook_id}.ipynb", extra_files=extra)
                 pending[future] = (student, notebook_id, nb, resources, dest, t0)
             if not any(v[0] == student for v in pending.values()) and bar:
-                bar.step(student)
+                bar.set_postfix_str(student)
+                bar.update()
             while len(pending) >= 2 * jobs:  # keep the pool busy but finish what is done: memory stays flat
                 finish_some()
         while pending:
             finish_some()
+        if bar:
+            bar.close()
 
         session.commit()  # students whose notebooks were all rejected keep their submission row
         gb.db = session

@@ -1,4 +1,4 @@
-"""Sub-commands of ``attention-course`` for sandboxed grading (issue #4).
+"""Sub-commands of ``attention-course`` for sandboxed grading.
 
 * ``autograde-batch ASSIGNMENT [--jobs N]``: grade every submission in parallel
   into the standard gradebook, with a progress bar and a summary table;
@@ -14,10 +14,7 @@ from pathlib import Path
 
 from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT
 
-COMMANDS = ("autograde-batch", "bench-autograde")
-
-
-def add_grading_commands(commands) -> None:
+def register(commands) -> None:
     batch = commands.add_parser("autograde-batch", help="autograde a whole class in sandboxes, in parallel, "
                                 "into the standard nbgrader gradebook")
     batch.add_argument("assignment", nargs="?", default=ASSIGNMENT, help="assignment id (default: %(default)s)")
@@ -25,6 +22,7 @@ def add_grading_commands(commands) -> None:
     batch.add_argument("--course", type=Path, default=COURSE_ROOT, help="course directory (default: this checkout)")
     batch.add_argument("--student", action="append", default=None, help="only this student (repeatable)")
     batch.add_argument("--no-progress", action="store_true", help="no progress bar")
+    batch.set_defaults(run=_autograde_batch)
 
     bench = commands.add_parser("bench-autograde", help="stock nbgrader autograde vs autograde-batch on a generated "
                                 "class: grades identical, throughputs, ratio, submit-to-feedback latency")
@@ -33,20 +31,21 @@ def add_grading_commands(commands) -> None:
     bench.add_argument("--workdir", type=Path, default=COURSE_ROOT / "build" / "bench",
                        help="scratch course directory (replaced on every run)")
     bench.add_argument("--latency-runs", type=int, default=20, help="single submissions timed on the warm grader")
+    bench.set_defaults(run=_bench_autograde)
 
 
-def run_grading_command(args: argparse.Namespace) -> int:
-    if args.command == "autograde-batch":
-        from attention_platform.grading.sandbox.client import get_zygote
+def _autograde_batch(args: argparse.Namespace) -> int:
+    from attention_platform.grading.sandbox.client import get_zygote
 
-        get_zygote()  # starts importing torch in the warm worker while this process imports nbgrader
-        from attention_platform.grading.batch import autograde_batch
+    get_zygote()  # starts importing torch in the warm worker while this process imports nbgrader
+    from attention_platform.grading.batch import autograde_batch
 
-        outcomes = autograde_batch(args.course, args.assignment, jobs=args.jobs, students=args.student,
-                                   progress=not args.no_progress)
-        return 0 if all(not o.status.startswith("error") for o in outcomes) else 1
-    if args.command == "bench-autograde":
-        from attention_platform.grading.bench import run_benchmark
+    outcomes = autograde_batch(args.course, args.assignment, jobs=args.jobs, students=args.student,
+                               progress=not args.no_progress)
+    return 0 if all(not o.status.startswith("error") for o in outcomes) else 1
 
-        return run_benchmark(args.workdir, args.submissions, jobs=args.jobs, latency_runs=args.latency_runs)
-    raise SystemExit(f"unknown command {args.command}")
+
+def _bench_autograde(args: argparse.Namespace) -> int:
+    from attention_platform.grading.bench import run_benchmark
+
+    return run_benchmark(args.workdir, args.submissions, jobs=args.jobs, latency_runs=args.latency_runs)

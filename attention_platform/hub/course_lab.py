@@ -33,6 +33,7 @@ from jupyter_server.utils import url_path_join
 from tornado import web
 
 from attention_platform.course.notebooks import NOTEBOOKS
+from attention_platform.course.settings import course_id
 
 STUDENT, TA, INSTRUCTOR = "student", "ta", "instructor"
 LAB_EXTENSION_DIR = Path(__file__).resolve().parents[1] / "lab"
@@ -53,7 +54,7 @@ def role() -> str:
 
 
 def course_info(root_dir: str) -> dict:
-    course = os.environ.get("NBGRADER_COURSE_ID", "dl-attention")
+    course = course_id()
     base = os.environ.get("JUPYTERHUB_BASE_URL", "/")
     return {
         "role": role(),

@@ -22,6 +22,8 @@ import os
 import sys
 from pathlib import Path
 
+from attention_platform.course.settings import course_id
+
 HUB_DIR = Path(__file__).resolve().parents[2] / "hub"
 
 
@@ -54,7 +56,7 @@ def command(course_dir: str, ip: str, port: int) -> list[str]:
 
 
 def main() -> None:
-    course = os.environ.get("NBGRADER_COURSE_ID", "dl-attention")
+    course = course_id()
     ip = os.environ.get("FORMGRADER_IP", "0.0.0.0")
     port = int(os.environ.get("FORMGRADER_PORT", "9999"))
     course_dir = os.environ.get("COURSE_DIR", "/srv/course")

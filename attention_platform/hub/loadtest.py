@@ -1,4 +1,4 @@
-"""``attention-course load-test``: the ten minutes before a deadline, on the native hub (issue #7).
+"""``attention-course load-test``: the ten minutes before a deadline, on the native hub.
 
 N simulated students (default 50, each its own hub account and, as root, its own Unix
 user) do what a student's browser does, concurrently, against ``attention-course hub`` on
@@ -29,7 +29,6 @@ has a timeout and every loop a bound.
 from __future__ import annotations
 
 import asyncio
-import copy
 import datetime as dt
 import hashlib
 import json
@@ -38,15 +37,15 @@ import random
 import shutil
 import statistics
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT, NOTEBOOK
+from attention_platform.course.settings import course_id
+from attention_platform.venv import environment, program
 
-COURSE = os.environ.get("NBGRADER_COURSE_ID", "dl-attention")
 STEPS = ("login", "spawn", "open_lab", "fetch", "save", "validate", "submit")
 NB_PATH = f"{ASSIGNMENT}/{NOTEBOOK}"
 # Upper bounds per request (seconds): generous for a loaded 2-core machine, never unbounded.
@@ -147,7 +146,7 @@ class LoadStudent:
             return json.loads(text)
 
     async def fetch(self):
-        listing = await self._server_post("assignments/fetch", {"course_id": COURSE, "assignment_id": ASSIGNMENT})
+        listing = await self._server_post("assignments/fetch", {"course_id": course_id(), "assignment_id": ASSIGNMENT})
         status = [a.get("status") for a in listing.get("value", []) if a.get("assignment_id") == ASSIGNMENT]
         if not listing.get("success") or "fetched" not in status:
             raise RuntimeError(f"fetch did not fetch: {str(listing)[:300]}")
@@ -186,7 +185,7 @@ class LoadStudent:
 
     async def submit(self, checksum: str):
         started = dt.datetime.now(dt.timezone.utc)
-        out = await self._server_post("assignments/submit", {"course_id": COURSE, "assignment_id": ASSIGNMENT})
+        out = await self._server_post("assignments/submit", {"course_id": course_id(), "assignment_id": ASSIGNMENT})
         finished = dt.datetime.now(dt.timezone.utc)
         if not (isinstance(out, dict) and out.get("success")):
             raise RuntimeError(f"submit failed: {str(out.get('value') if isinstance(out, dict) else out)[-400:]}")
@@ -330,8 +329,7 @@ def grader_env(state: Path) -> tuple[dict, dict]:
     """Environment and subprocess kwargs of the course's grader (as in hub_native.prepare)."""
     import pwd
 
-    bindir = str(Path(sys.executable).parent)
-    env = dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", ""), NBGRADER_COURSE_ID=COURSE,
+    env = environment(NBGRADER_COURSE_ID=course_id(),
                JUPYTER_CONFIG_PATH=str(COURSE_ROOT / "hub" / "grader"),
                NBGRADER_EXCHANGE_ROOT=str(state / "exchange"), HOME=str(state / "grader-home"))
     kwargs = {"cwd": state / "course"}
@@ -345,7 +343,7 @@ def grader_env(state: Path) -> tuple[dict, dict]:
 def verify(state: Path, students, autograde: bool = True, log=print) -> dict:
     """As the grader: collect, autograde, and compare with what each student was told."""
     env, kwargs = grader_env(state)
-    nbgrader = str(Path(sys.executable).parent / "nbgrader")
+    nbgrader = program("nbgrader")
     result = {"collect_seconds": None, "autograde_seconds": None, "lost": [], "duplicated": [], "partial": [],
               "wrong_timestamp": [], "gradebook_problems": []}
     started = time.monotonic()
@@ -354,7 +352,7 @@ def verify(state: Path, students, autograde: bool = True, log=print) -> dict:
     result["collect_seconds"] = time.monotonic() - started
     if collect.returncode != 0:
         raise RuntimeError("nbgrader collect failed:\n" + collect.stderr[-3000:])
-    course, inbound = state / "course", state / "exchange" / COURSE / "inbound"
+    course, inbound = state / "course", state / "exchange" / course_id() / "inbound"
     expected = {}
     for s in students:
         if not s.accepted:
@@ -394,7 +392,7 @@ def verify(state: Path, students, autograde: bool = True, log=print) -> dict:
             result["gradebook_problems"].append("nbgrader autograde failed: " + grade.stderr[-1500:])
         from nbgrader.api import Gradebook
 
-        with Gradebook("sqlite:///" + str(course / "gradebook.db"), COURSE) as gb:
+        with Gradebook("sqlite:///" + str(course / "gradebook.db"), course_id()) as gb:
             subs = {}
             for sub in gb.assignment_submissions(ASSIGNMENT):
                 subs.setdefault(sub.student_id, []).append(sub)
@@ -438,22 +436,16 @@ def run_load(n: int = 50, state: Path | None = None, port: int = 8400, ramp: flo
              url: str | None = None, log=print) -> dict:
     """Start a hub with ``n`` students (unless ``url`` names a running one), drive it, verify, report."""
     state = (state or COURSE_ROOT / "build" / "load").resolve()
-    os.environ["HUB_DEMO_STUDENTS"] = str(n)
-    if url is None:  # our own accounts: no clash with another hub's demo users on this machine
-        os.environ.setdefault("HUB_DEMO_PREFIX", "load-")
     from attention_platform.hub import native as hub_native
 
-    if len(hub_native.DEMO_STUDENTS) < n or not hub_native.DEMO_STUDENTS[0].startswith(
-            os.environ.get("HUB_DEMO_PREFIX", "")):
-        import importlib
-
-        hub_native = importlib.reload(hub_native)
     hub = None
     if url is None:
         if state.exists():
             shutil.rmtree(state)
         log(f"preparing a hub with {n} student accounts in {state} ...")
-        hub = hub_native.prepare(state, port=port, formgrader_port=port + 99, log=log)
+        # our own accounts: no clash with another hub's demo users on this machine
+        demo = hub_native.DemoClass(prefix=os.environ.get("HUB_DEMO_PREFIX", "load-"), size=n)
+        hub = hub_native.prepare(state, port=port, formgrader_port=port + 99, demo=demo, log=log)
         hub_native.start(hub)
         url = hub.url
         log(f"hub up on {url} in {hub.start_seconds:.1f} s")
@@ -545,17 +537,3 @@ def main(args) -> int:
     bad = (report["errors"] or v["lost"] or v["duplicated"] or v["partial"] or v["wrong_timestamp"]
            or v["gradebook_problems"])
     return 1 if bad else 0
-
-
-def add_command(commands) -> None:
-    p = commands.add_parser("load-test", help="N simulated students log in, spawn, fetch, validate and submit at once; "
-                                              "per-step latency, then a lost/duplicate check (issue #7)")
-    p.add_argument("-n", "--students", type=int, default=50, help="simulated students (default 50)")
-    p.add_argument("--ramp", type=float, default=60.0, help="seconds over which students arrive (default 60)")
-    p.add_argument("--resubmit-share", type=float, default=0.3, help="share of students submitting 2-3 times")
-    p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--port", type=int, default=8400, help="port of the hub started for the test (127.0.0.1)")
-    p.add_argument("--state-dir", type=Path, default=COURSE_ROOT / "build" / "load",
-                   help="state directory of the hub (replaced unless --url is given)")
-    p.add_argument("--url", default=None, help="drive an already running native hub (its --state-dir) instead")
-    p.add_argument("--no-autograde", action="store_true", help="skip the autograde + gradebook check")

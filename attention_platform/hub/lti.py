@@ -102,6 +102,8 @@ from ltiauthenticator.utils import convert_request_to_dict
 from tornado.web import HTTPError
 from traitlets import Bool, Dict, Integer, List, Set, Unicode, default
 
+from attention_platform.course.settings import course_id
+
 ROLES_CLAIM = "https://purl.imsglobal.org/spec/lti/claim/roles"
 CONTEXT_CLAIM = "https://purl.imsglobal.org/spec/lti/claim/context"
 DEPLOYMENT_CLAIM = "https://purl.imsglobal.org/spec/lti/claim/deployment_id"
@@ -127,7 +129,7 @@ _ABSOLUTE_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:[^\s;=,]+")
 
 
 def default_role_groups(course: str | None = None) -> dict[str, list[str]]:
-    course = course or os.environ.get("NBGRADER_COURSE_ID", "dl-attention")
+    course = course or course_id()
     return {
         LEARNER: [f"nbgrader-{course}"],
         TEACHING_ASSISTANT: [f"formgrade-{course}"],

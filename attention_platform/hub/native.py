@@ -29,24 +29,61 @@ from pathlib import Path
 from attention_platform.course.directory import copy_course
 from attention_platform.hub.accounts import UidRange, ensure_account
 from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT
+from attention_platform.course.settings import DEFAULT_COURSE_ID, course_id
 from attention_platform.hub.exchange_layout import ExchangeLayout, Ids
+from attention_platform.venv import environment, program
 
 HUB_CONFIG = COURSE_ROOT / "hub" / "jupyterhub_config.py"
-COURSE_ID = os.environ.get("NBGRADER_COURSE_ID", "dl-attention")
-# The Unix account the formgrader and every nbgrader command of the course run as (as root).
-# It owns the course directory; it is not root and cannot become root.
-GRADER_ACCOUNT = f"{COURSE_ID}-grader"
-# The Unix group whose members (the course's instructors, and the grader) edit source/ from
-# their own JupyterLab: the hub adds an instructor when their server starts.
-INSTRUCTORS_GROUP = f"{COURSE_ID}-instructors"
-# HUB_DEMO_PREFIX: a prefix for every demo account name, so a load test or fault test can run
-# beside another hub on the same machine (Unix users are machine-wide); HUB_DEMO_STUDENTS=N:
-# N demo students student1..N (the load test's class). Both issue #7.
-_PREFIX = os.environ.get("HUB_DEMO_PREFIX", "")
-DEMO_INSTRUCTORS = (f"{_PREFIX}instructor",)
-DEMO_TAS = (f"{_PREFIX}ta",)
-DEMO_STUDENTS = tuple(f"{_PREFIX}student{i}" for i in range(1, int(os.environ.get("HUB_DEMO_STUDENTS", "3")) + 1))
-DEMO_ACCOUNTS = DEMO_INSTRUCTORS + DEMO_TAS + DEMO_STUDENTS
+
+
+def grader_account(course: str) -> str:
+    """The Unix account the formgrader and every nbgrader command of the course run as (as root).
+    It owns the course directory; it is not root and cannot become root."""
+    return f"{course}-grader"
+
+
+def instructors_group(course: str) -> str:
+    """The Unix group whose members (the course's instructors, and the grader) edit source/ from
+    their own JupyterLab: the hub adds an instructor when their server starts."""
+    return f"{course}-instructors"
+
+
+@dataclass(frozen=True)
+class DemoClass:
+    """The demo accounts: one instructor, one TA and ``size`` students student1..N.
+
+    ``prefix`` starts every name, so a load or fault test can run beside another hub on the
+    same machine (Unix users are machine-wide)."""
+
+    prefix: str = ""
+    size: int = 3
+
+    @classmethod
+    def from_environment(cls, environ=None) -> "DemoClass":
+        """HUB_DEMO_PREFIX and HUB_DEMO_STUDENTS (the class size; default 3)."""
+        environ = os.environ if environ is None else environ
+        return cls(environ.get("HUB_DEMO_PREFIX", ""), int(environ.get("HUB_DEMO_STUDENTS") or 3))
+
+    @property
+    def instructors(self) -> tuple[str, ...]:
+        return (f"{self.prefix}instructor",)
+
+    @property
+    def tas(self) -> tuple[str, ...]:
+        return (f"{self.prefix}ta",)
+
+    @property
+    def students(self) -> tuple[str, ...]:
+        return tuple(f"{self.prefix}student{i}" for i in range(1, self.size + 1))
+
+    @property
+    def accounts(self) -> tuple[str, ...]:
+        return self.instructors + self.tas + self.students
+
+    def role(self, name: str) -> str:
+        if name in self.instructors:
+            return "instructor (hub admin)"
+        return "teaching assistant" if name in self.tas else "student"
 
 
 @dataclass
@@ -62,6 +99,8 @@ class NativeHub:
     instant: subprocess.Popen | None = None  # the feedback-on-submit grader (attention_platform/feedback_on_submit)
     grader_user: str | None = None
     start_seconds: float = 0.0
+    course: str = DEFAULT_COURSE_ID
+    demo: DemoClass = DemoClass()
 
     @property
     def course_dir(self) -> Path:
@@ -89,7 +128,7 @@ class NativeHub:
         if self.grader_user:
             entry = pwd.getpwnam(self.grader_user)
             kwargs.update(user=entry.pw_uid, group=entry.pw_gid, umask=0o027,
-                          extra_groups=[grp.getgrnam(INSTRUCTORS_GROUP).gr_gid])
+                          extra_groups=[grp.getgrnam(instructors_group(self.course)).gr_gid])
         return kwargs
 
 
@@ -100,21 +139,22 @@ def _run(cmd, **kwargs):
     return done
 
 
-def ensure_grader_account(home: Path) -> None:
+def ensure_grader_account(course: str, home: Path) -> None:
     """The course's grader: a system account with no login shell (only the formgrader and
     nbgrader commands run as it), member of the instructors' group (it reads their edits)."""
+    grader, group = grader_account(course), instructors_group(course)
     try:
-        grp.getgrnam(INSTRUCTORS_GROUP)
+        grp.getgrnam(group)
     except KeyError:
-        _run(["groupadd", "--system", INSTRUCTORS_GROUP])
+        _run(["groupadd", "--system", group])
     try:
-        pwd.getpwnam(GRADER_ACCOUNT)
+        pwd.getpwnam(grader)
     except KeyError:
         home.parent.mkdir(parents=True, exist_ok=True)
         _run(["useradd", "--system", "--no-create-home", "--home-dir", str(home), "--shell", "/usr/sbin/nologin",
-              "--user-group", GRADER_ACCOUNT])
-    if GRADER_ACCOUNT not in grp.getgrnam(INSTRUCTORS_GROUP).gr_mem:
-        _run(["gpasswd", "--add", GRADER_ACCOUNT, INSTRUCTORS_GROUP])
+              "--user-group", grader])
+    if grader not in grp.getgrnam(group).gr_mem:
+        _run(["gpasswd", "--add", grader, group])
 
 
 def share_source_with_instructors(hub: "NativeHub") -> None:
@@ -122,7 +162,8 @@ def share_source_with_instructors(hub: "NativeHub") -> None:
     instructors' group in as far as source/, which is theirs to write (setgid, so what
     they create stays readable by the grader). Root only touches the course directory
     through a descriptor; the recursive part runs as the grader, who owns the tree."""
-    gid = grp.getgrnam(INSTRUCTORS_GROUP).gr_gid
+    group = instructors_group(hub.course)
+    gid = grp.getgrnam(group).gr_gid
     fd = os.open(hub.course_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
         os.fchown(fd, pwd.getpwnam(hub.grader_user).pw_uid, gid)
@@ -130,7 +171,7 @@ def share_source_with_instructors(hub: "NativeHub") -> None:
     finally:
         os.close(fd)
     as_grader = hub.as_grader()
-    _run(["chgrp", "-R", "--no-dereference", INSTRUCTORS_GROUP, "source"], **as_grader)
+    _run(["chgrp", "-R", "--no-dereference", group, "source"], **as_grader)
     _run(["chmod", "-R", "g+rwX", "source"], **as_grader)
     _run(["find", "source", "-type", "d", "-exec", "chmod", "g+s", "{}", "+"], **as_grader)
 
@@ -140,12 +181,12 @@ def hub_uid_range() -> UidRange:
     return UidRange(int(os.environ.get("HUB_UID_MIN", UidRange.first)), int(os.environ.get("HUB_UID_MAX", UidRange.last)))
 
 
-def load_passwords(state: Path) -> dict:
+def load_passwords(state: Path, accounts) -> dict:
     """Demo passwords, generated once per state directory and kept there (mode 0600)."""
     path = state / "demo-accounts.json"
     if path.exists():
         return json.loads(path.read_text())
-    passwords = {name: secrets.token_urlsafe(9) for name in DEMO_ACCOUNTS}
+    passwords = {name: secrets.token_urlsafe(9) for name in accounts}
     path.write_text(json.dumps(passwords, indent=1))
     path.chmod(0o600)
     return passwords
@@ -213,8 +254,11 @@ def _copy_grader_tests(dest: Path) -> None:
 
 
 def prepare(state: Path, *, port: int = 8000, formgrader_port: int = 9999, release: bool = True,
-            course_root: Path = COURSE_ROOT, log=print) -> NativeHub:
-    """Everything before the hub starts: accounts, course directory, exchange."""
+            course_root: Path = COURSE_ROOT, demo: DemoClass | None = None, log=print) -> NativeHub:
+    """Everything before the hub starts: accounts, course directory, exchange. ``demo``
+    defaults to the class the environment describes (:meth:`DemoClass.from_environment`)."""
+    demo = demo or DemoClass.from_environment()
+    course = course_id()
     state = state.resolve()
     state.mkdir(parents=True, exist_ok=True)
     as_root = os.geteuid() == 0
@@ -224,35 +268,33 @@ def prepare(state: Path, *, port: int = 8000, formgrader_port: int = 9999, relea
     # As root, the formgrader and every nbgrader command run as the course's grader account,
     # never as root: what renders student work for TAs cannot touch the rest of the machine.
     # The one root part of grading, the sandbox broker, only builds sandboxes (start()).
-    grader = GRADER_ACCOUNT if as_root else None
-    passwords = load_passwords(state)
+    grader = grader_account(course) if as_root else None
+    passwords = load_passwords(state, demo.accounts)
     if as_root:
-        ensure_grader_account(state / "grader-home")
-        for name in DEMO_ACCOUNTS:
+        ensure_grader_account(course, state / "grader-home")
+        for name in demo.accounts:
             ensure_account(name, state / "home" / name, hub_uid_range())
     grader_ids = (pwd.getpwnam(grader).pw_uid, pwd.getpwnam(grader).pw_gid) if grader else (None, None)
     own_dir(state / "grader-home", *grader_ids, 0o700)
     own_dir(state / "home", None, None, 0o711 if as_root else 0o755)
-    for name in DEMO_ACCOUNTS:
+    for name in demo.accounts:
         entry = pwd.getpwnam(name) if as_root else None
         own_dir(state / "home" / name, entry and entry.pw_uid, entry and entry.pw_gid, 0o700 if as_root else 0o755)
     own_dir(state / "run", None, None, 0o755)
     private_file(state / "jupyterhub.sqlite")  # password and token hashes: root's alone (SQLite's journal follows)
 
     url = f"http://127.0.0.1:{port}"
-    env = dict(
-        os.environ,
-        PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+    env = environment(
         HUB_MODE="native",
         HUB_STATE_DIR=str(state),
         HUB_BIND_URL=url,
         HUB_INTERNAL_PORT=str(port + 81),
         PROXY_API_PORT=str(port + 1),
-        NBGRADER_COURSE_ID=COURSE_ID,
-        HUB_ADMIN_USERS=",".join(DEMO_INSTRUCTORS),
-        COURSE_INSTRUCTORS=",".join(DEMO_INSTRUCTORS),
-        COURSE_TAS=",".join(DEMO_TAS),
-        COURSE_STUDENTS=",".join(DEMO_STUDENTS),
+        NBGRADER_COURSE_ID=course,
+        HUB_ADMIN_USERS=",".join(demo.instructors),
+        COURSE_INSTRUCTORS=",".join(demo.instructors),
+        COURSE_TAS=",".join(demo.tas),
+        COURSE_STUDENTS=",".join(demo.students),
         EXCHANGE_ROOT=str(state / "exchange"),
         EXCHANGE_VIEWS=str(state / "exchange-views"),
         COURSE_DIR=str(state / "course"),
@@ -264,13 +306,13 @@ def prepare(state: Path, *, port: int = 8000, formgrader_port: int = 9999, relea
     )
     env.pop("JUPYTER_CONFIG_PATH", None)
     hub = NativeHub(state=state, url=url, env=env, passwords=passwords, grader_user=grader,
-                    formgrader_port=formgrader_port)
+                    formgrader_port=formgrader_port, course=course, demo=demo)
 
     # The exchange's top folders (root's; outbound/ the grader's): see exchange_layout.py.
     # Students get their own inbound/feedback folders and view when their server first
     # starts (the hub's pre-spawn hook).
-    course_x = hub.exchange / COURSE_ID
-    ExchangeLayout(hub.exchange, COURSE_ID, grader=Ids.of_user(grader) if grader else None,
+    course_x = hub.exchange / course
+    ExchangeLayout(hub.exchange, course, grader=Ids.of_user(grader) if grader else None,
                    views=state / "exchange-views").prepare_course()
 
     if as_root:
@@ -284,7 +326,7 @@ def prepare(state: Path, *, port: int = 8000, formgrader_port: int = 9999, relea
         log(f"course directory created: {hub.course_dir}")
     if as_root:
         share_source_with_instructors(hub)
-    nbgrader = str(Path(sys.executable).parent / "nbgrader")
+    nbgrader = program("nbgrader")
     as_grader = hub.as_grader()
     _run([nbgrader, "generate_assignment", ASSIGNMENT, "--force"], **as_grader)
     _run([nbgrader, "db", "student", "import", str(write_demo_roster(hub))], **as_grader)
@@ -319,7 +361,7 @@ def write_demo_roster(hub: NativeHub) -> Path:
     """The demo students as a roster CSV, as an instructor would import a real class with
     ``nbgrader db student import``; without names the formgrader lists them as "None, None"."""
     roster = hub.state / "run" / "demo-roster.csv"
-    lines = ["id,first_name,last_name"] + [f"{name},Demo,{name.capitalize()}" for name in DEMO_STUDENTS]
+    lines = ["id,first_name,last_name"] + [f"{name},Demo,{name.capitalize()}" for name in hub.demo.students]
     roster.write_text("\n".join(lines) + "\n")
     if hub.grader_user:  # read by the grader's nbgrader only
         os.chown(roster, 0, pwd.getpwnam(hub.grader_user).pw_gid)
@@ -368,21 +410,21 @@ def start(hub: NativeHub) -> NativeHub:
     private_file(hub.state / "jupyterhub.log")  # user names, paths and errors of everyone: root's alone
     log = open(hub.state / "jupyterhub.log", "ab")
     hub.process = subprocess.Popen(
-        [str(Path(sys.executable).parent / "jupyterhub"), "-f", str(HUB_CONFIG)],
+        [program("jupyterhub"), "-f", str(HUB_CONFIG)],
         cwd=hub.state, env=hub.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     if hub.grader_user:
         start_broker(hub, log)
     as_grader = hub.as_grader()
     as_grader["env"].update(service_env(
-        course=COURSE_ID, api_token=hub.env["FORMGRADER_API_TOKEN"],
+        course=hub.course, api_token=hub.env["FORMGRADER_API_TOKEN"],
         hub_api_url=f"http://127.0.0.1:{hub.env['HUB_INTERNAL_PORT']}/hub/api", ip="127.0.0.1",
         port=hub.formgrader_port))
     hub.formgrader = subprocess.Popen(command(str(hub.course_dir), "127.0.0.1", hub.formgrader_port),
                                       stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **as_grader)
     # Feedback on submit: the grader account watches the students' inbound folders (see the README).
     hub.instant = subprocess.Popen(
-        [str(Path(sys.executable).parent / "attention-course"), "feedback-on-submit", "--course", str(hub.course_dir),
+        [program("attention-course"), "feedback-on-submit", "--course", str(hub.course_dir),
          "--exchange", str(hub.exchange)],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **hub.as_grader())
     wait_for_hub(hub.url, hub.process)
@@ -391,7 +433,7 @@ def start(hub: NativeHub) -> NativeHub:
         if hub.formgrader.poll() is not None:
             raise RuntimeError(f"the formgrader exited with status {hub.formgrader.returncode}")
         try:
-            urllib.request.urlopen(f"http://127.0.0.1:{hub.formgrader_port}/services/{COURSE_ID}/api", timeout=2)
+            urllib.request.urlopen(f"http://127.0.0.1:{hub.formgrader_port}/services/{hub.course}/api", timeout=2)
             break
         except OSError as exc:
             if getattr(exc, "code", None):
@@ -446,14 +488,12 @@ def run(state: Path, port: int = 8000, formgrader_port: int = 9999, release: boo
         stop(hub)
         raise
     print()
-    print(f"JupyterHub for course {COURSE_ID!r} is up on {hub.url} (127.0.0.1 only), "
+    print(f"JupyterHub for course {hub.course!r} is up on {hub.url} (127.0.0.1 only), "
           f"started in {hub.start_seconds:.1f} s.  Log: {hub.state / 'jupyterhub.log'}")
     print(f"Demo accounts (passwords kept in {hub.state / 'demo-accounts.json'}):")
-    roles = {**{n: "instructor (hub admin)" for n in DEMO_INSTRUCTORS}, **{n: "teaching assistant" for n in DEMO_TAS},
-             **{n: "student" for n in DEMO_STUDENTS}}
-    for name in DEMO_ACCOUNTS:
-        print(f"  {name:<11} {hub.passwords[name]:<14} {roles[name]}")
-    print(f"Formgrader (instructor, ta): {hub.url}/services/{COURSE_ID}/")
+    for name in hub.demo.accounts:
+        print(f"  {name:<11} {hub.passwords[name]:<14} {hub.demo.role(name)}")
+    print(f"Formgrader (instructor, ta): {hub.url}/services/{hub.course}/")
     print("Press Ctrl-C to stop everything.")
     sys.stdout.flush()
     while not stopping and all(p.poll() is None for p in (hub.process, hub.formgrader, hub.instant, hub.broker) if p):

@@ -22,7 +22,6 @@ Closed:
 """
 
 import json
-import os
 
 import bcrypt
 from nativeauthenticator import NativeAuthenticator

@@ -1,4 +1,4 @@
-"""``attention-course report / export-checks / export-canvas`` (kept import-light:
+"""``attention-course report / export-checks / export-canvas / feedback`` (kept import-light:
 torch and matplotlib load only when one of these commands runs)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT
 
 
-def add_report_commands(commands) -> None:
+def register(commands) -> None:
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--course", type=Path, default=COURSE_ROOT,
                        help="course directory whose gradebook.db is read (default: this repository)")
@@ -23,11 +23,13 @@ def add_report_commands(commands) -> None:
     report.add_argument("--out", type=Path, default=None,
                         help="HTML file to write (default: <course>/build/reports/<assignment>.html)")
     common(report)
+    report.set_defaults(run=_with_report_errors(_report))
 
-    fb = commands.add_parser("feedback", help="nbgrader generate_feedback with progress and a summary")
-    fb.add_argument("assignment", nargs="?", default=ASSIGNMENT)
-    fb.add_argument("--course", type=Path, default=COURSE_ROOT, help="course directory (default: this repository)")
-    fb.add_argument("--student", action="append", default=[], help="only this student (repeatable)")
+    feedback = commands.add_parser("feedback", help="nbgrader generate_feedback with progress and a summary")
+    feedback.add_argument("assignment", nargs="?", default=ASSIGNMENT)
+    feedback.add_argument("--course", type=Path, default=COURSE_ROOT, help="course directory (default: this repository)")
+    feedback.add_argument("--student", action="append", default=[], help="only this student (repeatable)")
+    feedback.set_defaults(run=_feedback)
 
     for name, what in (("export-checks", "per-check breakdown CSV (one row per student and check)"),
                        ("export-canvas", "Canvas-gradebook import CSV")):
@@ -36,6 +38,7 @@ def add_report_commands(commands) -> None:
         p.add_argument("--to", type=Path, default=None, help="CSV file to write")
         p.add_argument("--student", action="append", default=[], help="export only this student (repeatable)")
         common(p)
+        p.set_defaults(run=_with_report_errors(_export))
         if name == "export-canvas":
             p.add_argument("--roster", type=Path, default=None,
                            help="a Canvas Gradebook export: copy Student/ID/SIS/Section from it")
@@ -43,19 +46,25 @@ def add_report_commands(commands) -> None:
                            help="Canvas column that receives the nbgrader student id")
 
 
-def run_report_command(args) -> int:
-    if args.command == "feedback":
-        return _feedback(args)
-    from attention_platform.reporting.report import ReportError, default_db_url
+def _with_report_errors(command):
+    """Run ``command(args, db_url)``; a ReportError becomes one line on stderr and exit status 1."""
 
-    db_url = args.db_url or default_db_url(args.course)
-    try:
-        if args.command == "report":
-            return _report(args, db_url)
-        return _export(args, db_url)
-    except ReportError as exc:
-        print(f"attention-course {args.command}: {exc}", file=sys.stderr)
-        return 1
+    def run(args) -> int:
+        from attention_platform.reporting.report import ReportError, default_db_url
+
+        try:
+            return command(args, args.db_url or default_db_url(args.course))
+        except ReportError as exc:
+            print(f"attention-course {args.command}: {exc}", file=sys.stderr)
+            return 1
+
+    return run
+
+
+def _feedback(args) -> int:
+    from attention_platform.reporting.generate_feedback import generate_feedback
+
+    return generate_feedback(Path(args.course), args.assignment, students=args.student)
 
 
 def _report(args, db_url: str) -> int:
@@ -103,52 +112,3 @@ def _export(args, db_url: str) -> int:
         print("  note: the gradebook has no (matching) assignment: the file has a header only")
     print(f"  done in {time.monotonic() - started:.1f} s")
     return 0
-
-
-def _feedback(args) -> int:
-    """``nbgrader generate_feedback`` with a per-student progress line and a summary."""
-    import os
-    import re
-    import subprocess
-    import time
-
-    started = time.monotonic()
-    course = Path(args.course).resolve()
-    autograded = sorted(p.parent.name for p in (course / "autograded").glob(f"*/{args.assignment}"))
-    if args.student:
-        autograded = [s for s in autograded if s in args.student]
-    total = len(autograded)
-    if total == 0:
-        print(f"attention-course feedback: no autograded submission of {args.assignment} in {course} "
-              "(run nbgrader autograde first)", file=sys.stderr)
-        return 1
-    cmd = [str(Path(sys.executable).parent / "nbgrader"), "generate_feedback", args.assignment, "--force"]
-    for student in args.student:
-        cmd += ["--student", student]
-    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
-    seen, failed, errors = [], [], []
-    converting = re.compile(r"Converting notebook .*?/autograded/([^/]+)/")
-    failing = re.compile(r"error processing assignment(?::| '[^']*' for student) '?(?:.*?/autograded/)?([^/'\s]+)")
-    proc = subprocess.Popen(cmd, cwd=course, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    for line in proc.stdout:
-        m = converting.search(line)
-        if m and m.group(1) not in seen:
-            seen.append(m.group(1))
-            print(f"generating feedback: {len(seen)}/{total} ({m.group(1)})", file=sys.stderr, flush=True)
-        m = failing.search(line)
-        if m and m.group(1) not in failed:
-            failed.append(m.group(1))
-        if "| ERROR]" in line and len(errors) < 3:
-            errors.append(line.strip())
-    proc.wait()
-    written = sorted(p.parent.name for p in (course / "feedback").glob(f"*/{args.assignment}")
-                     if any(p.glob("*.html")) and p.parent.name in autograded)
-    print(f"Feedback for {args.assignment}")
-    print(f"  written to   {course / 'feedback'}/<student>/{args.assignment}/")
-    print(f"  students     {len(written)} of {total} autograded have feedback")
-    if failed or proc.returncode:
-        print(f"  failed       {', '.join(failed) or '(see nbgrader log)'}; nbgrader exit code {proc.returncode}")
-        for line in errors:
-            print(f"    {line[:110]}")
-    print(f"  done in {time.monotonic() - started:.1f} s")
-    return 0 if proc.returncode == 0 else 1

@@ -39,7 +39,8 @@ from traitlets import Enum, Unicode
 
 from grader_tests.registry import GRADE_ID_PREFIX, check_for_grade_id
 
-from attention_platform.reporting.report import NOT_A_CHECK_NOTE, UNKNOWN_CHECK_NOTE, progress
+from attention_platform.console import track
+from attention_platform.reporting.report import NOT_A_CHECK_NOTE, UNKNOWN_CHECK_NOTE
 
 CHECK_COLUMNS = [
     "assignment", "student_id", "last_name", "first_name", "email", "timestamp",
@@ -98,7 +99,7 @@ class CheckBreakdownExportPlugin(_Selecting):
             for assignment in assignments:
                 cells = [(cell.name, cell.max_score) for nb in assignment.notebooks for cell in nb.grade_cells]
                 label = f"exporting {assignment.name} checks"
-                for student in progress(students, len(students), label):
+                for student in track(students, len(students), label):
                     base = {"assignment": assignment.name, "student_id": student.id,
                             "last_name": student.last_name or "", "first_name": student.first_name or "",
                             "email": student.email or ""}
@@ -177,7 +178,7 @@ class CanvasExportPlugin(_Selecting):
             out = csv.writer(fh)
             out.writerow(CANVAS_IDENTITY + headers)
             out.writerow([POINTS_POSSIBLE, "", "", "", ""] + [_fmt(a.max_score) for a in assignments])
-            for student in progress(students, len(students), "exporting Canvas grades"):
+            for student in track(students, len(students), "exporting Canvas grades"):
                 row = {k: "" for k in CANVAS_IDENTITY}
                 known = roster.get(student.id) or (roster.get(student.email) if student.email else None)
                 if known:

@@ -27,11 +27,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, TextIO, TypeVar
+from typing import Callable, TextIO
 
+from attention_platform.console import track
 from grader_tests.registry import ALL_CHECKS, GRADE_ID_PREFIX, check_for_grade_id
 
-T = TypeVar("T")
 
 UNKNOWN_CHECK_NOTE = "not in the current check registry: renamed or removed since grading"
 NOT_A_CHECK_NOTE = "graded cell that is not one of our hidden checks"
@@ -41,33 +41,6 @@ FAILED_EVERYTHING = "failed every check (probably nothing implemented yet: start
 
 class ReportError(Exception):
     """Bad input, with a message meant for the person running the command."""
-
-
-# ---------------------------------------------------------------- progress
-
-def progress(items: Iterable[T], total: int, label: str, stream: TextIO | None = None) -> Iterator[T]:
-    """Yield ``items`` while showing ``label i/total`` on ``stream`` (stderr).
-
-    On a terminal the line is redrawn in place; otherwise a line is written at
-    most every ~10 % so logs stay short."""
-    stream = stream if stream is not None else sys.stderr
-    tty = hasattr(stream, "isatty") and stream.isatty()
-    step = max(1, total // 10)
-    done = 0
-    if total == 0:
-        print(f"{label}: nothing to do", file=stream)
-    for item in items:
-        yield item
-        done += 1
-        if tty:
-            width = 24
-            bar = "#" * (width * done // max(total, 1))
-            stream.write(f"\r{label} [{bar:<{width}}] {done}/{total}")
-            if done == total:
-                stream.write("\n")
-            stream.flush()
-        elif done == total or done % step == 0:
-            print(f"{label}: {done}/{total}", file=stream, flush=True)
 
 
 # ---------------------------------------------------------------- data
@@ -261,6 +234,34 @@ def failure_reasons(notebook_file: Path | None) -> dict[str, str]:
     return reasons
 
 
+class CheckTable:
+    """The assignment's graded cells as the report counts them: hidden checks by grade id, in
+    notebook then catalogue order; other graded cells (written answers) only by name."""
+
+    def __init__(self, assignment_row):
+        self.checks: dict[str, CheckStat] = {}
+        self.others: set[str] = set()
+        self.nb_order = {nb.name: i for i, nb in enumerate(assignment_row.notebooks)}
+        for notebook in assignment_row.notebooks:
+            for cell in notebook.grade_cells:
+                self.stat_for(cell.name, notebook.name, float(cell.max_score))
+
+    def stat_for(self, name: str, notebook: str, max_score: float) -> CheckStat | None:
+        if not name.startswith(GRADE_ID_PREFIX):
+            self.others.add(name)
+            return None
+        if name not in self.checks:
+            self.checks[name] = _check_meta(name, max_score)
+            self.checks[name].notebook = notebook
+        return self.checks[name]
+
+    def order(self, grade_id: str) -> tuple[int, int, str]:
+        return _order(grade_id, self.checks, self.nb_order)
+
+    def ordered(self) -> list[CheckStat]:
+        return [self.checks[k] for k in sorted(self.checks, key=self.order)]
+
+
 def collect(db_url: str, assignment: str, *, course: Path | None = None,
             log: Callable[[str], None] | None = None, stream: TextIO | None = None) -> ReportData:
     """Read ``assignment`` from the gradebook at ``db_url``.
@@ -279,129 +280,135 @@ def collect(db_url: str, assignment: str, *, course: Path | None = None,
             assign = gb.find_assignment(assignment)
         except MissingEntry:
             if not known:
-                log(f"the gradebook is empty: no assignment has been generated or graded yet")
+                log("the gradebook is empty: no assignment has been generated or graded yet")
                 return ReportData(assignment, generated, 0.0, [], [],
                                   ["The gradebook is empty: no assignment has been generated or graded yet."])
             raise ReportError(f"the gradebook has no assignment {assignment!r}; it has: {', '.join(known)}") from None
-
-        checks: dict[str, CheckStat] = {}
-        others: set[str] = set()  # graded cells that are not checks (written answers): scores only
-        nb_order = {nb.name: i for i, nb in enumerate(assign.notebooks)}
-
-        def stat_for(name: str, notebook: str, max_score: float) -> CheckStat | None:
-            if not name.startswith(GRADE_ID_PREFIX):
-                others.add(name)
-                return None
-            if name not in checks:
-                checks[name] = _check_meta(name, max_score)
-                checks[name].notebook = notebook
-            return checks[name]
-
-        for notebook in assign.notebooks:
-            for cell in notebook.grade_cells:
-                stat_for(cell.name, notebook.name, float(cell.max_score))
+        table = CheckTable(assign)
         max_score = float(assign.max_score or 0.0)
         students = sorted(gb.students, key=lambda s: s.id)
         rows: list[StudentRow] = []
-        for student in progress(students, len(students), f"reading {assignment} submissions", stream):
+        for student in track(students, len(students), f"reading {assignment} submissions", stream=stream):
             name = " ".join(p for p in (student.first_name, student.last_name) if p)
             try:
                 submission = gb.find_submission(assignment, student.id)
             except MissingEntry:
                 rows.append(StudentRow(student.id, name, "no submission", None, max_score))
                 continue
-            failed, scored, unscored, missing, not_attempted, did_not_run = [], 0, [], [], [], []
-            folder = Path(course) / "submitted" / student.id / assignment if course else None
-            for notebook in submission.notebooks:
-                if folder is not None and folder.is_dir() and not (folder / f"{notebook.name}.ipynb").exists():
-                    missing.append(notebook.name)
-                    for grade in notebook.grades:
-                        stat = stat_for(grade.name, notebook.name, float(grade.max_score))
-                        if stat is not None:
-                            stat.not_submitted.append(student.id)
-                    continue
-                nb_unscored = 0
-                graded_file = Path(course) / "autograded" / student.id / assignment / f"{notebook.name}.ipynb" if course else None
-                reasons = failure_reasons(graded_file)
-                checks_here = [g for g in notebook.grades if g.name.startswith(GRADE_ID_PREFIX)]
-                scored_checks = [g for g in checks_here if (g.manual_score if g.manual_score is not None else g.auto_score) is not None]
-                if not reasons and scored_checks and all(
-                        (g.manual_score if g.manual_score is not None else g.auto_score) < g.max_score for g in scored_checks):
-                    # no autograded notebook to read: a notebook failing every check is taken as empty
-                    reasons = {g.name: NOT_ATTEMPTED for g in scored_checks}
-                kinds = {reasons.get(g.name) for g in scored_checks}
-                if scored_checks and kinds == {NOT_ATTEMPTED}:
-                    not_attempted.append(notebook.name)
-                elif scored_checks and kinds == {DID_NOT_RUN}:
-                    did_not_run.append(notebook.name)
-                for grade in notebook.grades:
-                    # nbgrader's Grade.score reads 0 for a grade nobody scored; we do not
-                    score = grade.manual_score if grade.manual_score is not None else grade.auto_score
-                    stat = stat_for(grade.name, notebook.name, float(grade.max_score))
-                    if score is None:
-                        nb_unscored += 1
-                        if stat is not None:
-                            stat.not_graded.append(student.id)
-                        continue
-                    scored += 1
-                    if stat is None:
-                        continue
-                    if score < grade.max_score:
-                        reason = reasons.get(grade.name, MISCONCEPTION)
-                        if reason == NOT_ATTEMPTED:
-                            stat.not_attempted.append(student.id)
-                        elif reason == DID_NOT_RUN:
-                            stat.did_not_run.append(student.id)
-                        else:
-                            stat.failed.append(student.id)
-                            failed.append(grade.name)
-                    else:
-                        stat.passed.append(student.id)
-                if nb_unscored:
-                    unscored.append(notebook.name)
-            stamp = submission.timestamp.strftime("%Y-%m-%d %H:%M") if submission.timestamp else ""
-            if scored == 0:
-                rows.append(StudentRow(student.id, name, "not graded", None, max_score, [], stamp, unscored,
-                                       missing))
-            else:
-                status = "partly graded" if unscored else "graded"
-                rows.append(StudentRow(student.id, name, status, float(submission.score), max_score,
-                                       sorted(failed, key=lambda g: _order(g, checks, nb_order)), stamp,
-                                       sorted(unscored, key=lambda n: nb_order.get(n, 0)), missing,
-                                       not_attempted, did_not_run))
+            rows.append(_student_row(student.id, name, submission, table, assignment, max_score, course))
+    ordered = table.ordered()
+    return ReportData(assignment, generated, max_score, rows, ordered, _notes(assignment, table, ordered, rows))
 
-    notes: list[str] = []
-    ordered = [checks[k] for k in sorted(checks, key=lambda g: _order(g, checks, nb_order))]
-    for stat in ordered:
-        if not stat.known:
-            notes.append(f"{stat.grade_id}: {stat.note}; shown under its raw id.")
+
+def _student_row(student_id: str, name: str, submission, table: CheckTable, assignment: str, max_score: float,
+                 course: Path | None) -> StudentRow:
+    """One student's row; every grade also lands in its check's counts."""
+    row = StudentRow(student_id, name, "graded", None, max_score)
+    row.timestamp = submission.timestamp.strftime("%Y-%m-%d %H:%M") if submission.timestamp else ""
+    folder = Path(course) / "submitted" / student_id / assignment if course else None
+    scored = 0
+    for notebook in submission.notebooks:
+        if folder is not None and folder.is_dir() and not (folder / f"{notebook.name}.ipynb").exists():
+            row.missing.append(notebook.name)
+            for grade in notebook.grades:
+                stat = table.stat_for(grade.name, notebook.name, float(grade.max_score))
+                if stat is not None:
+                    stat.not_submitted.append(student_id)
+            continue
+        graded_file = Path(course) / "autograded" / student_id / assignment / f"{notebook.name}.ipynb" if course else None
+        scored += _count_notebook(row, notebook, table, graded_file)
+    row.unscored.sort(key=lambda n: table.nb_order.get(n, 0))
+    if scored == 0:
+        row.status, row.not_attempted, row.did_not_run, row.failed = "not graded", [], [], []
+        return row
+    row.status = "partly graded" if row.unscored else "graded"
+    row.score = float(submission.score)
+    row.failed.sort(key=table.order)
+    return row
+
+
+def _score(grade) -> float | None:
+    # nbgrader's Grade.score reads 0 for a grade nobody scored; we do not
+    return grade.manual_score if grade.manual_score is not None else grade.auto_score
+
+
+def _count_notebook(row: StudentRow, notebook, table: CheckTable, graded_file: Path | None) -> int:
+    """Count one submitted notebook's grades into ``row`` and the checks; how many were scored."""
+    reasons = failure_reasons(graded_file)
+    scored_checks = [g for g in notebook.grades if g.name.startswith(GRADE_ID_PREFIX) and _score(g) is not None]
+    if not reasons and scored_checks and all(_score(g) < g.max_score for g in scored_checks):
+        # no autograded notebook to read: a notebook failing every check is taken as empty
+        reasons = {g.name: NOT_ATTEMPTED for g in scored_checks}
+    kinds = {reasons.get(g.name) for g in scored_checks}
+    if scored_checks and kinds == {NOT_ATTEMPTED}:
+        row.not_attempted.append(notebook.name)
+    elif scored_checks and kinds == {DID_NOT_RUN}:
+        row.did_not_run.append(notebook.name)
+    scored = unscored = 0
+    for grade in notebook.grades:
+        score = _score(grade)
+        stat = table.stat_for(grade.name, notebook.name, float(grade.max_score))
+        if score is None:
+            unscored += 1
+            if stat is not None:
+                stat.not_graded.append(row.student_id)
+            continue
+        scored += 1
+        if stat is None:
+            continue
+        if score >= grade.max_score:
+            stat.passed.append(row.student_id)
+            continue
+        reason = reasons.get(grade.name, MISCONCEPTION)
+        if reason == NOT_ATTEMPTED:
+            stat.not_attempted.append(row.student_id)
+        elif reason == DID_NOT_RUN:
+            stat.did_not_run.append(row.student_id)
+        else:
+            stat.failed.append(row.student_id)
+            row.failed.append(grade.name)
+    if unscored:
+        row.unscored.append(notebook.name)
+    return scored
+
+
+def _notes(assignment: str, table: CheckTable, ordered: list[CheckStat], rows: list[StudentRow]) -> list[str]:
+    """What a reader must know to read the counts right, class-wide first, then per student."""
+    notes = [f"{stat.grade_id}: {stat.note}; shown under its raw id." for stat in ordered if not stat.known]
     nobody = sorted({c.notebook for c in ordered if c.not_submitted and not c.graded and not c.not_graded},
-                    key=lambda n: nb_order.get(n, 0))
+                    key=lambda n: table.nb_order.get(n, 0))
     if nobody:
         notes.append(f"Not submitted by anyone graded here, so no misconception counts: {', '.join(nobody)}.")
+    others = table.others
     if others:
         notes.append(f"{len(others)} graded cell(s) are not hidden checks (e.g. written answers) and count in the "
                      f"scores only: {', '.join(sorted(others)[:6])}{' …' if len(others) > 6 else ''}.")
-    ungraded = [GRADE_ID_PREFIX + c.id for c in ALL_CHECKS if GRADE_ID_PREFIX + c.id not in checks]
-    if checks and ungraded:
+    ungraded = [GRADE_ID_PREFIX + c.id for c in ALL_CHECKS if GRADE_ID_PREFIX + c.id not in table.checks]
+    if table.checks and ungraded:
         shown = ", ".join(ungraded[:6]) + (f" and {len(ungraded) - 6} more" if len(ungraded) > 6 else "")
         notes.append(f"{len(ungraded)} check(s) of the registry have no grade cell in this assignment "
                      f"(another assignment's, or added since grading): {shown}.")
     if not any(r.status in GRADED for r in rows):
         notes.insert(0, f"No submission of {assignment} has been autograded yet: this report is empty.")
     for row in rows:
-        if row.not_attempted:
-            notes.append(f"{row.student_id}: {', '.join(row.not_attempted)} not attempted (answers still the stubs "
-                         "given, or empty): its failed checks count as not attempted, not as misconceptions.")
-        if row.did_not_run:
-            notes.append(f"{row.student_id}: the hidden checks of {', '.join(row.did_not_run)} could not run the "
-                         "code (stopped, timed out or crashed): not counted as misconceptions.")
-        if row.status == "not graded":
-            notes.append(f"{row.student_id}: submitted but not autograded (autograde failed or is pending).")
-        elif row.status == "partly graded":
-            notes.append(f"{row.student_id}: not scored yet in {', '.join(row.unscored)} "
-                         "(autograde failed for that notebook, or manual grading is pending).")
-    return ReportData(assignment, generated, max_score, rows, ordered, notes)
+        notes.extend(_student_notes(row))
+    return notes
+
+
+def _student_notes(row: StudentRow) -> list[str]:
+    notes = []
+    if row.not_attempted:
+        notes.append(f"{row.student_id}: {', '.join(row.not_attempted)} not attempted (answers still the stubs "
+                     "given, or empty): its failed checks count as not attempted, not as misconceptions.")
+    if row.did_not_run:
+        notes.append(f"{row.student_id}: the hidden checks of {', '.join(row.did_not_run)} could not run the "
+                     "code (stopped, timed out or crashed): not counted as misconceptions.")
+    if row.status == "not graded":
+        notes.append(f"{row.student_id}: submitted but not autograded (autograde failed or is pending).")
+    elif row.status == "partly graded":
+        notes.append(f"{row.student_id}: not scored yet in {', '.join(row.unscored)} "
+                     "(autograde failed for that notebook, or manual grading is pending).")
+    return notes
 
 
 # ---------------------------------------------------------------- plots

@@ -30,7 +30,7 @@ try:  # an image may carry the course's Lab without feedback on submit (docker/s
 except ImportError:
     c.ServerApp.jpserver_extensions["attention_platform.feedback_on_submit.student"] = False
 
-# Idle kernels are stopped after 30 min, even with the tab open (issue #7, `make load`): a kernel
+# Idle kernels are stopped after 30 min, even with the tab open (measured with `make load`): a kernel
 # with torch holds ~250 MiB of the ~410 MiB a working student uses; the notebook stays saved.
 c.MappingKernelManager.cull_idle_timeout = 1800
 c.MappingKernelManager.cull_interval = 300

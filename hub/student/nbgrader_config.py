@@ -17,7 +17,7 @@ c.CourseDirectory.student_id = os.environ.get("JUPYTERHUB_USER", "*")
 c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE_ROOT", "/srv/nbgrader/exchange")
 # Fetched assignments go to ~/self_attention, not ~/dl-attention/self_attention.
 c.Exchange.path_includes_course = False
-# All-or-nothing submit (issue #7): a submission appears in the inbound complete or not at all,
+# All-or-nothing submit, so a deadline rush loses nothing: a submission appears in the inbound complete or not at all,
 # a retry of an identical submission files nothing new, and a full/read-only exchange says so.
 # It also checks the course's limits (c.ExchangeLimits, attention_platform/hub/submit.py)
 # before copying and removes the student's own oldest submissions beyond the kept number.

@@ -1,0 +1,32 @@
+"""What users and newcomers read (help strings, comments, Makefile, configs) never points at
+our own tracker's issue numbers: it names the feature or the reason instead."""
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PRODUCT = ("attention_platform", "grader_tests", "hub", "docker", "deploy", "scripts", "tests")
+FILES = ("Makefile", "nbgrader_config.py", "docker-compose.yml", "pyproject.toml")
+ISSUE_REFERENCE = re.compile(r"\bissue\s*#\s*\d+", re.IGNORECASE)
+
+
+def _texts():
+    for top in PRODUCT:
+        for path in sorted((REPO / top).rglob("*")):
+            if path.is_file() and path.suffix in {".py", ".js", ".sh", ".yml", ".yaml", ".html", ".toml", ".cfg",
+                                                  ".Dockerfile", ".json", ".md"} and path != Path(__file__):
+                yield path
+    for name in FILES:
+        yield REPO / name
+
+
+def test_no_issue_numbers_in_product_text():
+    found = [f"{path.relative_to(REPO)}:{n}" for path in _texts()
+             for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1) if ISSUE_REFERENCE.search(line)]
+    assert found == []
+
+
+def test_the_pattern_catches_what_it_is_for():
+    assert ISSUE_REFERENCE.search("the deadline rush (issue #7)")
+    assert ISSUE_REFERENCE.search("see Issue # 12")
+    assert not ISSUE_REFERENCE.search("an issue with the exchange")
