@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 DEMO_DIR ?= build/demo
 export PATH := $(BIN):$(PATH)
 
-.PHONY: venv lock system-deps demo test compose-test release clean start load bench
+.PHONY: venv lock system-deps demo test compose-test release clean start load bench bench-feedback
 
 ## .venv: every package from requirements.lock, each pinned with its hashes (CPython 3.11 on Linux
 ## x86-64; torch is the CPU build), then this project itself, editable.
@@ -44,6 +44,12 @@ BENCH_N ?= 100
 bench: venv
 	$(BIN)/attention-course bench-autograde -n $(BENCH_N)
 
+## Feedback on submit: BENCH_STUDENTS submit at once on a fresh native hub (as root), --rounds times;
+## p50/p95 submit-to-result against the 3 s target and the TA's collect+autograde+feedback on the same submissions.
+BENCH_STUDENTS ?= 5
+bench-feedback: venv system-deps
+	$(BIN)/attention-course bench-feedback-on-submit -n $(BENCH_STUDENTS)
+
 ## The whole test suite (CI runs exactly this).
 test: venv system-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
@@ -66,4 +72,4 @@ release: venv
 	$(BIN)/nbgrader generate_assignment self_attention --force
 
 clean:
-	rm -rf build submitted autograded/*/ feedback gradebook.db
+	rm -rf build submitted autograded/*/ feedback gradebook.db attempts

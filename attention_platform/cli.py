@@ -11,16 +11,17 @@ import argparse
 import sys
 
 from attention_platform.course import commands as course_commands
+from attention_platform.feedback_on_submit import commands as feedback_on_submit_commands
 from attention_platform.grading import commands as grading_commands
 from attention_platform.hub import commands as hub_commands
 from attention_platform.reporting import commands as reporting_commands
 
-COMMAND_GROUPS = (course_commands, hub_commands, grading_commands, reporting_commands)
+COMMAND_GROUPS = (course_commands, hub_commands, grading_commands, reporting_commands, feedback_on_submit_commands)
 
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="attention-course", description="The self-attention course's platform: "
-                                  "a demo, the hub, sandboxed grading, reports and exports.")
+                                  "a demo, the hub, sandboxed grading, feedback on submit, reports and exports.")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in COMMAND_GROUPS:
         group.register(commands)

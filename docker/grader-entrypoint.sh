@@ -4,8 +4,9 @@
 #     read-only) inside this container's mount namespace, for the sandboxes' limits;
 #  2. brings the course volume up to date with the image's course files, as the grader account;
 #  3. starts the sandbox broker as root (it builds each submission's sandbox; only uid
-#     GRADER_UID may talk to it) and the formgrader as GRADER_UID with no capabilities at all;
-#     when either stops, it stops the other and exits, so Docker's restart policy brings both back.
+#     GRADER_UID may talk to it), the formgrader and the feedback-on-submit grader as GRADER_UID
+#     with no capabilities at all; when one stops, it stops the others and exits, so Docker's restart
+#     policy brings them all back.
 set -euo pipefail
 
 # The formgrader's account (the grader image's `grader`, the uid of every container's files).
@@ -81,10 +82,16 @@ done
 
 as_grader exec python -m attention_platform.hub.formgrader_service &
 pids+=($!)
+# Feedback on submit (README): the grader account grades each new submission of an assignment whose
+# policy is on, through the same broker; with no policy it only watches.
+as_grader exec env JUPYTER_CONFIG_PATH="${GRADER_CONFIG_DIR:-/etc/dl-attention/grader}" \
+  python -m attention_platform.cli feedback-on-submit --course "${COURSE_DIR:-/srv/course}" \
+  --exchange "${NBGRADER_EXCHANGE_ROOT:-/srv/nbgrader/exchange}" &
+pids+=($!)
 
 status=0
 wait -n "${pids[@]}" || status=$?
-log "a process stopped (status $status): stopping the other"
+log "a process stopped (status $status): stopping the others"
 stop_all
 wait || true
 exit "$status"

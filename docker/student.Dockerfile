@@ -35,8 +35,11 @@ COPY attention_platform/hub/__init__.py attention_platform/hub/submit.py /opt/dl
 COPY attention_platform/hub/course_lab.py /opt/dl-attention/student-lib/attention_platform/hub/
 COPY attention_platform/course/__init__.py attention_platform/course/notebooks.py attention_platform/course/settings.py attention_platform/course/validation.py /opt/dl-attention/student-lib/attention_platform/course/
 COPY attention_platform/lab/ /opt/dl-attention/student-lib/attention_platform/lab/
+# Feedback on submit's student side (hub/student/jupyter_server_config.py): it only reads what the
+# grader wrote into the student's own feedback folder (their attempts, the policy); it decides nothing.
+COPY attention_platform/feedback_on_submit/__init__.py attention_platform/feedback_on_submit/student.py attention_platform/feedback_on_submit/status.py attention_platform/feedback_on_submit/policy.py /opt/dl-attention/student-lib/attention_platform/feedback_on_submit/
 RUN python -c "import sysconfig; print('/opt/dl-attention/student-lib', file=open(sysconfig.get_paths()['purelib'] + '/dl-attention-student.pth', 'w'))" \
- && python -c "import attention_platform.hub.submit, attention_platform.hub.course_lab"
+ && python -c "import attention_platform.hub.submit, attention_platform.hub.course_lab, attention_platform.feedback_on_submit.student"
 
 # Student-side nbgrader + server settings; the hub sets JUPYTER_CONFIG_PATH to this folder.
 COPY hub/student/ /etc/dl-attention/jupyter/

@@ -81,6 +81,9 @@ EXPECTED: dict[str, dict[str, str]] = {
     "CourseStaticHandler": {"GET": ANYONE, "HEAD": ANYONE},  # attention.js and .css: public code
     "SubmissionStatesHandler": {"GET": TA},
     "AutogradeProgressHandler": {"GET": TA},
+    # feedback on submit (attention_platform/feedback_on_submit/formgrader.py)
+    "AttemptsPageHandler": {"GET": TA},
+    "AttemptsApiHandler": {"GET": TA},
 }
 # Handlers whose only route here is the formgrader's catch-all or a route they share with
 # a served handler: their pattern is served, through another handler, only where listed.
@@ -231,6 +234,8 @@ LIVE = [
     ("POST", f"formgrader/api/assignment/{PROBE}/collect", "CollectHandler"),
     ("POST", f"formgrader/api/submission/{PROBE}/{PROBE}/autograde", "AutogradeHandler"),
     ("GET", "formgrader/static/js/utils.js", "StaticFileHandler"),
+    ("GET", "formgrader/feedback_on_submit", "AttemptsPageHandler"),
+    ("GET", f"formgrader/api/attention/attempts/{PROBE}", "AttemptsApiHandler"),
     ("GET", f"formgrader/submissions/{PROBE}/notes.html", "SubmissionFilesHandler.html"),
 ]
 LIVE_EXPECTED = {**{k: v for k, v in EXPECTED.items()}, "FormgraderHandler?path": {},

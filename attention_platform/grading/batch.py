@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -151,27 +152,34 @@ class _CachedJsonschema:
 
 
 @contextlib.contextmanager
-def _shared_gradebook(gradebook):
-    """Point every ``Gradebook`` name nbgrader's preprocessors use at one open gradebook,
-    and build nbgrader's metadata validator once."""
+def gradebook_patched(replacement):
+    """Point every ``Gradebook`` name nbgrader's preprocessors use at ``replacement`` (called as
+    ``Gradebook(db_url, course_id)``), and build nbgrader's metadata validator once."""
     import nbgrader.api
     import nbgrader.nbgraderformat.common as nbgrader_format
     import nbgrader.preprocessors  # noqa: F401 - loads every preprocessor module
 
-    shared = _SharedGradebook(gradebook)
-    patched = [(nbgrader.api, "Gradebook", shared),
+    patched = [(nbgrader.api, "Gradebook", replacement),
                (nbgrader_format, "jsonschema", _CachedJsonschema(nbgrader_format.jsonschema))]
     for module_name, module in list(sys.modules.items()):
         if module_name.startswith("nbgrader.preprocessors.") and hasattr(module, "Gradebook"):
-            patched.append((module, "Gradebook", shared))
+            patched.append((module, "Gradebook", replacement))
     saved = [(module, attr, getattr(module, attr)) for module, attr, _ in patched]
     try:
         for module, attr, value in patched:
             setattr(module, attr, value)
-        yield shared
+        yield replacement
     finally:
         for module, attr, value in saved:
             setattr(module, attr, value)
+
+
+@contextlib.contextmanager
+def _shared_gradebook(gradebook):
+    """Point every ``Gradebook`` name nbgrader's preprocessors use at one open gradebook,
+    and build nbgrader's metadata validator once."""
+    with gradebook_patched(_SharedGradebook(gradebook)) as shared:
+        yield shared
 
 
 def load_course_config(course: Path):
@@ -180,31 +188,145 @@ def load_course_config(course: Path):
     return PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
 
 
+class Pipeline:
+    """The course's ``nbgrader autograde`` steps around the sandbox, built once per process.
+
+    ``root``/``db_url``/``source`` grade in another course directory and gradebook than the
+    course's own (feedback on submit's scratch course) with the course's configuration.
+    """
+
+    def __init__(self, course: Path, *, root: Path | None = None, db_url: str | None = None,
+                 source: Path | None = None, config=None):
+        from nbgrader import preprocessors as pp
+        from nbgrader.coursedir import CourseDirectory
+
+        from attention_platform.grading.sandbox.grading import seed_function
+        from attention_platform.grading.sandboxed_execute import SandboxedExecute
+
+        self.course = Path(course).resolve()
+        self.config = config if config is not None else load_course_config(self.course)
+        coursedir = CourseDirectory(config=self.config)
+        coursedir.root = str(Path(root).resolve() if root else self.course)
+        if db_url:
+            coursedir.db_url = db_url
+        self.coursedir = coursedir
+        self.root = Path(coursedir.root)
+        self.db_url = coursedir.db_url
+        self.source = Path(source) if source else self.course / coursedir.source_directory
+        sandboxed = SandboxedExecute(config=self.config)
+        self.limits, self.seed_for = sandboxed.limits(), seed_function(sandboxed.secret_seed)
+        self._sanitize_classes = list(self.config.Autograde.sanitize_preprocessors)
+        self._post_classes = [cls for cls in self.config.Autograde.autograde_preprocessors
+                              if not (isinstance(cls, type) and issubclass(cls, (pp.Execute, SandboxedExecute)))]
+        self._local = threading.local()  # nbgrader's preprocessors keep per-notebook state on themselves
+        self.ignore = list(coursedir.ignore)
+        self._source_files: dict[str, list[Path]] = {}
+
+    @property
+    def sanitize(self) -> list:
+        """This thread's instances of the course's ``Autograde.sanitize_preprocessors``."""
+        if not hasattr(self._local, "sanitize"):
+            self._local.sanitize = [cls(config=self.config) for cls in self._sanitize_classes]
+        return self._local.sanitize
+
+    @property
+    def post(self) -> list:
+        """This thread's instances of the course's ``Autograde.autograde_preprocessors`` after execution."""
+        if not hasattr(self._local, "post"):
+            self._local.post = [cls(config=self.config) for cls in self._post_classes]
+        return self._local.post
+
+    def submitted(self, student: str, assignment: str) -> Path:
+        return self.root / self.coursedir.submitted_directory / student / assignment
+
+    def autograded(self, student: str, assignment: str) -> Path:
+        return self.root / self.coursedir.autograded_directory / student / assignment
+
+    def source_files(self, assignment: str) -> list[Path]:
+        """The instructor's non-notebook files of the assignment (data), copied next to every submission."""
+        if assignment not in self._source_files:
+            source_dir = self.source / assignment
+            self._source_files[assignment] = [
+                p for p in source_dir.rglob("*") if p.is_file() and p.suffix != ".ipynb"
+                and not any(fnmatch(part, pat) for part in p.relative_to(source_dir).parts for pat in self.ignore)]
+        return self._source_files[assignment]
+
+    def stage(self, gb, student: str, assignment: str, src: Path, dest: Path, timestamp=None) -> None:
+        """Student and submission rows, and ``dest`` holding the submission's other files and the
+        instructor's (as nbgrader's autograde prepares ``autograded/``). The caller commits."""
+        from nbgrader.utils import parse_utc
+
+        gb.update_or_create_student(student)
+        if timestamp is None:
+            stamp_file = src / "timestamp.txt"
+            stamp = stamp_file.read_text().strip() if stamp_file.exists() else ""
+            timestamp = parse_utc(stamp) if stamp else None
+        if timestamp is not None:
+            gb.update_or_create_submission(assignment, student, timestamp=timestamp)
+        else:
+            gb.update_or_create_submission(assignment, student)
+        if dest.exists():
+            shutil.rmtree(dest)
+        dest.mkdir(parents=True)
+        for path in src.rglob("*"):
+            rel = path.relative_to(src)
+            if path.is_file() and path.suffix != ".ipynb" and not any(
+                    fnmatch(part, pat) for part in rel.parts for pat in self.ignore):
+                (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(path, dest / rel)
+        source_dir = self.source / assignment
+        for path in self.source_files(assignment):
+            rel = path.relative_to(source_dir)
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, dest / rel)
+
+    def resources(self, student: str, assignment: str, notebook_id: str, dest: Path) -> dict:
+        return {"unique_key": notebook_id, "output_files_dir": f"{notebook_id}_files",
+                "metadata": {"name": notebook_id, "path": str(dest)},
+                "nbgrader": {"student": student, "assignment": assignment, "notebook": notebook_id,
+                             "db_url": self.db_url}}
+
+    def read(self, path: Path, resources: dict):
+        """The submitted notebook, sanitised as nbgrader's autograde does before executing it.
+        Raises for a file that is not a notebook (rejected for that student alone)."""
+        text = path.read_text()
+        raw = json.loads(text)
+        if isinstance(raw, dict) and raw.get("nbformat") == 4:  # read without schema validation,
+            nb = rejoin_lines(nbformat.from_dict(raw))  # which nbgrader only logs anyway
+        else:
+            nb = nbformat.reads(text, as_version=4)
+        for pre in self.sanitize:
+            nb, resources = pre(nb, resources)
+        return nbformat.from_dict(nb)  # as nbgrader's write-then-read between the two phases
+
+    def finish(self, nb, resources: dict, dest: Path, notebook_id: str):
+        """The rest of nbgrader's autograde after execution, then the autograded notebook is written."""
+        for pre in self.post:
+            nb, resources = pre(nb, resources)  # __call__ honours each preprocessor's `enabled`
+        (dest / f"{notebook_id}.ipynb").write_text(nbformat.v4.nbjson.writes(nb))
+        return nb
+
+    def missing(self, gb, student: str, assignment: str, notebook_id: str) -> None:
+        """A notebook the student did not submit scores 0, as nbgrader's autograde records it."""
+        submission = gb.find_submission_notebook(notebook_id, assignment, student)
+        for grade in submission.grades:
+            grade.auto_score = 0
+            grade.needs_manual_grade = False
+
+
 def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, students: list[str] | None = None,
                     progress: bool = True, log=print) -> list[StudentOutcome]:
     """Autograde every submission of ``assignment`` in ``course``; return one outcome per student."""
-    from nbgrader import preprocessors as pp
     from nbgrader.api import Gradebook, MissingEntry
-    from nbgrader.coursedir import CourseDirectory
-    from nbgrader.utils import parse_utc
 
     from attention_platform.grading.sandbox.client import get_zygote
-    from attention_platform.grading.sandbox.grading import grade_notebook, seed_function, submission_files
-    from attention_platform.grading.sandboxed_execute import SandboxedExecute
+    from attention_platform.grading.sandbox.grading import grade_notebook, submission_files
 
     started = time.monotonic()
     course = Path(course).resolve()
     zygote = get_zygote()  # from the main thread: it lives as long as this process
-    config = load_course_config(course)
-    coursedir = CourseDirectory(config=config)
-    coursedir.root = str(course)
-    db_url = coursedir.db_url
-    sandboxed = SandboxedExecute(config=config)
-    limits, seed_for = sandboxed.limits(), seed_function(sandboxed.secret_seed)
-    sanitize = [cls(config=config) for cls in config.Autograde.sanitize_preprocessors]
-    post = [cls(config=config) for cls in config.Autograde.autograde_preprocessors
-            if not (isinstance(cls, type) and issubclass(cls, (pp.Execute, SandboxedExecute)))]
-    ignore = list(coursedir.ignore)
+    pipeline = Pipeline(course)
+    coursedir, db_url = pipeline.coursedir, pipeline.db_url
 
     submitted_root = course / coursedir.submitted_directory
     found = sorted(p.parent.name for p in submitted_root.glob(f"*/{assignment}"))
@@ -220,9 +342,6 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
         gb.db = shared.db  # the gradebook API's own commits flush too: one transaction (one fsync) per student
         assignment_row = gb.find_assignment(assignment)
         notebook_ids = [nb.name for nb in assignment_row.notebooks]
-        source_dir = course / coursedir.source_directory / assignment
-        source_files = [p for p in source_dir.rglob("*") if p.is_file() and p.suffix != ".ipynb"
-                        and not any(fnmatch(part, pat) for part in p.relative_to(source_dir).parts for pat in ignore)]
         pending = {}
 
         def finish(future):
@@ -230,9 +349,7 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
             outcome = outcomes[student]
             try:
                 result = future.result()
-                for pre in post:
-                    nb, resources = pre(nb, resources)  # __call__ honours each preprocessor's `enabled`
-                (dest / f"{notebook_id}.ipynb").write_text(nbformat.v4.nbjson.writes(nb))
+                pipeline.finish(nb, resources, dest, notebook_id)
                 session.commit()
                 outcome.failed += [c.check_id for c in result.checks.values() if not c.passed]
                 if result.stopped:
@@ -257,26 +374,7 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
             src = submitted_root / student / assignment
             dest = course / coursedir.autograded_directory / student / assignment
             try:
-                gb.update_or_create_student(student)
-                stamp_file = src / "timestamp.txt"
-                stamp = stamp_file.read_text().strip() if stamp_file.exists() else ""
-                if stamp:
-                    gb.update_or_create_submission(assignment, student, timestamp=parse_utc(stamp))
-                else:
-                    gb.update_or_create_submission(assignment, student)
-                if dest.exists():
-                    shutil.rmtree(dest)
-                dest.mkdir(parents=True)
-                for path in src.rglob("*"):
-                    rel = path.relative_to(src)
-                    if path.is_file() and path.suffix != ".ipynb" and not any(
-                            fnmatch(part, pat) for part in rel.parts for pat in ignore):
-                        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-                        shutil.copy(path, dest / rel)
-                for path in source_files:
-                    rel = path.relative_to(source_dir)
-                    (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copy(path, dest / rel)
+                pipeline.stage(gb, student, assignment, src, dest)
                 session.commit()  # the student and the submission exist whatever happens to the notebook
             except Exception as exc:  # noqa: BLE001
                 outcome.status = f"error: {type(exc).__name__}: {exc}"[:60]
@@ -284,36 +382,22 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
                 continue
             for notebook_id in notebook_ids:
                 path = src / f"{notebook_id}.ipynb"
-                resources = {"unique_key": notebook_id, "output_files_dir": f"{notebook_id}_files",
-                             "metadata": {"name": notebook_id, "path": str(dest)},
-                             "nbgrader": {"student": student, "assignment": assignment, "notebook": notebook_id,
-                                          "db_url": db_url}}
+                resources = pipeline.resources(student, assignment, notebook_id, dest)
                 if not path.exists():
-                    submission = gb.find_submission_notebook(notebook_id, assignment, student)
-                    for grade in submission.grades:
-                        grade.auto_score = 0
-                        grade.needs_manual_grade = False
+                    pipeline.missing(gb, student, assignment, notebook_id)
                     session.commit()
                     outcome.status = f"missing {notebook_id}.ipynb"
                     continue
                 try:
-                    text = path.read_text()
-                    raw = json.loads(text)
-                    if isinstance(raw, dict) and raw.get("nbformat") == 4:  # read without schema validation,
-                        nb = rejoin_lines(nbformat.from_dict(raw))  # which nbgrader only logs anyway
-                    else:
-                        nb = nbformat.reads(text, as_version=4)
-                    for pre in sanitize:
-                        nb, resources = pre(nb, resources)
-                    nb = nbformat.from_dict(nb)  # as nbgrader's write-then-read between the two phases
+                    nb = pipeline.read(path, resources)
                 except Exception as exc:  # noqa: BLE001 - e.g. not JSON: rejected for this student alone
                     outcome.status = f"rejected: {type(exc).__name__}"[:60]
                     session.rollback()
                     shutil.rmtree(dest, ignore_errors=True)
                     continue
                 extra = submission_files(dest, notebook_id)
-                future = pool.submit(grade_notebook, nb, zygote=zygote, limits=limits, seed_for=seed_for,
-                                     filename=f"{notebook_id}.ipynb", extra_files=extra)
+                future = pool.submit(grade_notebook, nb, zygote=zygote, limits=pipeline.limits,
+                                     seed_for=pipeline.seed_for, filename=f"{notebook_id}.ipynb", extra_files=extra)
                 pending[future] = (student, notebook_id, nb, resources, dest, t0)
             if not any(v[0] == student for v in pending.values()) and bar:
                 bar.set_postfix_str(student)

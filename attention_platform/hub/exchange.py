@@ -234,6 +234,8 @@ class PerStudentCollect(GraderExchangeRoot, ExchangeCollect):
             self.fail("You don't have read permissions for the directory: {}".format(self.inbound_path))
         self.students = sorted(n for n in names if is_plain_name(n) and fnmatch.fnmatchcase(n, pattern))
         self.src_records = []  # nbgrader's name for what is collected; filled per student below
+        # feedback on submit, policy last or best: these students' submission is the attempt that counts
+        self.counted = counted_attempts(self.config, self.coursedir, self.coursedir.assignment_id)
 
         with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
             try:
@@ -268,6 +270,12 @@ class PerStudentCollect(GraderExchangeRoot, ExchangeCollect):
 
     # ------------------------------------------------------------------ one student
     def _collect_student(self, student: str, report: StudentReport) -> int:
+        if student in self.counted:
+            counts, received = self.counted[student]
+            self.log.info("Keeping %s's submission of %s: under feedback on submit the attempt that counts ('%s') "
+                          "is already there (received %s UTC); newer submissions that were not graded do not count",
+                          show(student), self.coursedir.assignment_id, counts, received.strftime("%Y-%m-%d %H:%M:%S"))
+            return 0
         try:
             folder_fd = open_dir(self._inbound_fd, student)
         except OSError as exc:
@@ -419,6 +427,31 @@ class PerStudentCollect(GraderExchangeRoot, ExchangeCollect):
         if len(data) > limit:
             raise Skip("too long")
         return data
+
+    def copy_one(self, folder_fd: int, name: str, dest: str, report: StudentReport) -> tuple[Candidate, dt.datetime, str]:
+        """Copy the submission ``name`` of the student's folder open at ``folder_fd`` into the new
+        folder ``dest`` exactly as collect copies one (regular files only, nothing followed, within
+        the limits; problems go to ``report``), and return it with the time that counts and that
+        time's text. Feedback on submit grades what this copies (attention_platform/feedback_on_submit).
+        Raises Skip when the submission cannot be opened."""
+        if not hasattr(self, "limits"):
+            self.limits = ExchangeLimits(parent=self)
+        folder = os.fstat(folder_fd)
+        top = self._open_submission(folder_fd, folder, name)
+        try:
+            candidate = Candidate(name, os.fstat(top).st_ctime_ns)
+            os.mkdir(dest, 0o700)
+            dest_fd = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                candidate.tally = self._walk(top, folder, dest_fd, report)
+            finally:
+                os.close(dest_fd)
+            candidate.trusted_ns = candidate.tally.newest_ctime_ns
+            candidate.claim, candidate.claim_text = self._read_claim(top, name)
+        finally:
+            os.close(top)
+        counted, text = self._counted_time(candidate)
+        return candidate, counted, text
 
     def _choose(self, considered: list[Candidate]) -> Candidate:
         """The newest by the kernel's time; with before_duedate, the newest counted in time, if any."""
@@ -799,3 +832,24 @@ class PerStudentReleaseFeedback(GraderExchangeRoot, ExchangeReleaseFeedback):
             with contextlib.suppress(OSError):
                 os.unlink(temporary, dir_fd=dir_fd)
             raise
+
+
+def counted_attempts(config, coursedir, assignment: str) -> dict:
+    """``{student: (policy's counts, time received)}`` of students whose attempt that counts the
+    feedback-on-submit grader has installed as their submission (policy ``last`` or ``best``):
+    collect leaves those alone (attention_platform/feedback_on_submit)."""
+    from attention_platform.feedback_on_submit.ledger import Ledger
+    from attention_platform.feedback_on_submit.policy import FeedbackOnSubmit, PolicyError
+
+    try:
+        policy = FeedbackOnSubmit(config=config).policy_for(assignment)
+    except PolicyError:
+        return {}
+    if policy.counts not in ("last", "best"):
+        return {}
+    ledger = Ledger(coursedir.db_url)
+    try:
+        return {row["student"]: (policy.counts, row["received_at"]) for row in ledger.attempts(assignment)
+                if row["counted"]}
+    finally:
+        ledger.close()

@@ -112,6 +112,9 @@ ROUTES: tuple[Route, ...] = (
     _r(rf"formgrader/attention/static/{_STATIC}", get=ANYONE, head=ANYONE),
     _r(f"formgrader/api/attention/states/{A}", get=GRADER),
     _r(f"formgrader/api/attention/progress/{A}/{S}", get=GRADER),
+    # feedback on submit (attention_platform/feedback_on_submit/formgrader.py): the policies and every attempt
+    _r("formgrader/feedback_on_submit", get=GRADER),
+    _r(f"formgrader/api/attention/attempts/{A}", get=GRADER),
 )
 # Query arguments that change what the formgrader *is*: ``?path=`` re-roots it on any
 # folder and loads that folder's nbgrader_config.py (code) into this process.
@@ -354,12 +357,14 @@ def install(web_app, base_url: str) -> None:
     """Route every request of ``web_app`` through the gate."""
     from nbgrader.server_extensions.formgrader.apihandlers import AutogradeHandler
 
+    from attention_platform.feedback_on_submit import formgrader as feedback_on_submit
     from attention_platform.hub import formgrader_extras
 
     original = web_app.find_handler
     files_handler, images_handler = _image_files_handler()
     replaced = {files_handler: images_handler, AutogradeHandler: formgrader_extras.threaded_autograde(AutogradeHandler)}
     web_app.add_handlers(".*$", formgrader_extras.handlers(base_url))
+    web_app.add_handlers(".*$", feedback_on_submit.handlers(base_url))
 
     def find_handler(request, **kwargs):
         relative = relative_path(request.path, base_url)

@@ -96,6 +96,7 @@ class NativeHub:
     process: subprocess.Popen | None = None
     formgrader: subprocess.Popen | None = None
     broker: subprocess.Popen | None = None
+    instant: subprocess.Popen | None = None  # the feedback-on-submit grader (attention_platform/feedback_on_submit)
     grader_user: str | None = None
     start_seconds: float = 0.0
     course: str = DEFAULT_COURSE_ID
@@ -401,8 +402,8 @@ def start_broker(hub: NativeHub, log_file, timeout: float = 120) -> None:
 
 
 def start(hub: NativeHub) -> NativeHub:
-    """Start JupyterHub, the sandbox broker and the formgrader (child processes, own
-    sessions) and wait for them."""
+    """Start JupyterHub, the sandbox broker, the formgrader and the feedback-on-submit grader
+    (child processes, own sessions) and wait for them."""
     from attention_platform.hub.formgrader_service import command, service_env
 
     started = time.monotonic()
@@ -421,6 +422,11 @@ def start(hub: NativeHub) -> NativeHub:
         port=hub.formgrader_port))
     hub.formgrader = subprocess.Popen(command(str(hub.course_dir), "127.0.0.1", hub.formgrader_port),
                                       stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **as_grader)
+    # Feedback on submit: the grader account watches the students' inbound folders (see the README).
+    hub.instant = subprocess.Popen(
+        [program("attention-course"), "feedback-on-submit", "--course", str(hub.course_dir),
+         "--exchange", str(hub.exchange)],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **hub.as_grader())
     wait_for_hub(hub.url, hub.process)
     deadline = time.monotonic() + 90
     while True:  # the formgrader answers its version once it is up
@@ -448,10 +454,10 @@ def stop(hub: NativeHub, timeout: float = 20) -> float:
     started = time.monotonic()
     if hub.process and hub.process.poll() is None:
         hub.process.send_signal(signal.SIGINT)
-    for proc in (hub.formgrader, hub.broker):
+    for proc in (hub.formgrader, hub.instant, hub.broker):
         if proc and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
-    for proc in (hub.process, hub.formgrader, hub.broker):
+    for proc in (hub.process, hub.formgrader, hub.instant, hub.broker):
         if proc is None:
             continue
         try:
@@ -490,7 +496,7 @@ def run(state: Path, port: int = 8000, formgrader_port: int = 9999, release: boo
     print(f"Formgrader (instructor, ta): {hub.url}/services/{hub.course}/")
     print("Press Ctrl-C to stop everything.")
     sys.stdout.flush()
-    while not stopping and all(p.poll() is None for p in (hub.process, hub.formgrader, hub.broker) if p):
+    while not stopping and all(p.poll() is None for p in (hub.process, hub.formgrader, hub.instant, hub.broker) if p):
         time.sleep(0.2)
     seconds = stop(hub)
     print(f"stopped in {seconds:.1f} s")

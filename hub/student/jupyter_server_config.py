@@ -11,16 +11,24 @@ c.ServerApp.jpserver_extensions = {
     "nbgrader.server_extensions.assignment_list": True,
     "nbgrader.server_extensions.validate_assignment": False,
     "attention_platform.hub.course_lab": True,
+    # Feedback on submit: the student's attempts and results, read from their own feedback folder.
+    "attention_platform.feedback_on_submit.student": True,
 }
-# The course's Lab extension (Course menu and launcher cards fitted to the role, Validate, fetch and
-# submit confirmations): plain JavaScript shipped in the package, no build step.
+# The course's Lab extensions, plain JavaScript shipped in the package, no build step: Course menu and
+# launcher cards fitted to the role, Validate, fetch and submit confirmations (attention-course-lab);
+# the Assignments tab's "Feedback on submit" panel (attention-feedback-on-submit).
 try:
     from attention_platform.hub.course_lab import LAB_EXTENSION_DIR
 except ImportError:  # an image without the course's package: nbgrader's own Lab, the page config above
     c.ServerApp.jpserver_extensions["attention_platform.hub.course_lab"] = False
+    c.ServerApp.jpserver_extensions["attention_platform.feedback_on_submit.student"] = False
     c.ServerApp.jpserver_extensions["nbgrader.server_extensions.validate_assignment"] = True
 else:
     c.LabApp.extra_labextensions_path = [str(LAB_EXTENSION_DIR)]
+try:  # an image may carry the course's Lab without feedback on submit (docker/student.Dockerfile)
+    import attention_platform.feedback_on_submit.student  # noqa: F401
+except ImportError:
+    c.ServerApp.jpserver_extensions["attention_platform.feedback_on_submit.student"] = False
 
 # Idle kernels are stopped after 30 min, even with the tab open (measured with `make load`): a kernel
 # with torch holds ~250 MiB of the ~410 MiB a working student uses; the notebook stays saved.

@@ -157,8 +157,15 @@
           submitted.forEach(function (a) {
             var last = (a.submissions || [])[a.submissions.length - 1];
             if (last) {
-              notify('success', 'Submitted “' + a.assignment_id + '” at ' + last.timestamp +
-                '. You may submit again before the deadline: your last submission is the one graded.');
+              // Under feedback on submit the instructor's policy says which attempt counts, and the
+              // panel of attention-feedback-on-submit (when the assignment has one) shows it: say so
+              // rather than "your last submission is the one graded", which is the stock rule only.
+              var onSubmit = document.querySelector('#feedback_on_submit_panel [data-assignment="' +
+                String(a.assignment_id).replace(/["\\]/g, '') + '"]');
+              notify('success', 'Submitted “' + a.assignment_id + '” at ' + last.timestamp + '. ' + (onSubmit ?
+                'Its result appears under “Feedback on submit” in the Assignments tab within seconds; the course’s ' +
+                'rule there says which attempt counts.' :
+                'You may submit again before the deadline: your last submission is the one graded.'));
             }
           });
         } else {

@@ -1,0 +1,70 @@
+"""``attention-course feedback-on-submit`` (the grader account's process that grades on submit),
+``attempts`` (every attempt as CSV) and ``bench-feedback-on-submit`` (its latency on a real hub)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from attention_platform.course.notebooks import COURSE_ROOT
+
+
+def register(commands) -> None:
+    fos = commands.add_parser(
+        "feedback-on-submit",
+        help="the course's feedback-on-submit grader (run as the grader account beside the formgrader): grades "
+             "each new submission as the assignment's policy says and tells the student")
+    fos.add_argument("--course", type=Path, default=Path.cwd(),
+                     help="the nbgrader course directory (its nbgrader_config.py holds the policies)")
+    fos.add_argument("--exchange", type=Path, default=None,
+                     help="the exchange root holding <course id>/inbound and /feedback "
+                          "(default: $NBGRADER_EXCHANGE_ROOT)")
+    fos.set_defaults(run=_serve)
+
+    attempts = commands.add_parser(
+        "attempts", help="every attempt graded on submit (feedback on submit), as CSV: received, state, points, "
+                         "whether it counts")
+    attempts.add_argument("--course", type=Path, default=Path.cwd(), help="the nbgrader course directory")
+    attempts.add_argument("--assignment", default=None, help="only this assignment")
+    attempts.set_defaults(run=_attempts)
+
+    bench = commands.add_parser(
+        "bench-feedback-on-submit",
+        help="N students submit at once on a fresh native hub (as root): p50/p95 submit-to-result latency of "
+             "feedback on submit against the TA's collect, autograde and feedback on the same submissions")
+    bench.add_argument("-n", "--students", type=int, default=5, help="students submitting at once (default 5)")
+    bench.add_argument("--rounds", type=int, default=3, help="times they all submit (default 3)")
+    bench.add_argument("--port", type=int, default=8500, help="port of the hub started for the benchmark (127.0.0.1)")
+    bench.add_argument("--state-dir", type=Path, default=COURSE_ROOT / "build" / "bench-feedback-on-submit",
+                       help="state directory of the hub (replaced)")
+    bench.set_defaults(run=_bench)
+
+
+def _serve(args) -> int:
+    import os
+
+    from attention_platform.feedback_on_submit.service import main
+
+    exchange = args.exchange or os.environ.get("NBGRADER_EXCHANGE_ROOT")
+    if not exchange:
+        raise SystemExit("attention-course feedback-on-submit: needs --exchange or $NBGRADER_EXCHANGE_ROOT")
+    return main(args.course.resolve(), Path(exchange))
+
+
+def _attempts(args) -> int:
+    import sys
+
+    from nbgrader.coursedir import CourseDirectory
+
+    from attention_platform.feedback_on_submit.ledger import export_csv
+    from attention_platform.feedback_on_submit.policy import load_config
+
+    course = args.course.resolve()
+    coursedir = CourseDirectory(config=load_config(course), root=str(course))
+    export_csv(coursedir.db_url, sys.stdout, args.assignment)
+    return 0
+
+
+def _bench(args) -> int:
+    from attention_platform.feedback_on_submit.bench import main
+
+    return main(args)

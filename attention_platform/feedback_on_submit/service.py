@@ -1,0 +1,493 @@
+"""The feedback-on-submit grader: a process of the course's grader account beside the formgrader.
+
+    attention-course feedback-on-submit --course COURSE_DIR --exchange EXCHANGE_ROOT
+
+One coordinating thread and ``c.FeedbackOnSubmit.workers`` grading threads:
+
+* **watch** — every ``poll_seconds`` it looks at each student's inbound folder (``inbound/<student>/``:
+  the folder is the student's identity, as for the TA's collect; a submission whose name claims
+  someone else is skipped) and lists a folder only when it changed. A new submission of an
+  assignment whose policy is on is copied at once (:mod:`.intake`): the grader grades, keeps and
+  installs only its own copy, timed by the kernel;
+* **decide** — the instructor's rule (:mod:`.policy`) over the student's graded and queued
+  attempts: the attempt is queued, or refused with the time the next graded attempt is possible;
+  either way it gets a row in the gradebook (:mod:`.ledger`) and the student's status is rewritten;
+* **queue** — :class:`.fairqueue.FairQueue`: students take turns, one attempt each in grading;
+* **grade** — a worker grades the attempt (:mod:`.engine`) and writes the result the policy shows
+  into the student's status at once; then, when a worker is free and no attempt waits to be graded
+  (a result a student waits for never waits behind someone's feedback pages), the rest: (``full``)
+  the feedback pages, the archive, and for ``last``/``best`` the attempt that counts installed into
+  the course. Its student stays busy in the queue until then;
+* nothing is lost: a submission made while this process was down is graded when it is back
+  (timed by the kernel), an attempt whose grading was cut short is graded again, and an attempt
+  that could not reach the sandbox broker waits in the queue until it can.
+
+The policy is re-read within a second of the course's ``nbgrader_config.py`` changing; the
+grading configuration itself when this process restarts (as the formgrader's).
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import errno
+import logging
+import os
+import shutil
+import signal
+import stat
+import threading
+import time
+import traceback
+import uuid
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from pathlib import Path
+
+from . import status as status_file
+from .engine import Attempt, Engine
+from .fairqueue import FairQueue
+from .intake import Intake, IntakeError, collector, take
+from .ledger import Ledger
+from .policy import FeedbackOnSubmit, Policy, PolicyError, aware, iso, now, until
+
+OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+COUNTING = ("queued", "grading", "graded")  # states that use up one of the student's graded attempts
+RETRY_SECONDS = 5.0  # after the sandbox broker could not be reached
+
+
+def plain_name(name: str) -> bool:
+    return bool(name) and name not in (".", "..") and "/" not in name and "\0" not in name and not name.startswith(".")
+
+
+class Service:
+    def __init__(self, course: Path, exchange_root: Path, *, log: logging.Logger | None = None):
+        from nbgrader.api import Gradebook
+
+        self.log = log or logging.getLogger("feedback-on-submit")
+        self.course = Path(course).resolve()
+        self.config_file = self.course / "nbgrader_config.py"
+        self.settings = FeedbackOnSubmit()
+        self._config_mtime = None
+        self.policies: dict[str, Policy] = {}
+        self.errors: dict[str, str] = {}
+        self.collect = None  # set by reload(); with no loadable config there is no policy, so nothing is taken
+        self.reload(force=True)
+        self.engine = Engine(self.course, attempt_seconds=self.settings.attempt_seconds, log=self.log)
+        self.course_id = self.engine.course_id
+        self.exchange = Path(exchange_root) / self.course_id
+        self.engine.exchange_feedback = self.exchange / "feedback"
+        with Gradebook(self.engine.main.db_url, self.course_id):
+            pass  # nbgrader creates (and stamps) its gradebook before our tables join it
+        self.ledger = Ledger(self.engine.main.db_url)
+        self.queue: FairQueue = FairQueue()
+        self.workers = max(1, self.settings.workers)
+        self.pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="attempt")
+        self.running: dict = {}  # future -> Attempt
+        self.finishing: collections.deque = collections.deque()  # (Attempt, Result) graded, pages etc. to do
+        self.seen: dict[str, set] = collections.defaultdict(set)  # assignment -> {(student, submission)}
+        self.since: dict[str, dt.datetime] = {}  # assignment -> feedback on submit on since
+        self.folder_mtimes: dict[str, int] = {}
+        self.told: dict[tuple[str, str], Policy] = {}  # (assignment, student) -> the policy their status shows
+        self.status_locks: dict[str, threading.Lock] = collections.defaultdict(threading.Lock)
+        self.paused_until = 0.0
+        self.incoming = self.engine.work / "incoming"
+        self.incoming.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    # ------------------------------------------------------------------ the instructor's policy
+    def reload(self, force: bool = False) -> None:
+        """Re-read the course's policies when its nbgrader_config.py changed."""
+        from .policy import load_config
+
+        try:
+            mtime = self.config_file.stat().st_mtime_ns
+        except OSError:
+            mtime = None
+        if not force and mtime == self._config_mtime:
+            return
+        self._config_mtime = mtime
+        try:
+            config = load_config(self.course)
+            settings = FeedbackOnSubmit(config=config)
+        except Exception as exc:  # noqa: BLE001 - a broken config file: keep the last good policies
+            self.log.error("the course's nbgrader_config.py cannot be loaded (%s); feedback on submit keeps the "
+                           "policies it had", exc)
+            return
+        policies, errors = {}, {}
+        for assignment in settings.assignments() or [None]:
+            try:
+                if assignment is None:
+                    settings.policy_for("")  # only to report a broken $ATTENTION_FEEDBACK_ON_SUBMIT
+                    continue
+                policies[assignment] = settings.policy_for(assignment)
+            except PolicyError as exc:
+                errors[assignment or "*"] = str(exc)
+                self.log.error("%s; that assignment gets no feedback on submit until it is fixed", exc)
+        if policies != self.policies:
+            for assignment, policy in sorted(policies.items()):
+                self.log.info("policy of %s: %s", assignment, policy.describe())
+        self.settings, self.policies, self.errors = settings, policies, errors
+        self.collect = collector(config)  # the TA's collect copies each attempt (its limits, its time)
+
+    def policy(self, assignment: str) -> Policy:
+        return self.policies.get(assignment) or Policy(assignment)
+
+    def enabled_since(self, assignment: str) -> dt.datetime | None:
+        """Since when the assignment has feedback on submit (recorded the first time it is seen on)."""
+        on = self.policy(assignment).on
+        if on and assignment in self.since:
+            return self.since[assignment]
+        since = self.ledger.enabled_since(assignment, on, now())
+        if on:
+            self.since[assignment] = since
+            self.seen[assignment] |= self.ledger.known(assignment)
+        else:
+            self.since.pop(assignment, None)
+        return since
+
+    # ------------------------------------------------------------------ watching the inbound folders
+    def scan(self) -> int:
+        """Take every new submission of an assignment with feedback on submit; returns how many."""
+        assignments = [a for a, p in self.policies.items() if p.on and self.enabled_since(a) is not None]
+        for assignment in set(self.since) - set(assignments):
+            self.enabled_since(assignment)  # switched off: recorded, so switching on again starts afresh
+        if not assignments:
+            return 0
+        inbound = self.exchange / "inbound"
+        try:
+            inbound_fd = os.open(inbound, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as exc:
+            self.log.error("cannot open %s (%s): no submission can be seen", inbound, exc.strerror)
+            return 0
+        found = 0
+        try:
+            with os.scandir(inbound_fd) as entries:
+                students = [(e.name, e.stat(follow_symlinks=False)) for e in entries if plain_name(e.name)]
+            for student, info in sorted(students):
+                if not stat.S_ISDIR(info.st_mode):
+                    continue
+                for assignment in assignments:  # the terms, before the student's first submit and when they change
+                    if self.told.get((assignment, student)) != self.policies.get(assignment):
+                        self.write_status(assignment, student)
+                recent = time.time() - info.st_mtime_ns / 1e9 < 2  # a coarse clock tick may hide a second change
+                if self.folder_mtimes.get(student) == info.st_mtime_ns and not recent:
+                    continue
+                self.folder_mtimes[student] = info.st_mtime_ns
+                try:
+                    found += self._scan_student(inbound_fd, student, assignments)
+                except OSError as exc:
+                    self.log.warning("%s: inbound folder cannot be read (%s)", student, exc.strerror)
+        finally:
+            os.close(inbound_fd)
+        return found
+
+    def _scan_student(self, inbound_fd: int, student: str, assignments: list[str]) -> int:
+        folder_fd = os.open(student, OPEN_DIR, dir_fd=inbound_fd)
+        try:
+            new = []
+            for name in os.listdir(folder_fd):
+                parts = name.split("+")
+                if name.startswith(".") or len(parts) < 3 or parts[1] not in assignments:
+                    continue
+                assignment = parts[1]
+                if (student, name) in self.seen[assignment]:
+                    continue
+                self.seen[assignment].add((student, name))
+                if parts[0] != student:
+                    self.log.warning("%s: skipped %r: it names student %r but sits in this student's folder",
+                                     student, name, parts[0])
+                    continue
+                new.append((parts[2], assignment, name))
+            for _claim, assignment, name in sorted(new):
+                self._take(folder_fd, student, assignment, name)
+            return len(new)
+        finally:
+            os.close(folder_fd)
+
+    def _take(self, folder_fd: int, student: str, assignment: str, name: str) -> None:
+        policy = self.policy(assignment)
+        since = self.since[assignment]
+        try:
+            top = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        if top.st_ctime_ns / 1e9 < since.timestamp() - 60:
+            return  # from before feedback on submit was on (its ctime can only be later than its making)
+        copy = self.incoming / f".new-{uuid.uuid4().hex}"
+        try:
+            intake = take(self.collect, folder_fd, student, name, copy)
+        except FileNotFoundError:
+            return
+        except IntakeError as exc:
+            received = now()
+            self.ledger.add(assignment=assignment, student=student, submission=name, claimed=name.split("+")[2][:64],
+                            received_at=received, state="not graded", feedback=policy.feedback,
+                            message=f"Not graded: {exc}.")
+            self.write_status(assignment, student)
+            return
+        except OSError as exc:
+            self.log.error("%s: %r cannot be read (%s); it is looked at again when the folder changes",
+                           student, name, exc.strerror)
+            self.seen[assignment].discard((student, name))
+            self.folder_mtimes.pop(student, None)
+            return
+        received = intake.received
+        if received < since:
+            shutil.rmtree(copy, ignore_errors=True)
+            return
+        with self.status_locks[student]:
+            rows = self.ledger.attempts(assignment, student)
+            counting = [r["received_at"] for r in rows if r["state"] in COUNTING]
+            next_at = policy.next_allowed(counting, received)
+            values = dict(assignment=assignment, student=student, submission=name,
+                          claimed=intake.claim[:64], received_at=received,
+                          timestamp=intake.timestamp, feedback=policy.feedback)
+            if next_at is not None:
+                message = "Not graded: " + policy.refusal(counting, received, next_at) + "."
+                self.ledger.add(**values, state="refused", message=message)
+                shutil.rmtree(copy, ignore_errors=True)
+                self.log.info("%s: %s refused (%s)", student, name, message)
+            else:
+                notes = "; ".join(intake.notes[:5])
+                attempt_id = self.ledger.add(**values, state="queued", message=notes)
+                os.rename(copy, self.incoming / str(attempt_id))
+                intake.folder = self.incoming / str(attempt_id)
+                self.queue.put(student, Attempt(attempt_id, assignment, student, name, intake,
+                                                values["timestamp"], policy))
+                self.log.info("%s: %s queued as attempt %d (received %s)", student, name, attempt_id, iso(received))
+        self.write_status(assignment, student)
+
+    # ------------------------------------------------------------------ grading
+    def dispatch(self) -> None:
+        """Start grading while workers are free: first attempts waiting to be graded (fair between
+        students), then the unhurried rest of attempts already graded (pages, archive, what counts),
+        so that a result a student waits for never waits behind another student's feedback pages."""
+        while len(self.running) < self.workers:
+            taken = self.queue.take() if time.monotonic() >= self.paused_until else None
+            if taken is not None:
+                student, attempt = taken
+                self.ledger.set(attempt.id, state="grading")
+                self.write_status(attempt.assignment, student)
+                self.running[self.pool.submit(self.work, attempt)] = attempt
+            elif self.finishing:
+                attempt, result = self.finishing.popleft()
+                self.running[self.pool.submit(self.finish, attempt, result)] = attempt
+            else:
+                return
+
+    def work(self, attempt: Attempt):
+        """In a worker thread: grade and tell the student at once. Returns ``("graded", result)``
+        (then :meth:`finish` follows), ``"retry"`` or ``"error"``."""
+        from attention_platform.grading.sandbox.client import SandboxUnavailable
+
+        try:
+            result = self.engine.grade(attempt)
+        except SandboxUnavailable as exc:
+            self.ledger.set(attempt.id, state="queued",
+                            message=f"Waiting for the grader: {exc.reason}. Your attempt stays in the queue.")
+            self.write_status(attempt.assignment, attempt.student)
+            self.log.error("attempt %d waits: %s", attempt.id, exc.reason)
+            return "retry"
+        except Exception as exc:  # noqa: BLE001 - this attempt alone; it uses none of the student's allowance
+            self.log.error("attempt %d (%s) failed:\n%s", attempt.id, attempt.student, traceback.format_exc())
+            self.ledger.set(attempt.id, state="error", graded_at=now(),
+                            message=f"Could not be graded because of an error in the grader ({type(exc).__name__}); "
+                                    "it does not count as one of your graded attempts. Submit again, and tell the "
+                                    "course staff if this happens again.")
+            self.write_status(attempt.assignment, attempt.student)
+            return "error"
+        notes = "; ".join(attempt.intake.notes[:5] + result.notes)
+        self.ledger.set(attempt.id, state="graded", graded_at=now(), seconds=result.seconds, score=result.score,
+                        max_score=result.max_score, checks=result.checks, message=notes)
+        self.write_status(attempt.assignment, attempt.student)  # the student sees the result now
+        self.log.info("%s: attempt %d graded in %.2f s: %g/%g", attempt.student, attempt.id, result.seconds,
+                      result.score, result.max_score)
+        return "graded", result
+
+    def finish(self, attempt: Attempt, result) -> str:
+        """In a worker thread, once graded: feedback pages, archive, install what counts. The student
+        stays busy in the queue until this is done (the scratch course holds their attempt's files)."""
+        if attempt.policy.feedback == "full":
+            self.engine.feedback_pages(attempt, result)
+            self.ledger.set(attempt.id, pages=result.pages, message="; ".join(attempt.intake.notes[:5] + result.notes))
+        self.engine.archive(attempt)
+        self._count(attempt, result)
+        self._prune(attempt.assignment, attempt.student)
+        self.write_status(attempt.assignment, attempt.student)
+        return "graded"
+
+    def _count(self, attempt: Attempt, result) -> None:
+        """Under ``last`` or ``best``, make this attempt the course's submission if it counts now."""
+        counts = attempt.policy.counts
+        if counts not in ("last", "best"):
+            return
+        rows = [r for r in self.ledger.attempts(attempt.assignment, attempt.student) if r["state"] == "graded"]
+        current = next((r for r in rows if r["counted"]), None)
+        if counts == "best" and current is not None and current["id"] != attempt.id and \
+                float(current["score"] or 0) > result.score:
+            return  # a better one counts (among equals, the newest: the student's latest work)
+        self.engine.install(attempt.id, attempt.student, attempt.assignment, attempt.timestamp)
+        self.ledger.set_counted(attempt.assignment, attempt.student, attempt.id)
+        self.log.info("%s: attempt %d now counts (%s)", attempt.student, attempt.id, counts)
+
+    def _prune(self, assignment: str, student: str) -> None:
+        rows = [r for r in self.ledger.attempts(assignment, student) if r["state"] == "graded"]
+        keep = {r["id"] for r in rows if r["counted"]} | {r["id"] for r in rows[-self.settings.keep_attempt_files:]}
+        removed = set(self.engine.prune(student, assignment, keep))
+        if not removed:
+            return
+        try:
+            fd = os.open(self.exchange / "feedback" / student, OPEN_DIR)
+        except OSError:
+            return
+        try:
+            for row in rows:
+                if row["id"] in removed:
+                    for page in row["pages"].values():
+                        try:
+                            os.unlink(page, dir_fd=fd)
+                        except OSError:
+                            pass
+        finally:
+            os.close(fd)
+
+    def completed(self, future) -> None:
+        attempt = self.running.pop(future)
+        try:
+            outcome = future.result()
+        except Exception:  # noqa: BLE001 - work() reports its own failures; this is a bug in reporting
+            self.log.error("attempt %d: %s", attempt.id, traceback.format_exc())
+            outcome = "error"
+        if isinstance(outcome, tuple):  # graded: the rest follows when a worker is free
+            self.finishing.append((attempt, outcome[1]))
+            return
+        self.queue.done(attempt.student)
+        if outcome == "retry":
+            self.queue.retry(attempt.student, attempt)
+            self.paused_until = time.monotonic() + RETRY_SECONDS
+
+    # ------------------------------------------------------------------ what the student sees
+    def status_of(self, assignment: str, student: str) -> dict:
+        policy = self.policy(assignment)
+        rows = self.ledger.attempts(assignment, student)
+        counting = [r["received_at"] for r in rows if r["state"] in COUNTING]
+        at = now()
+        next_at = policy.next_allowed(counting, at) if policy.on else None
+        attempts = []
+        for row in rows:
+            shown = row["feedback"] in ("checks", "full") and row["state"] == "graded"
+            entry = {"submission": row["submission"], "timestamp": row["claimed"], "received": iso(row["received_at"]),
+                     "state": row["state"], "message": row["message"], "counted": bool(row["counted"])}
+            if shown:
+                entry.update(score=row["score"], max_score=row["max_score"], graded=iso(row["graded_at"]),
+                             checks=[{k: c[k] for k in ("notebook", "title", "passed", "points")} for c in row["checks"]])
+                if row["feedback"] == "full":
+                    entry["pages"] = row["pages"]
+            if row["state"] == "queued":
+                ahead = self.queue.position(student)
+                entry["ahead"] = ahead if ahead is not None else 0
+            attempts.append(entry)
+        return {
+            "assignment": assignment, "updated": iso(at), "policy": policy.to_json(),
+            "enabled_since": iso(self.since.get(assignment)),
+            "next_graded_attempt": iso(next_at),
+            "next_text": (f"Your next graded attempt is possible at {next_at.strftime('%Y-%m-%d %H:%M UTC')} "
+                          f"(in {until(next_at, at)})." if next_at else ""),
+            "attempts": attempts,
+        }
+
+    def write_status(self, assignment: str, student: str) -> None:
+        with self.status_locks[student]:
+            status = self.status_of(assignment, student)
+            self.told[(assignment, student)] = self.policies.get(assignment)
+            try:
+                fd = os.open(self.exchange / "feedback" / student, OPEN_DIR)
+            except OSError as exc:
+                if exc.errno != errno.ENOENT:
+                    self.log.warning("%s: feedback folder cannot be opened (%s)", student, exc.strerror)
+                return
+            try:
+                status_file.write(fd, assignment, status)
+            finally:
+                os.close(fd)
+
+    # ------------------------------------------------------------------ starting again
+    def recover(self) -> None:
+        """Attempts queued, in grading or not finished when this process last stopped are queued again."""
+        for assignment, policy in self.policies.items():
+            if not policy.on or self.enabled_since(assignment) is None:
+                continue
+            for row in self.ledger.attempts(assignment):
+                # graded but not yet archived (its copy is still in incoming/): the rest was cut short
+                # (pages, what counts), so it is graded again, with the same result
+                unfinished = row["state"] == "graded" and (self.incoming / str(row["id"])).is_dir()
+                if row["state"] not in ("queued", "grading") and not unfinished:
+                    continue
+                folder = self.incoming / str(row["id"])
+                if not folder.is_dir():
+                    self.ledger.set(row["id"], state="error",
+                                    message="Its copy was lost while the grader restarted; it does not count as one "
+                                            "of your graded attempts. Submit again.")
+                    self.write_status(assignment, row["student"])
+                    continue
+                intake = Intake(folder=folder, newest_ctime_ns=int(row["received_at"].timestamp() * 1e9),
+                                claim=row["claimed"])
+                secret = folder / "submission_secret.txt"
+                if secret.is_file():
+                    intake.secret = secret.read_text(errors="replace").strip()[:4096]
+                self.ledger.set(row["id"], state="queued")
+                self.queue.put(row["student"], Attempt(row["id"], assignment, row["student"], row["submission"],
+                                                       intake, row["timestamp"] or row["received_at"], policy))
+                self.log.info("%s: attempt %d queued again after a restart", row["student"], row["id"])
+        for leftover in self.incoming.glob(".new-*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+    # ------------------------------------------------------------------ the loop
+    def run(self, stop: threading.Event) -> None:
+        from attention_platform.grading.sandbox.client import SandboxUnavailable
+
+        self.engine.start()
+        try:
+            self.engine.warm([a for a, p in self.policies.items() if p.on])
+        except SandboxUnavailable as exc:
+            self.log.error("the sandbox broker cannot be reached yet (%s); attempts wait in the queue", exc.reason)
+        self.recover()
+        self.log.info("feedback on submit: watching %s (%d workers)", self.exchange / "inbound", self.workers)
+        last_reload = 0.0
+        try:
+            while not stop.is_set():
+                if time.monotonic() - last_reload > 1.0:
+                    self.reload()
+                    last_reload = time.monotonic()
+                try:
+                    self.scan()
+                except Exception:  # noqa: BLE001 - keep watching; the next scan tries again
+                    self.log.error("scan failed:\n%s", traceback.format_exc())
+                self.dispatch()
+                if self.running:
+                    done, _ = wait(list(self.running), timeout=self.settings.poll_seconds, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        self.completed(future)
+                    self.dispatch()
+                else:
+                    stop.wait(self.settings.poll_seconds)
+        finally:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            for future in list(self.running):
+                if future.done():
+                    self.completed(future)
+            self.engine.close()
+            self.ledger.close()
+
+
+def main(course: Path, exchange: Path) -> int:
+    logging.basicConfig(level=logging.INFO, format="[%(levelname)1.1s %(asctime)s feedback-on-submit] %(message)s")
+    log = logging.getLogger("feedback-on-submit")
+    for noisy in ("traitlets", "nbgrader"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    service = Service(course, exchange, log=log)
+    os.chdir(service.engine.work)  # nbgrader's converters chdir to the course they convert: ours is this one
+    service.run(stop)
+    return 0

@@ -1,0 +1,240 @@
+/*
+ * attention-feedback-on-submit: feedback on submit in the student's Assignments tab.
+ *
+ * Written by hand as a JupyterLab 4 federated extension (a module-federation container:
+ * `init(shareScope)` then `get('./extension')`), so the course needs no Node build step; the
+ * JupyterLab packages it uses come from the share scope JupyterLab fills. Its server side is
+ * attention_platform/feedback_on_submit/student.py, which reads what the course's grader wrote
+ * into the student's own feedback folder.
+ *
+ * It adds a "Feedback on submit" panel at the top of nbgrader's Assignments tab: per assignment
+ * the instructor's policy, when the next graded attempt is possible, and each attempt (newest
+ * first) with its state — waiting (and how many are ahead), being graded, graded (points, each
+ * hidden check's title passed or not, the feedback pages if the policy shows them, whether it
+ * counts for the grade), not graded and why. It asks every 3 s while the tab is open, every 0.5 s
+ * for a minute after a submit. All text is set with textContent: nothing from the server is
+ * parsed as HTML.
+ */
+(function () {
+  'use strict';
+  var NAME = 'attention-feedback-on-submit';
+  var shareScope = null;
+
+  function versionKey(v) {
+    return String(v).split(/[.-]/).map(function (p) { var n = parseInt(p, 10); return isNaN(n) ? 0 : n; });
+  }
+  function newest(a, b) {
+    var x = versionKey(a), y = versionKey(b);
+    for (var i = 0; i < Math.max(x.length, y.length); i++) {
+      if ((x[i] || 0) !== (y[i] || 0)) { return (y[i] || 0) - (x[i] || 0); }
+    }
+    return 0;
+  }
+  function shared(name) {
+    var versions = shareScope && shareScope[name];
+    if (!versions) { return Promise.reject(new Error(NAME + ': JupyterLab shares no ' + name)); }
+    var keys = Object.keys(versions).sort(newest);
+    var loaded = keys.filter(function (k) { return versions[k].loaded; });
+    return Promise.resolve(versions[(loaded[0] || keys[0])].get()).then(function (factory) { return factory(); });
+  }
+
+  var CSS = [
+    '#feedback_on_submit_panel .fos-assignment { margin: .2rem 0 .8rem 0; }',
+    '#feedback_on_submit_panel p { margin: .25rem 0; white-space: normal; overflow-wrap: anywhere; line-height: 1.4; }',
+    '#feedback_on_submit_panel .fos-policy { color: var(--jp-ui-font-color2); }',
+    '#feedback_on_submit_panel .fos-next { font-weight: 600; }',
+    '#feedback_on_submit_panel ol.fos-attempts { padding-left: 1.2rem; margin: .3rem 0; }',
+    '#feedback_on_submit_panel li.fos-attempt { margin-bottom: .5rem; }',
+    '#feedback_on_submit_panel .fos-state { font-weight: 600; }',
+    '#feedback_on_submit_panel ul.fos-checks { list-style: none; padding-left: .4rem; margin: .2rem 0; }',
+    '#feedback_on_submit_panel ul.fos-checks li[data-passed="false"] { color: var(--jp-error-color1); }',
+    '#feedback_on_submit_panel .fos-mark { display: inline-block; width: 1.2em; font-weight: 700; }',
+    '#feedback_on_submit_panel .fos-notebook { font-weight: 600; margin-top: .3rem; }',
+    '#feedback_on_submit_panel .fos-pages a { margin-right: .6rem; }'
+  ].join('\n');
+
+  function el(tag, attrs, children) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (key) {
+      if (key === 'text') { node.textContent = attrs[key]; } else { node.setAttribute(key, attrs[key]); }
+    });
+    (children || []).forEach(function (child) { if (child) { node.appendChild(child); } });
+    return node;
+  }
+  function when(iso) {
+    if (!iso) { return ''; }
+    var d = new Date(iso);
+    return isNaN(d.getTime()) ? String(iso) : d.toLocaleString();
+  }
+  function points(n) { return (Math.round(Number(n || 0) * 100) / 100) + (Number(n) === 1 ? ' point' : ' points'); }
+
+  function makePlugin(mods) {
+    var services = mods['@jupyterlab/services'], coreutils = mods['@jupyterlab/coreutils'];
+    var state = { fastUntil: 0, last: null, timer: null };
+
+    function settings() { return services.ServerConnection.makeSettings(); }
+    function url(path) { return coreutils.URLExt.join(settings().baseUrl, path); }
+    function api(path) {
+      var s = settings();
+      return services.ServerConnection.makeRequest(coreutils.URLExt.join(s.baseUrl, path), {}, s);
+    }
+
+    function panelBody() {
+      var root = document.getElementById('nbgrader-assignment-list');
+      var group = root && root.querySelector('.panel-group');
+      if (!group) { return null; }
+      var mine = document.getElementById('feedback_on_submit_panel');
+      if (!mine) {
+        mine = el('div', { 'class': 'panel panel-default', id: 'feedback_on_submit_panel' }, [
+          el('div', { 'class': 'panel-heading', text: 'Feedback on submit' }),
+          el('div', { 'class': 'panel-body', id: 'feedback_on_submit_body' })
+        ]);
+        group.insertBefore(mine, group.firstChild);
+        state.last = null;
+      }
+      return document.getElementById('feedback_on_submit_body');
+    }
+
+    function stateLine(a) {
+      if (a.state === 'graded' && a.score !== undefined) {
+        return points(a.score).replace(/ points?$/, '') + ' of ' + points(a.max_score) + ' from the hidden checks';
+      }
+      return {
+        queued: 'waiting to be graded' + (a.ahead ? ' (' + a.ahead + ' ahead of you)' : ''),
+        grading: 'being graded…',
+        graded: 'graded',
+        refused: 'not graded',
+        'not graded': 'not graded',
+        error: 'not graded (an error in the grader)'
+      }[a.state] || a.state;
+    }
+
+    function attemptItem(assignment, a, number) {
+      var line = el('div', { 'class': 'fos-line' }, [
+        el('span', { 'class': 'fos-when', text: 'Attempt ' + number + ', received ' + when(a.received) + ': ' }),
+        el('span', { 'class': 'fos-state', text: stateLine(a) }),
+        a.counted ? el('span', { 'class': 'fos-counted', text: ' — this attempt counts for your grade' }) : null
+      ]);
+      var item = el('li', { 'class': 'fos-attempt', 'data-state': a.state, 'data-counted': a.counted ? 'true' : 'false',
+                           'data-submission': a.submission || '' }, [line]);
+      if (a.checks && a.checks.length) {
+        var passed = a.checks.filter(function (c) { return c.passed; }).length;
+        item.appendChild(el('p', { 'class': 'fos-summary', text: passed + ' of ' + a.checks.length + ' hidden checks passed.' }));
+        var list = el('ul', { 'class': 'fos-checks' }), notebook = null;
+        a.checks.forEach(function (c) {
+          if (c.notebook !== notebook) {
+            notebook = c.notebook;
+            list.appendChild(el('li', { 'class': 'fos-notebook', text: notebook + '.ipynb' }));
+          }
+          list.appendChild(el('li', { 'data-passed': c.passed ? 'true' : 'false' }, [
+            el('span', { 'class': 'fos-mark', text: c.passed ? '✓' : '✗' }),
+            el('span', { text: c.title + ' (' + points(c.points) + ')' })
+          ]));
+        });
+        item.appendChild(list);
+      }
+      var pages = a.pages ? Object.keys(a.pages).sort() : [];
+      if (pages.length) {
+        item.appendChild(el('p', { 'class': 'fos-pages' }, [el('span', { text: 'Feedback pages: ' })].concat(
+          pages.map(function (nb) {
+            return el('a', { href: url('attention/feedback-on-submit/page/' + encodeURIComponent(assignment) + '/' +
+                                        encodeURIComponent(a.pages[nb])),
+                             target: '_blank', rel: 'noopener noreferrer', text: nb });
+          }))));
+      }
+      if (a.message) { item.appendChild(el('p', { 'class': 'fos-message', text: a.message })); }
+      return item;
+    }
+
+    function render(body, data) {
+      body.textContent = '';
+      var names = Object.keys(data.assignments || {}).sort();
+      if (!names.length) {
+        body.appendChild(el('p', { 'class': 'fos-none', text: 'None of your assignments gives feedback on submit.' }));
+        return;
+      }
+      names.forEach(function (name) {
+        var s = data.assignments[name] || {};
+        var box = el('div', { 'class': 'fos-assignment', 'data-assignment': name }, [el('div', { text: name })]);
+        if (s.error) {
+          box.appendChild(el('p', { 'class': 'fos-error', text: 'Your feedback cannot be shown: ' + s.error }));
+          body.appendChild(box);
+          return;
+        }
+        box.appendChild(el('p', { 'class': 'fos-policy', text: (s.policy && s.policy.text) || '' }));
+        if (s.next_text) { box.appendChild(el('p', { 'class': 'fos-next', text: s.next_text })); }
+        var attempts = s.attempts || [];
+        if (!attempts.length) {
+          box.appendChild(el('p', { text: 'No attempt yet: submit to have it graded.' }));
+        } else {
+          var list = el('ol', { 'class': 'fos-attempts', reversed: 'reversed' });
+          for (var i = attempts.length - 1; i >= 0; i--) { list.appendChild(attemptItem(name, attempts[i], i + 1)); }
+          box.appendChild(list);
+        }
+        body.appendChild(box);
+      });
+    }
+
+    function refresh() {
+      if (!document.getElementById('nbgrader-assignment-list')) { return Promise.resolve(); }
+      return api('attention/feedback-on-submit').then(function (response) {
+        return response.json().then(function (data) {
+          if (!response.ok) { throw new Error(data.message || String(response.status)); }
+          // the panel appears only once this server answers: a server without the course's
+          // feedback-on-submit side (a Lab without it) shows nbgrader's tab unchanged
+          var body = panelBody();
+          if (!body) { return; }
+          var key = JSON.stringify(data.assignments);
+          if (key !== state.last) { state.last = key; render(body, data); }
+        });
+      });
+    }
+
+    function loop() {
+      var fast = Date.now() < state.fastUntil;
+      refresh().catch(function () { /* the next round asks again */ }).then(function () {
+        state.timer = setTimeout(loop, fast ? 500 : 3000);
+      });
+    }
+
+    function watchSubmits() {
+      var connection = services.ServerConnection;
+      if (connection.__attentionFeedbackWatched) { return; }
+      var original = connection.makeRequest;
+      connection.makeRequest = function (u, init) {
+        var request = original.apply(this, arguments);
+        if (init && String(init.method).toUpperCase() === 'POST' && /\/assignments\/submit(\?|$)/.test(String(u))) {
+          state.fastUntil = Date.now() + 60000;
+          request.then(function () { refresh().catch(function () {}); }, function () {});
+        }
+        return request;
+      };
+      connection.__attentionFeedbackWatched = true;
+    }
+
+    return {
+      id: NAME + ':plugin',
+      autoStart: true,
+      activate: function () {
+        document.head.appendChild(el('style', { text: CSS }));
+        watchSubmits();
+        loop();
+      }
+    };
+  }
+
+  var MODULES = ['@jupyterlab/services', '@jupyterlab/coreutils'];
+  window._JUPYTERLAB = window._JUPYTERLAB || {};
+  window._JUPYTERLAB[NAME] = {
+    init: function (scope) { shareScope = scope; },
+    get: function (module) {
+      if (module !== './extension') { return Promise.reject(new Error(NAME + ' has no module ' + module)); }
+      return Promise.all(MODULES.map(shared)).then(function (loaded) {
+        var mods = {};
+        MODULES.forEach(function (name, i) { mods[name] = loaded[i]; });
+        var plugin = makePlugin(mods);
+        return function () { return { __esModule: true, 'default': [plugin] }; };
+      });
+    }
+  };
+})();

@@ -1,0 +1,421 @@
+"""Feedback on submit on the real hub (the README's `make start`): real servers, nbgrader's submit,
+the grader account's feedback-on-submit grader, the sandbox broker, the formgrader and chromium.
+
+One hub, students student1..student5, started with the policy "full feedback, 2 graded attempts per
+24 hours, the best counts"; later tests change the policy in the course's nbgrader_config.py, as an
+instructor would, and the grader follows. In order:
+
+* two students submit at once and each sees their own result (and only theirs);
+* what they were shown equals the batch grader's grades of the same notebooks, and the course's
+  gradebook (the attempt that counts) and the TA's own autograde agree with it;
+* the attempt past the limit is refused at submit with the time of the next one; one handed in
+  behind the submit's back is not graded, not counted, and the TA's collect keeps the one that counts;
+* the formgrader shows the policy and every attempt, to the course staff only;
+* a looping submission costs its owner their attempt and nobody else any time;
+* a burst of 50 submits by five students is graded, all of it, in order, nothing lost;
+* the Assignments tab shows the result in chromium.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from attention_platform.course.directory import check_scores
+from attention_platform.course.notebooks import ASSIGNMENT, class_cell, release_notebook, with_methods
+from grader_tests.answers import BUGGY, CORRECT
+from hub_helpers import COURSE, REPO, launch_hub
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="the hub's real Unix users and the sandbox broker need root (CI is root)"),
+]
+
+POLICY = {ASSIGNMENT: {"feedback": "full", "attempts": 2, "window_hours": 24, "counts": "best"}}
+NO_SCALE = next(a for a in BUGGY if a.name == "no_scale")
+CELL = class_cell(release_notebook()).source
+WAIT = 300  # s: how long a test waits for the grader on a 2-core machine shared with others (never asserted)
+
+
+@pytest.fixture(scope="module")
+def hub():
+    env = {"ATTENTION_FEEDBACK_ON_SUBMIT": json.dumps(POLICY), "HUB_DEMO_STUDENTS": "5",
+           "NBGRADER_CELL_TIMEOUT": "15"}  # a looping cell is stopped after 15 s (the TA's autograde too)
+    with launch_hub("feedback-on-submit-hub", env=env) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def students(hub):
+    sessions = {}
+    for n in range(1, 6):
+        user = f"student{n}"
+        sessions[user] = hub.session(user)
+        sessions[user].spawn()
+        fetched = sessions[user].assignment_action("fetch", ASSIGNMENT)
+        assert fetched["success"], fetched
+    return sessions
+
+
+def answer(session, code: str, marker: str = "") -> None:
+    """Type ``code`` as the answer of the core notebook (and ``marker`` into its first cell), then save."""
+    path = f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
+    nb = session.contents(path).json()["content"]
+    for cell in nb["cells"]:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "self_attention_class":
+            cell["source"] = with_methods(CELL, code)
+    if marker:
+        nb["cells"][0]["source"] = nb["cells"][0]["source"].split("\n<!--")[0] + f"\n<!-- {marker} -->"
+    session.save_notebook(path, nb)
+
+
+def submit(session) -> dict:
+    return session.assignment_action("submit", ASSIGNMENT)
+
+
+def status(session) -> dict:
+    reply = session.get(f"/user/{session.username}/attention/feedback-on-submit")
+    assert reply.status_code == 200, reply.text
+    return reply.json()["assignments"].get(ASSIGNMENT) or {"attempts": []}
+
+
+def wait_for(session, done, what: str) -> dict:
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        current = status(session)
+        if done(current):
+            return current
+        time.sleep(0.2)
+    raise AssertionError(f"{session.username}: {what} did not happen; status: {json.dumps(current)[:2000]}")
+
+
+def graded(n: int, pages: bool = False):
+    def done(current):
+        attempts = current["attempts"]
+        return len(attempts) >= n and attempts[n - 1]["state"] in ("graded", "error") and \
+            (not pages or bool(attempts[n - 1].get("pages")))
+    return done
+
+
+def passed_checks(attempt: dict) -> dict:
+    return {(c["notebook"], c["title"]): c["passed"] for c in attempt["checks"]}
+
+
+# --------------------------------------------------------------------------- two students
+
+def test_two_students_submit_at_once_and_each_sees_their_own_result(hub, students):
+    s1, s2 = students["student1"], students["student2"]
+    answer(s1, CORRECT[0].code)
+    answer(s2, NO_SCALE.code)
+    replies = {}
+    threads = [threading.Thread(target=lambda s=s: replies.__setitem__(s.username, submit(s))) for s in (s1, s2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(reply["success"] for reply in replies.values()), replies
+    one = wait_for(s1, graded(1, pages=True), "student1's first attempt graded with its pages")
+    two = wait_for(s2, graded(1, pages=True), "student2's first attempt graded with its pages")
+    a1, a2 = one["attempts"][0], two["attempts"][0]
+    assert a1["state"] == a2["state"] == "graded", (a1, a2)
+    core1 = {t: p for (nb, t), p in passed_checks(a1).items() if nb == ASSIGNMENT}
+    core2 = {t: p for (nb, t), p in passed_checks(a2).items() if nb == ASSIGNMENT}
+    assert core1 and all(core1.values()), core1  # the correct answer passes every check of the core notebook
+    failed = {t for t, p in core2.items() if not p}
+    assert failed == {"The scores are q·k divided by √D."}, failed  # exactly the bug's check
+    assert a1["score"] > a2["score"] and a1["max_score"] == a2["max_score"] > 0
+    assert a1["counted"] and a2["counted"]  # best of one
+
+    # each status sits in its owner's feedback folder, which no other student can enter
+    feedback = hub.state / "exchange" / COURSE / "feedback"
+    for user in ("student1", "student2"):
+        path = feedback / user / f"feedback-on-submit-{ASSIGNMENT}.json"
+        info, folder = path.stat(), (feedback / user).stat()
+        assert info.st_mode & 0o777 == 0o640 and info.st_gid == pwd.getpwnam(user).pw_gid
+        assert folder.st_mode & 0o007 == 0 and folder.st_gid == pwd.getpwnam(user).pw_gid
+    assert a2["submission"] not in json.dumps(status(s1))
+    # the page is served by the student's own server, with no script allowed; another student gets nothing
+    page = a2["pages"][ASSIGNMENT]
+    mine = s2.get(f"/user/student2/attention/feedback-on-submit/page/{ASSIGNMENT}/{page}")
+    policy = mine.headers["Content-Security-Policy"]
+    assert mine.status_code == 200 and "default-src 'none'" in policy and "sandbox" in policy
+    assert "script-src" not in policy
+    assert "scores must be divided by √D" in mine.text and "BEGIN HIDDEN TESTS" not in mine.text  # message, no code
+    assert s1.get(f"/user/student1/attention/feedback-on-submit/page/{ASSIGNMENT}/{page}").status_code == 404
+    assert s1.get(f"/user/student2/attention/feedback-on-submit").status_code == 403
+
+
+def test_what_the_students_saw_equals_the_batch_grader_the_gradebook_and_the_tas_autograde(hub, students, tmp_path):
+    shown = {user: status(students[user])["attempts"][0] for user in ("student1", "student2")}
+    # 1. the batch grader, on a copy of the course, grading the very files each attempt held
+    copy = tmp_path / "course"
+    course = hub.state / "course"
+    shutil.copytree(course, copy, ignore=shutil.ignore_patterns("submitted", "autograded", "feedback", "attempts"))
+    for user in shown:
+        archived = sorted((course / "attempts" / "archive" / user / ASSIGNMENT).iterdir(), key=lambda p: int(p.name))
+        shutil.copytree(archived[0] / "submitted", copy / "submitted" / user / ASSIGNMENT)
+    batch = subprocess.run([str(Path(sys.executable).parent / "attention-course"), "autograde-batch", ASSIGNMENT,
+                            "--course", str(copy), "--no-progress"], capture_output=True, text=True, cwd=copy)
+    assert batch.returncode == 0, batch.stdout[-2000:] + batch.stderr[-2000:]
+    by_batch = check_scores(copy, notebook=None)
+
+    def as_shown(scores: dict) -> tuple[float, dict]:
+        from grader_tests.registry import check_for_grade_id
+
+        checks = {}
+        for key, score in scores.items():
+            notebook, grade_id = key.split("/")
+            check = check_for_grade_id(grade_id)
+            if check is not None:
+                checks[(notebook, check.title)] = score == check.points
+        return sum(scores[k] or 0 for k in scores if check_for_grade_id(k.split("/")[1])), checks
+
+    for user, attempt in shown.items():
+        score, checks = as_shown(by_batch[user])
+        assert checks == passed_checks(attempt), user
+        assert score == attempt["score"], user
+    # 2. the course's gradebook holds the attempt that counts, as shown
+    in_course = check_scores(course, notebook=None)
+    for user, attempt in shown.items():
+        assert as_shown(in_course[user]) == (attempt["score"], passed_checks(attempt)), user
+    # 3. the TA's own autograde of that submission, from the formgrader, gives the same
+    ta = hub.session("ta")
+    for user, attempt in shown.items():
+        reply = ta.formgrader("POST", f"submission/{ASSIGNMENT}/{user}/autograde")
+        assert reply.status_code == 200 and reply.json()["success"], reply.text[-2000:]
+        assert as_shown(check_scores(course, notebook=None)[user]) == (attempt["score"], passed_checks(attempt)), user
+
+
+# --------------------------------------------------------------------------- the policy
+
+def test_the_attempt_past_the_limit_is_refused_with_when_the_next_is_possible(hub, students):
+    s2 = students["student2"]
+    answer(s2, CORRECT[1].code, "second")
+    assert submit(s2)["success"]
+    wait_for(s2, graded(2), "student2's second attempt graded")
+    second = wait_for(s2, lambda s: s["attempts"][1]["counted"], "the better second attempt counting instead")
+    first_received = second["attempts"][0]["received"]
+    assert not second["attempts"][0]["counted"]  # the better one counts, and only that one
+    assert second["next_graded_attempt"] is not None and "Your next graded attempt is possible at" in second["next_text"]
+
+    answer(s2, CORRECT[2].code, "third")
+    refused = submit(s2)
+    assert refused["success"] is False
+    said = refused["value"]
+    assert "Not submitted: you have had 2 graded attempts in the last 24 hours, the most this assignment allows" in said
+    import datetime as dt
+
+    next_at = dt.datetime.fromisoformat(first_received.replace("Z", "+00:00")) + dt.timedelta(hours=24)
+    assert f"Your next graded attempt is possible at {next_at.strftime('%Y-%m-%d %H:%M')} UTC" in said, said
+    inbound = hub.state / "exchange" / COURSE / "inbound" / "student2"
+    assert len([p for p in inbound.iterdir() if not p.name.startswith(".")]) == 2  # nothing was handed in
+
+
+def test_an_attempt_handed_in_behind_the_submits_back_is_not_graded_and_does_not_count(hub, students):
+    s2 = students["student2"]
+    before = status(s2)
+    counted = next(a for a in before["attempts"] if a["counted"])
+    inbound = hub.state / "exchange" / COURSE / "inbound" / "student2"
+    newest = sorted(p for p in inbound.iterdir() if not p.name.startswith("."))[-1]
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S.000000 UTC", time.gmtime())
+    forged = inbound / f"student2+{ASSIGNMENT}+{stamp}+bypass"
+    entry = pwd.getpwnam("student2")
+    # as the student's own Unix account, with plain cp: what a student who edited their submit could do
+    subprocess.run(["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--clear-groups",
+                    "cp", "-r", str(newest), str(forged)], check=True)
+    after = wait_for(s2, lambda s: any(a["submission"] == forged.name for a in s["attempts"]),
+                     "the grader seeing the attempt handed in by hand")
+    attempt = next(a for a in after["attempts"] if a["submission"] == forged.name)
+    assert attempt["state"] == "refused" and "checks" not in attempt, attempt
+    assert "2 graded attempts in the last 24 hours" in attempt["message"]
+    assert len(list((hub.state / "course" / "attempts" / "archive" / "student2" / ASSIGNMENT).iterdir())) == 2
+    assert next(a for a in after["attempts"] if a["counted"])["submission"] == counted["submission"]
+    # the TA's collect keeps the attempt that counts as student2's submission
+    ta = hub.session("ta")
+    reply = ta.formgrader("POST", f"assignment/{ASSIGNMENT}/collect")
+    assert reply.status_code == 200 and reply.json()["success"], reply.text[-2000:]
+    collected = (hub.state / "course" / "submitted" / "student2" / ASSIGNMENT / "timestamp.txt").read_text()
+    assert collected.startswith(counted["timestamp"][:19]), (collected, counted)
+
+
+def test_the_formgrader_shows_the_policy_and_every_attempt_to_the_course_staff_only(hub, students):
+    for user in ("ta", "instructor"):
+        staff = hub.session(user)
+        page = staff.get(f"/services/{COURSE}/formgrader/feedback_on_submit")
+        assert page.status_code == 200
+        assert "2 graded attempts per 24 hours. Your best graded attempt counts for the grade." in page.text
+        assert page.text.count("data-student='student2'") == 3 and "data-state='refused'" in page.text
+        assert "<script" not in page.text
+        api = staff.formgrader("GET", f"attention/attempts/{ASSIGNMENT}").json()
+        assert {row["state"] for row in api["attempts"] if row["student"] == "student2"} == {"graded", "refused"}
+    assert hub.session("student1").get(f"/services/{COURSE}/formgrader/feedback_on_submit").status_code == 403
+
+
+# --------------------------------------------------------------------------- the browser
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="Debian's chromium: make system-deps")
+def test_the_assignments_tab_shows_the_result_in_a_real_browser(hub, students):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    shots = REPO / "build" / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    s3 = students["student3"]
+    answer(s3, NO_SCALE.code, "browser")
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS, headless=True)
+        try:
+            context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+            context.set_default_timeout(120_000)
+            page = context.new_page()
+            page.goto(hub.url + "/hub/login")
+            page.fill("input[name=username]", "student3")
+            page.fill("input[name=password]", hub.passwords["student3"])
+            page.locator("input[name=password]").press("Enter")
+            page.goto(f"{hub.url}/user/student3/lab")
+            page.locator(".jp-LabShell").wait_for()
+            # a student's Lab opens on the Assignments tab; the Course menu brings it back (course_lab)
+            if not page.locator("#nbgrader-assignment-list").is_visible():
+                page.locator(".lm-MenuBar-item", has_text="Course").click()
+                page.locator(".lm-Menu-item", has_text="Your assignments").first.click()
+            panel = page.locator("#feedback_on_submit_panel")
+            panel.wait_for()
+            panel.locator("text=No attempt yet").wait_for()
+            page.locator("#nbgrader-assignment-list").get_by_role("button", name="Submit").first.click()
+            # the submit's confirmation points to the panel, not to the stock "last submission counts"
+            note = page.locator(".jp-toast-message", has_text="Submitted").first
+            note.wait_for(timeout=WAIT * 1000)
+            assert "Feedback on submit" in note.inner_text() and "last submission" not in note.inner_text()
+            panel.locator("li.fos-attempt[data-state=graded]").first.wait_for(timeout=WAIT * 1000)
+            attempt = panel.locator("li.fos-attempt[data-state=graded][data-counted=true]").first
+            attempt.wait_for(timeout=WAIT * 1000)  # the pages and the gradebook follow the result
+            page.screenshot(path=str(shots / "feedback-on-submit-assignments-tab.png"), full_page=True)
+            text = attempt.inner_text()
+            assert re.search(r"[0-9.]+ of 46 points from the hidden checks", text), text
+            failed = attempt.locator("ul.fos-checks li[data-passed=false]").all_inner_texts()
+            assert any("The scores are q·k divided by √D." in line for line in failed), failed
+            assert "this attempt counts for your grade" in text
+            assert panel.locator(".fos-policy").inner_text().startswith("On submit you see the full feedback page")
+            # its feedback page opens from the tab
+            link = attempt.locator(".fos-pages a", has_text="self_attention").first
+            link.wait_for(timeout=WAIT * 1000)
+            with context.expect_page() as opened:
+                link.click()
+            feedback = opened.value
+            feedback.wait_for_load_state()
+            assert "scores must be divided by √D" in feedback.locator("body").inner_text()
+            feedback.screenshot(path=str(shots / "feedback-on-submit-page.png"))
+        finally:
+            chromium.close()
+
+
+# --------------------------------------------------------------------------- load and hostility
+
+def set_policy(hub, policy: dict) -> None:
+    """What an instructor does: edit the course's nbgrader_config.py; the grader follows within a second."""
+    if getattr(hub, "policy", None) == policy:
+        return
+    hub.policy = policy
+    config = hub.state / "course" / "nbgrader_config.py"
+    log = hub.state / "jupyterhub.log"  # where the hub's processes write
+    offset = len(log.read_text(errors="replace"))
+    with open(config, "a") as fh:
+        fh.write(f"\nc.FeedbackOnSubmit.policies = {policy!r}\n")
+    described = None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        found = re.findall(r"feedback-on-submit\] policy of " + ASSIGNMENT + r": (.*)", log.read_text(errors="replace")[offset:])
+        if found:
+            described = found[-1]
+            break
+        time.sleep(0.2)
+    assert described, "the grader did not pick up the new policy"
+
+
+def test_a_looping_submission_costs_only_its_owner_and_only_their_attempt(hub, students):
+    set_policy(hub, {ASSIGNMENT: {"feedback": "checks", "attempts": None, "counts": "last"}})
+    s4, s5 = students["student4"], students["student5"]
+    path = f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
+    nb = s4.contents(path).json()["content"]
+    nb["cells"].insert(1, {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                           "source": "while True:\n    pass"})
+    s4.save_notebook(path, nb)
+    answer(s5, CORRECT[0].code)
+    assert submit(s4)["success"]
+    wait_for(s4, lambda s: s["attempts"] and s["attempts"][-1]["state"] == "grading", "student4's attempt in grading")
+    assert submit(s5)["success"]
+    done = wait_for(s5, graded(1), "student5's attempt graded")
+    assert done["attempts"][0]["state"] == "graded"
+    assert status(s4)["attempts"][-1]["state"] == "grading"  # still stuck in its loop: it held one worker only
+    looped = wait_for(s4, graded(1), "student4's looping attempt graded")["attempts"][0]
+    assert looped["state"] == "graded" and "longer than the 15 s allowed per cell" in looped["message"], looped
+    core = {t: p for (nb_, t), p in passed_checks(looped).items() if nb_ == ASSIGNMENT}
+    assert core and not any(core.values())  # its own checks fail, with the reason
+    assert "not graded in this attempt" not in looped["message"]  # and every other notebook was graded
+    assert {nb_ for nb_, _t in passed_checks(looped)} == {nb_ for nb_, _t in passed_checks(done["attempts"][0])}
+
+
+def test_a_burst_of_fifty_submits_is_all_graded_in_order_none_lost(hub, students):
+    set_policy(hub, {ASSIGNMENT: {"feedback": "checks", "attempts": None, "counts": "last"}})
+    users = [f"student{n}" for n in range(1, 6)]
+    before = {user: len(status(students[user])["attempts"]) for user in users}
+    replies: dict[str, list] = {user: [] for user in users}
+
+    def burst(user):
+        session = students[user]
+        for k in range(10):
+            answer(session, CORRECT[k % len(CORRECT)].code if k % 2 else NO_SCALE.code, f"burst {k}")
+            replies[user].append(submit(session))
+
+    threads = [threading.Thread(target=burst, args=(user,)) for user in users]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(reply["success"] for user in users for reply in replies[user]), replies
+    for user in users:
+        wait_for(students[user], graded(before[user] + 10), f"{user}'s ten attempts graded")
+    final = {user: wait_for(students[user], lambda s: s["attempts"][-1]["counted"], f"{user}'s last attempt counting")
+             for user in users}
+    from attention_platform.feedback_on_submit.ledger import Ledger
+
+    ledger = Ledger(f"sqlite:///{hub.state / 'course' / 'gradebook.db'}")
+    try:
+        rows = [r for r in ledger.attempts(ASSIGNMENT) if r["student"] in users]
+    finally:
+        ledger.close()
+    burst = {user: [r for r in rows if r["student"] == user][before[user]:] for user in users}
+    for user in users:
+        mine = burst[user]
+        assert len(mine) == 10 and all(r["state"] == "graded" for r in mine), [(r["id"], r["state"]) for r in mine]
+        assert len({r["submission"] for r in mine}) == 10  # each submission once
+        # in the order the exchange received them
+        assert [r["graded_at"] for r in mine] == sorted(r["graded_at"] for r in mine)
+        assert [r["received_at"] for r in mine] == sorted(r["received_at"] for r in mine)
+        assert final[user]["attempts"][-1]["counted"]  # last: the newest counts
+    # fair: no student's 10th attempt was graded before every student's 1st
+    assert max(burst[u][0]["graded_at"] for u in users) < min(burst[u][-1]["graded_at"] for u in users)
+    # and what each student was last shown is their submission in the course (policy: the last counts)
+    in_course = check_scores(hub.state / "course", notebook=None)
+    for user in users:
+        last = final[user]["attempts"][-1]
+        shown = sum(c["points"] for c in last["checks"] if c["passed"])
+        assert shown == last["score"]
+        from grader_tests.registry import check_for_grade_id
+
+        assert sum(v or 0 for k, v in in_course[user].items() if check_for_grade_id(k.split("/")[1])) == last["score"]
+
+

@@ -1,0 +1,291 @@
+"""Feedback on submit, the parts that need no hub: the instructor's policy and its rule, the fair
+queue, taking a submission out of an inbound folder, the student's status file and the refusal
+their submit gives."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import stat
+
+import pytest
+
+from attention_platform.feedback_on_submit import status as status_file
+from attention_platform.feedback_on_submit.fairqueue import FairQueue
+from attention_platform.feedback_on_submit.intake import IntakeError, collector, take
+from attention_platform.feedback_on_submit.policy import FeedbackOnSubmit, Policy, PolicyError, iso, parse
+from attention_platform.feedback_on_submit.student import submit_refusal
+
+UTC = dt.timezone.utc
+T0 = dt.datetime(2030, 5, 6, 12, 0, tzinfo=UTC)
+
+
+def minutes(n: float) -> dt.datetime:
+    return T0 + dt.timedelta(minutes=n)
+
+
+# --------------------------------------------------------------------------- the policy
+
+def test_an_assignment_not_listed_gets_no_feedback_on_submit():
+    policy = FeedbackOnSubmit(config=None).policy_for("self_attention")
+    assert not policy.on and policy.counts == "collected"
+    assert "No feedback on submit" in policy.describe()
+
+
+@pytest.mark.parametrize("raw, says", [
+    ({"feedback": "everything"}, "'feedback' must be one of off, checks, full, not 'everything'"),
+    ({"feedback": "full", "counts": "first"}, "'counts' must be one of last, best, collected"),
+    ({"feedback": "full", "attempts": "three"}, "'attempts' must be a whole number or null, not 'three'"),
+    ({"feedback": "full", "attempts": 0}, "'attempts' must be at least 1"),
+    ({"feedback": "full", "attempts": 2.5}, "'attempts' must be a whole number"),
+    ({"feedback": "full", "cooldown_minutes": -5}, "'cooldown_minutes' must be at least 0"),
+    ({"feedback": "full", "window_hours": float("inf")}, "'window_hours' must be at least"),
+    ({"feedback": "full", "attempt": 3}, "unknown setting 'attempt'"),
+    ("full", "must be a dict"),
+])
+def test_a_broken_policy_says_what_to_change(raw, says):
+    with pytest.raises(PolicyError) as caught:
+        parse("self_attention", raw)
+    assert says in str(caught.value) and "self_attention" in str(caught.value)
+
+
+def test_policies_come_from_the_environment_and_broken_json_is_reported(monkeypatch):
+    monkeypatch.setenv("ATTENTION_FEEDBACK_ON_SUBMIT", json.dumps({"self_attention": {"feedback": "checks"}}))
+    assert FeedbackOnSubmit().policy_for("self_attention").feedback == "checks"
+    monkeypatch.setenv("ATTENTION_FEEDBACK_ON_SUBMIT", "{not json")
+    with pytest.raises(PolicyError, match="ATTENTION_FEEDBACK_ON_SUBMIT is not valid JSON"):
+        FeedbackOnSubmit().policy_for("self_attention")
+
+
+def test_n_attempts_per_window_and_when_the_next_is_possible():
+    policy = Policy("a", feedback="checks", attempts=3, window_hours=24)
+    graded = [minutes(0), minutes(10), minutes(20)]
+    assert policy.next_allowed(graded[:2], minutes(21)) is None
+    assert policy.next_allowed(graded, minutes(30)) == minutes(0) + dt.timedelta(hours=24)
+    # the window rolls: once the oldest has left it, one more is possible
+    assert policy.next_allowed(graded, minutes(24 * 60 + 1)) is None
+    message = policy.refusal(graded, minutes(30), policy.next_allowed(graded, minutes(30)))
+    assert "3 graded attempts in the last 24 hours" in message and "2030-05-07 12:00 UTC" in message
+    assert "23 h 30 min" in message
+
+
+def test_cooldown_between_graded_attempts():
+    policy = Policy("a", feedback="full", cooldown_minutes=15)
+    assert policy.next_allowed([minutes(0)], minutes(14)) == minutes(15)
+    assert policy.next_allowed([minutes(0)], minutes(15)) is None
+    assert "at least 15 minutes apart" in policy.refusal([minutes(0)], minutes(5), minutes(15))
+    assert "10 minutes" in policy.refusal([minutes(0)], minutes(5), minutes(15))
+
+
+def test_both_limits_the_later_time_wins():
+    policy = Policy("a", feedback="full", attempts=2, window_hours=1, cooldown_minutes=45)
+    assert policy.next_allowed([minutes(0), minutes(50)], minutes(55)) == minutes(95)  # cool-down after 50
+    assert policy.next_allowed([minutes(0), minutes(10)], minutes(20)) == minutes(60)  # window: 0 + 60 > 10 + 45
+
+
+def test_policy_round_trips_through_the_status_file():
+    policy = parse("self_attention", {"feedback": "checks", "attempts": 4, "window_hours": 12, "counts": "best"})
+    assert Policy.from_json(json.loads(json.dumps(policy.to_json()))) == policy
+
+
+# --------------------------------------------------------------------------- the queue
+
+def test_a_burst_drains_in_order_and_a_flood_gets_one_turn_per_round():
+    queue = FairQueue()
+    for i in range(50):
+        queue.put("flood", f"flood-{i}")
+    for student in ("ann", "bob", "cy"):
+        queue.put(student, f"{student}-1")
+    order = []
+    while len(queue):
+        student, item = queue.take()
+        order.append(item)
+        queue.done(student)
+    assert order[:4] == ["flood-0", "ann-1", "bob-1", "cy-1"]  # the others waited one attempt, not fifty
+    assert order[4:] == [f"flood-{i}" for i in range(1, 50)]  # and nothing was lost or reordered
+
+
+def test_one_attempt_per_student_in_grading():
+    queue = FairQueue()
+    queue.put("ann", 1)
+    queue.put("ann", 2)
+    queue.put("bob", 1)
+    assert queue.take() == ("ann", 1)
+    assert queue.take() == ("bob", 1)
+    assert queue.take() is None  # ann's second waits for her first
+    assert queue.position("ann") == 0
+    queue.done("ann")
+    assert queue.take() == ("ann", 2)
+
+
+def test_an_attempt_that_could_not_reach_the_grader_goes_first_again():
+    queue = FairQueue()
+    queue.put("ann", 1)
+    queue.put("ann", 2)
+    student, item = queue.take()
+    queue.done(student)
+    queue.retry(student, item)
+    assert queue.take() == ("ann", 1)
+
+
+# --------------------------------------------------------------------------- intake
+
+def _submission(inbound, name="ann+a+2030-05-06 12:00:00.000000 UTC+xyz"):
+    folder = inbound / "ann" / name
+    (folder / "data").mkdir(parents=True)
+    (folder / "a.ipynb").write_text("{}")
+    (folder / "data" / "x.txt").write_text("x")
+    (folder / "timestamp.txt").write_text("2030-05-06 12:00:00.000000 UTC")
+    (folder / "submission_secret.txt").write_text("s" * 128)
+    return folder
+
+
+def _take(tmp_path, folder, **limits):
+    from traitlets.config import Config
+
+    config = Config()
+    config.CourseDirectory.course_id = "course"
+    for key, value in limits.items():
+        setattr(config.ExchangeLimits, key, value)
+    fd = os.open(folder.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        return take(collector(config), fd, "ann", folder.name, tmp_path / "copy")
+    finally:
+        os.close(fd)
+
+
+def test_intake_is_the_tas_collect_regular_files_only_nothing_followed(tmp_path):
+    folder = _submission(tmp_path / "inbound")
+    secret = tmp_path / "grader-secret.txt"
+    secret.write_text("hidden")
+    os.symlink(secret, folder / "link.txt")
+    os.mkfifo(folder / "pipe")
+    os.symlink(tmp_path, folder / "escape")
+    got = _take(tmp_path, folder)
+    files = sorted(str(p.relative_to(tmp_path / "copy")) for p in (tmp_path / "copy").rglob("*"))
+    assert files == ["a.ipynb", "data", "data/x.txt", "submission_secret.txt"]  # collect writes timestamp.txt
+    assert any("link.txt" in note and "symbolic link" in note for note in got.notes), got.notes
+    assert any("pipe" in note and "named pipe" in note for note in got.notes), got.notes
+    assert got.secret == "s" * 128 and got.claim.startswith("2030-05-06")
+
+
+def test_intake_takes_the_kernels_time_not_the_students(tmp_path):
+    folder = _submission(tmp_path / "inbound")
+    os.utime(folder / "a.ipynb", (0, 0))  # mtime can be set by anyone; ctime cannot
+    got = _take(tmp_path, folder)
+    assert abs((got.received - dt.datetime.now(UTC)).total_seconds()) < 30
+    assert got.timestamp == got.received  # a claim years away is replaced by the kernel's time
+    shutil.rmtree(tmp_path / "copy")
+    claimed = (got.received - dt.timedelta(seconds=2)).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+    (folder / "timestamp.txt").write_text(claimed)  # what an honest submit wrote a moment before
+    got = _take(tmp_path, folder)
+    assert got.timestamp.strftime("%Y-%m-%d %H:%M:%S.%f UTC") == claimed
+
+
+def test_intake_keeps_within_the_courses_limits_and_says_what_it_left(tmp_path):
+    folder = _submission(tmp_path / "inbound")
+    (folder / "big.bin").write_bytes(b"0" * 2000)
+    got = _take(tmp_path, folder, max_file_bytes=1000)
+    assert not (tmp_path / "copy" / "big.bin").exists() and (tmp_path / "copy" / "a.ipynb").exists()
+    assert any("big.bin" in note and "larger than" in note for note in got.notes), got.notes
+    os.symlink(tmp_path, folder.parent / "ann+a+x+link")
+    with pytest.raises(IntakeError, match="no longer a folder"):
+        _take(tmp_path, folder.parent / "ann+a+x+link")
+
+
+# --------------------------------------------------------------------------- status and the student's submit
+
+def _status(policy: Policy, attempts: list[dict], since=None) -> dict:
+    since = since or dt.datetime.now(UTC) - dt.timedelta(days=1)
+    return {"assignment": policy.assignment, "policy": policy.to_json(), "enabled_since": iso(since),
+            "attempts": attempts}
+
+
+def _write(folder, assignment, status):
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        status_file.write(fd, assignment, status)
+    finally:
+        os.close(fd)
+
+
+def test_status_is_replaced_whole_and_readable_by_the_students_group(tmp_path):
+    _write(tmp_path / "fb", "a", _status(Policy("a", feedback="checks"), []))
+    path = tmp_path / "fb" / status_file.filename("a")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    assert status_file.read(str(tmp_path / "fb"), "a")["policy"]["feedback"] == "checks"
+    assert [p.name for p in (tmp_path / "fb").iterdir()] == [path.name]  # no temporary file left
+    path.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="unknown format"):
+        status_file.read(str(tmp_path / "fb"), "a")
+
+
+def _refusal(tmp_path, policy, attempts, student="ann"):
+    root = tmp_path / "view"
+    _write(root / "course" / "feedback", "a", _status(policy, attempts))
+    inbound = root / "course" / "inbound"
+    inbound.mkdir(parents=True, exist_ok=True)
+    return submit_refusal(str(root), "course", "a", str(inbound), student)
+
+
+def _graded(when: dt.datetime, name: str) -> dict:
+    return {"submission": name, "state": "graded", "received": iso(when)}
+
+
+def test_the_submit_is_refused_when_only_graded_attempts_count_and_none_is_left(tmp_path):
+    recent = dt.datetime.now(UTC) - dt.timedelta(minutes=5)
+    policy = Policy("a", feedback="checks", attempts=2, counts="best")
+    said = _refusal(tmp_path, policy, [_graded(recent - dt.timedelta(minutes=1), "s1"), _graded(recent, "s2")])
+    assert said.startswith("Not submitted: you have had 2 graded attempts in the last 24 hours")
+    assert "Your next graded attempt is possible at" in said and "nothing was handed in" in said
+
+
+def test_the_students_own_submissions_the_grader_has_not_seen_yet_count(tmp_path):
+    policy = Policy("a", feedback="checks", attempts=1, counts="last")
+    assert _refusal(tmp_path, policy, []) is None
+    (tmp_path / "view" / "course" / "inbound" / "ann+a+2030+xyz").mkdir()
+    assert "1 graded attempt in the last 24 hours" in _refusal(tmp_path, policy, [])
+
+
+def test_under_collected_a_submission_past_the_limit_is_still_handed_in(tmp_path):
+    recent = dt.datetime.now(UTC) - dt.timedelta(minutes=5)
+    policy = Policy("a", feedback="checks", attempts=1, counts="collected")
+    assert _refusal(tmp_path, policy, [_graded(recent, "s1")]) is None  # the grader records it as not graded
+
+
+def test_no_status_or_a_broken_one_never_blocks_a_submit(tmp_path):
+    assert submit_refusal(str(tmp_path), "course", "a", str(tmp_path), "ann") is None
+    (tmp_path / "course" / "feedback").mkdir(parents=True)
+    (tmp_path / "course" / "feedback" / status_file.filename("a")).write_text("garbage")
+    assert submit_refusal(str(tmp_path), "course", "a", str(tmp_path), "ann") is None
+
+
+# --------------------------------------------------------------------------- the attempts export
+
+def test_the_attempts_export_lists_every_attempt_with_its_times_and_the_one_that_counts(tmp_path, capsys):
+    import csv
+    import io
+
+    from attention_platform.cli import main
+    from attention_platform.feedback_on_submit.ledger import Ledger
+
+    ledger = Ledger(f"sqlite:///{tmp_path / 'gradebook.db'}")
+    t0 = dt.datetime(2030, 5, 6, 12, 0, 0, tzinfo=UTC)
+    first = ledger.add(assignment="a", student="ann", submission="ann+a+1", claimed="", received_at=t0,
+                       timestamp=t0, state="graded", feedback="full", message="")
+    ledger.set(first, score=3.0, max_score=5.0, graded_at=t0 + dt.timedelta(seconds=2), seconds=1.5)
+    ledger.add(assignment="a", student="ann", submission="ann+a+2", claimed="", received_at=t0 + dt.timedelta(minutes=1),
+               state="refused", feedback="full", message="Not graded: too soon.")
+    ledger.add(assignment="b", student="bob", submission="bob+b+1", claimed="", received_at=t0, state="queued",
+               feedback="checks", message="")
+    ledger.set_counted("a", "ann", first)
+    ledger.close()
+    assert main(["attempts", "--course", str(tmp_path), "--assignment", "a"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [(r["student"], r["attempt"], r["state"], r["counted"]) for r in rows] == \
+        [("ann", "1", "graded", "1"), ("ann", "2", "refused", "0")]
+    assert rows[0]["received_at"] == "2030-05-06 12:00:00.000000" and rows[0]["score"] == "3.0"
+    assert rows[0]["graded_at"] == "2030-05-06 12:00:02.000000" and rows[1]["message"] == "Not graded: too soon."
