@@ -18,6 +18,16 @@ nbgrader's database preprocessors open a new ``Gradebook`` per notebook; here
 they share one session (``_shared_gradebook``), which is most of the speed-up
 besides the warm sandbox. Grades land in the same tables, so the formgrader
 shows them as if ``nbgrader autograde`` had run.
+
+Why this loop and not nbgrader's own ``Autograde`` app per submission: that app converts one
+notebook at a time on one thread (its preprocessors keep per-notebook state on themselves and
+it opens a gradebook per notebook), so it cannot overlap one student's sandbox run with another's
+database work, and run per submission as a process it costs ~4.8 s each (imports, gradebook,
+kernel). Everything that decides a grade is still nbgrader's: the course's configured
+preprocessor classes (instantiated per thread, ``Pipeline``), its gradebook tables and its
+validator; only the loop around them is ours, and tests/test_cheats.py
+(``test_autograde_batch_gives_the_same_grades_as_nbgrader_autograde``) and ``make bench``
+compare its grades with stock ``nbgrader autograde``.
 """
 
 from __future__ import annotations
