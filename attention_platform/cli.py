@@ -31,6 +31,10 @@ def main(argv: list[str] | None = None) -> int:
 
     add_load_test(commands)
 
+    from attention_platform.hub.validate_service import add_command as add_validate_service  # Validate in warm sandboxes
+
+    add_validate_service(commands)
+
     from attention_platform.reporting.commands import add_report_commands  # misconception report and grade exports (issue #6)
 
     add_report_commands(commands)
@@ -48,6 +52,10 @@ def main(argv: list[str] | None = None) -> int:
         from attention_platform.reporting.commands import run_report_command
 
         return run_report_command(args)
+    if args.command == "validate-service":
+        from attention_platform.hub.validate_service import main as validate_service
+
+        return validate_service(args)
     if args.command == "load-test":
         from attention_platform.hub.loadtest import main as load_test
 

@@ -3,11 +3,14 @@
 c = get_config()  # noqa: F821
 
 # Students get the Assignments tab and Validate only: no formgrader, no course list.
+# Validate is nbgrader's, run in a warm sandbox of the validate service rather than a fresh kernel
+# that imports torch again (attention_platform/hub/warm_validate.py); a kernel where there is none.
 c.ServerApp.jpserver_extensions = {
     "nbgrader.server_extensions.formgrader": False,
     "nbgrader.server_extensions.course_list": False,
     "nbgrader.server_extensions.assignment_list": True,
-    "nbgrader.server_extensions.validate_assignment": True,
+    "nbgrader.server_extensions.validate_assignment": False,
+    "attention_platform.hub.warm_validate": True,
 }
 
 # Idle kernels are stopped after 30 min, even with the tab open (issue #7, `make load`): a kernel
