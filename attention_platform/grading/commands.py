@@ -4,7 +4,8 @@
   into the standard gradebook, with a progress bar and a summary table;
 * ``bench-autograde [-n 100]``: stock ``nbgrader autograde`` against the batch
   command on the same generated class; identical grades, both throughputs,
-  their ratio and the submit-to-feedback latency of a warm grader.
+  their ratio and the submit-to-feedback latency of a warm grader;
+* ``bench-submission``: one full six-notebook submission, stock against sandboxed.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT
 
-COMMANDS = ("autograde-batch", "bench-autograde")
+COMMANDS = ("autograde-batch", "bench-autograde", "bench-submission")
 
 
 def add_grading_commands(commands) -> None:
@@ -34,6 +35,12 @@ def add_grading_commands(commands) -> None:
                        help="scratch course directory (replaced on every run)")
     bench.add_argument("--latency-runs", type=int, default=20, help="single submissions timed on the warm grader")
 
+    full = commands.add_parser("bench-submission", help="one full six-notebook submission graded by stock nbgrader, "
+                               "sandboxed nbgrader, autograde-batch and a warm grader: times, grades identical")
+    full.add_argument("--workdir", type=Path, default=COURSE_ROOT / "build" / "bench-submission",
+                      help="scratch course directory (replaced on every run)")
+    full.add_argument("--runs", type=int, default=3, help="submissions timed on the warm grader")
+
 
 def run_grading_command(args: argparse.Namespace) -> int:
     if args.command == "autograde-batch":
@@ -49,4 +56,8 @@ def run_grading_command(args: argparse.Namespace) -> int:
         from attention_platform.grading.bench import run_benchmark
 
         return run_benchmark(args.workdir, args.submissions, jobs=args.jobs, latency_runs=args.latency_runs)
+    if args.command == "bench-submission":
+        from attention_platform.grading.bench import run_submission_benchmark
+
+        return run_submission_benchmark(args.workdir, runs=args.runs)
     raise SystemExit(f"unknown command {args.command}")
