@@ -86,8 +86,11 @@ def both_validates(student, socket_path: Path, folder: Path, names: list[str]) -
 
 
 def failed_cells(result: dict) -> list[tuple[str, str]]:
-    """(source, the error's last line) of every failed cell: what the student is told."""
-    return [(cell["source"], cell["raw_error"].strip().splitlines()[-1] if cell["raw_error"].strip() else "")
+    """(source, the error's last line) of every failed cell: what the student is told (a kernel
+    colours the error's name, the sandbox does not)."""
+    from nbconvert.filters import strip_ansi
+
+    return [(cell["source"], strip_ansi(cell["raw_error"]).strip().splitlines()[-1] if cell["raw_error"].strip() else "")
             for cell in result.get("failed", [])]
 
 
