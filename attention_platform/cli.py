@@ -6,7 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from attention_platform.course.notebooks import COURSE_ROOT
+# Before nbformat or nbgrader import jsonschema: see grading/commands.py (1.1 CPU-s per command).
+sys.modules.setdefault("rfc3987_syntax", None)
+
+from attention_platform.course.notebooks import COURSE_ROOT  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

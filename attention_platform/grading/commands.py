@@ -42,7 +42,19 @@ def add_grading_commands(commands) -> None:
     full.add_argument("--runs", type=int, default=3, help="submissions timed on the warm grader")
 
 
+def without_iri_checker() -> None:
+    """nbgrader imports jsonschema, which imports the optional IRI checker ``rfc3987_syntax`` when it is
+    installed (jupyter-events pulls it in): 1.1 CPU-s spent building a grammar parser at import, once per
+    command. nbgrader's metadata schema checks no IRI, and jsonschema goes without the module where it
+    is not installed, as here (an ImportError for it). ``attention_platform.cli`` does the same on its
+    first lines; this is for callers that import the commands themselves."""
+    import sys
+
+    sys.modules.setdefault("rfc3987_syntax", None)
+
+
 def run_grading_command(args: argparse.Namespace) -> int:
+    without_iri_checker()
     if args.command == "autograde-batch":
         from attention_platform.grading.sandbox.client import get_zygote
 

@@ -233,6 +233,9 @@ def executed_for_validate(nb, folder: str, *, name: str = "notebook.ipynb", sock
 # --------------------------------------------------------------------------- the command
 
 def main(args) -> int:
+    from attention_platform.grading.commands import without_iri_checker
+
+    without_iri_checker()
     logging.basicConfig(level=logging.INFO, format="[ValidateService %(asctime)s] %(message)s")
     service = ValidateService(Path(args.course), Path(args.socket), (args.uid_min, args.uid_max),
                               workers=args.workers)
