@@ -7,14 +7,24 @@ PYTEST_ARGS ?=
 DEMO_DIR ?= build/demo
 export PATH := $(BIN):$(PATH)
 
-.PHONY: venv system-deps demo test compose-test release clean start load bench
+.PHONY: venv lock system-deps demo test compose-test release clean start load bench
 
-$(VENV)/.installed: pyproject.toml
+## .venv: every package from requirements.lock, each pinned with its hashes (CPython 3.11 on Linux
+## x86-64; torch is the CPU build), then this project itself, editable.
+$(VENV)/.installed: requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q --require-hashes -r requirements.lock
+	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
 venv: $(VENV)/.installed
+
+## Re-resolve requirements.lock from pyproject.toml's pins and extras (needs PyPI; commit the result).
+PIP_TOOLS ?= pip-tools==7.5.2
+lock:
+	test -x build/lock-venv/bin/pip-compile || ($(PYTHON) -m venv build/lock-venv && build/lock-venv/bin/pip install -q $(PIP_TOOLS))
+	build/lock-venv/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url \
+	  --no-emit-find-links --extra test --output-file requirements.lock pyproject.toml
 
 ## Debian chromium + bubblewrap and npm configurable-http-proxy (idempotent).
 system-deps:

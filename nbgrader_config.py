@@ -9,9 +9,12 @@ import os
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader import preprocessors as pp
 
-from attention_platform.grading.preprocessors import HideCheckCode, RestoreCellMetadata, SanitizeCheckOutputs
+from attention_platform.grading.preprocessors import (
+    HideCheckCode, RestoreCellMetadata, RestoreCheckCells, SanitizeCheckOutputs,
+)
 from attention_platform.grading.sandboxed_execute import SandboxedExecute
-from attention_platform.reporting.safe_html import FeedbackHTMLExporter
+from attention_platform.reporting.feedback import FeedbackSummary
+from attention_platform.reporting.safe_html import FEEDBACK_TEMPLATES, FeedbackHTMLExporter
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
@@ -41,7 +44,7 @@ c.Autograde.sanitize_preprocessors = [
     pp.DeduplicateIds,
     RestoreCellMetadata,
     pp.OverwriteKernelspec,
-    pp.OverwriteCells,
+    RestoreCheckCells,  # nbgrader's OverwriteCells, quiet about check cells (always restored)
     pp.CheckCellMetadata,
 ]
 
@@ -65,11 +68,16 @@ c.Autograde.autograde_preprocessors = [
 # Feedback is a page built from student content: markdown, raw cells and outputs are sanitised
 # and the page forbids every script (see attention_platform/reporting/safe_html.py).
 c.GenerateFeedback.exporter_class = FeedbackHTMLExporter
+# Our own page (attention_platform/reporting/templates/attention_feedback): the assignment's total and
+# one row per check at the top, each check's message whole and wrapped, "not answered" for stubs.
+c.FeedbackHTMLExporter.template_name = "attention_feedback"
+c.FeedbackHTMLExporter.extra_template_basedirs = [FEEDBACK_TEMPLATES]
 # Feedback shows each check's verdict and message, never its code.
 c.GenerateFeedback.preprocessors = [
     HideCheckCode,
     pp.ClearMarkScheme,
     SanitizeCheckOutputs,
     pp.GetGrades,
+    FeedbackSummary,
     CSSHTMLHeaderPreprocessor,
 ]

@@ -30,8 +30,13 @@ RUN jupyter server extension disable --sys-prefix nbgrader.server_extensions.for
 # (attention_platform.hub.submit.AtomicSubmit), and nothing else of our package.
 COPY attention_platform/__init__.py /opt/dl-attention/student-lib/attention_platform/
 COPY attention_platform/hub/__init__.py attention_platform/hub/submit.py /opt/dl-attention/student-lib/attention_platform/hub/
+# The course's Lab (hub/student/jupyter_server_config.py): its server side, what Validate says, the
+# notebooks' order, and the Lab extension itself (plain JavaScript).
+COPY attention_platform/hub/course_lab.py /opt/dl-attention/student-lib/attention_platform/hub/
+COPY attention_platform/course/__init__.py attention_platform/course/notebooks.py attention_platform/course/validation.py /opt/dl-attention/student-lib/attention_platform/course/
+COPY attention_platform/lab/ /opt/dl-attention/student-lib/attention_platform/lab/
 RUN python -c "import sysconfig; print('/opt/dl-attention/student-lib', file=open(sysconfig.get_paths()['purelib'] + '/dl-attention-student.pth', 'w'))" \
- && python -c "import attention_platform.hub.submit"
+ && python -c "import attention_platform.hub.submit, attention_platform.hub.course_lab"
 
 # Student-side nbgrader + server settings; the hub sets JUPYTER_CONFIG_PATH to this folder.
 COPY hub/student/ /etc/dl-attention/jupyter/

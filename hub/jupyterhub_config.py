@@ -337,8 +337,13 @@ def pre_spawn_hook(spawner):
     if MODE == "native" and AS_ROOT:
         prepare_native_account(spawner)
     prepare_exchange(name)
+    groups = {group.name for group in spawner.user.groups}
     spawner.environment = dict(spawner.environment)
     spawner.environment.update({
+        # What the user's JupyterLab shows (attention_platform/hub/course_lab.py); the hub and the
+        # formgrader's gate still check every action themselves.
+        "ATTENTION_COURSE_ROLE": "instructor" if GROUP_INSTRUCTORS in groups else "ta" if GROUP_GRADERS in groups
+        else "student",
         # Student-side nbgrader and Jupyter Server settings (hub/student/).
         "JUPYTER_CONFIG_PATH": str(HERE / "student") if MODE == "native" else "/etc/dl-attention/jupyter",
         # This user's view of the exchange (docker: the mount points above).

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -236,7 +237,7 @@ def test_nbgrader_autograde_of_the_catalogue(graded_catalogue):
         autograded = (course / "autograded" / cheat.name / ASSIGNMENT / NOTEBOOK).read_text()
         assert ctx.canary not in page and ctx.canary not in autograded, cheat.name
         assert "SPY-LEAK" not in autograded
-        assert "CheckFailed" in page or "Passed" in page, cheat.name
+        assert 'id="check-summary"' in page and re.search(r'data-state="(passed|failed|not answered)"', page), cheat.name
         if cheat.stops_sandbox:
             assert "No hidden check could run" in page or "could not finish" in page, cheat.name
     with pytest.raises(BlockingIOError):

@@ -384,7 +384,7 @@ print(json.dumps(out))
         (stamp,) = [entry["name"] for entry in listing["content"]]
         page = who.get(f"/user/{who.username}/files/{ASSIGNMENT}/feedback/{stamp}/{ASSIGNMENT}.html")
         assert page.status_code == 200
-        got, out_of = map(float, re.search(r"Score:\s*([0-9.]+)\s*/\s*([0-9.]+)", page.text).groups())
+        got, out_of = map(float, re.search(r"This notebook: ([0-9.]+) of ([0-9.]+) point", page.text).groups())
         scores[who.username] = (got, out_of, page.text)
     assert scores["jane.doe"][0] == scores["jane.doe"][1] > 0, scores["jane.doe"][:2]
     assert scores["student2"][0] < scores["student2"][1], scores["student2"][:2]

@@ -173,9 +173,13 @@ def test_student_image_holds_nothing_of_the_grader_side():
                for p in [p for p in shlex.split(rest) if not p.startswith("--")][:-1]}
     for secret in ("grader_tests", "source", "nbgrader_config.py", "hub/grader"):
         assert not any(p.startswith(secret) for p in sources), secret
-    # of our package only the student's submit (and the two package markers above it)
+    # of our package only the student's submit, the course's Lab (its server side, Validate's words,
+    # the notebooks' order, the Lab extension) and the package markers above them
     ours = {p for p in sources if p.startswith("attention_platform")}
-    assert ours == {"attention_platform/__init__.py", "attention_platform/hub/__init__.py", "attention_platform/hub/submit.py"}
+    assert ours == {"attention_platform/__init__.py", "attention_platform/hub/__init__.py", "attention_platform/hub/submit.py",
+                    "attention_platform/hub/course_lab.py", "attention_platform/course/__init__.py",
+                    "attention_platform/course/notebooks.py", "attention_platform/course/validation.py",
+                    "attention_platform/lab/"}
     text = DOCKERFILES["student"].read_text()
     for extension in ("formgrader", "course_list", "@jupyter/nbgrader:create-assignment"):
         assert re.search(rf"disable .*{re.escape(extension)}", text)

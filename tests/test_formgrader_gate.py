@@ -77,6 +77,10 @@ EXPECTED: dict[str, dict[str, str]] = {
     "MainHandler": {"GET": ANYONE},
     "RedirectWithParams": {"GET": ANYONE},
     "LogoutHandler": {"GET": ANYONE},  # ends the service's session (the hub's own logout in the live server)
+    # the course's additions (attention_platform/hub/formgrader_extras.py)
+    "CourseStaticHandler": {"GET": ANYONE, "HEAD": ANYONE},  # attention.js and .css: public code
+    "SubmissionStatesHandler": {"GET": TA},
+    "AutogradeProgressHandler": {"GET": TA},
 }
 # Handlers whose only route here is the formgrader's catch-all or a route they share with
 # a served handler: their pattern is served, through another handler, only where listed.
@@ -99,6 +103,8 @@ def example_paths(matcher: PathMatches, handler: str) -> list[str]:
 
 def _examples(matcher: PathMatches, handler: str) -> list[str]:
     pattern = matcher.regex.pattern
+    if "formgrader/attention/static" in pattern:  # nested groups tornado cannot reverse
+        return [PREFIX + "formgrader/attention/static/attention.js"]
     if "formgrader/static" in pattern or "components" in pattern:
         return [matcher.reverse("js/utils.js") if "static" in pattern else matcher.reverse("x.js")]
     if "fonts" in pattern:
@@ -128,7 +134,8 @@ def registered_routes():
     extensions = {name: True for name in (
         "jupyterlab", "notebook", "notebook_shim", "jupyter_lsp", "jupyter_server_terminals",
         "nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.assignment_list",
-        "nbgrader.server_extensions.course_list", "nbgrader.server_extensions.validate_assignment")}
+        "nbgrader.server_extensions.course_list", "nbgrader.server_extensions.validate_assignment",
+        "attention_platform.hub.formgrader_gate")}
     app.initialize(argv=[f"--ServerApp.root_dir={COURSE_ROOT}", "--ServerApp.port=0", "--ServerApp.open_browser=False",
                          f"--ServerApp.base_url={PREFIX}", "--ServerApp.terminals_enabled=True"],
                    find_extensions=False, new_httpserver=False)

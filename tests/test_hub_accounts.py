@@ -108,7 +108,8 @@ def test_admins_have_a_login_before_anyone_can_sign_up():
 
 @pytest.mark.slow
 def test_the_hub_database_and_secrets_are_root_only(security_hub):
-    for name in ("jupyterhub.sqlite", "jupyterhub_cookie_secret", "demo-accounts.json", "formgrader-api-token"):
+    for name in ("jupyterhub.sqlite", "jupyterhub_cookie_secret", "demo-accounts.json", "formgrader-api-token",
+                 "jupyterhub.log"):
         info = (security_hub.state / name).stat()
         assert info.st_uid == 0 and stat.S_IMODE(info.st_mode) == 0o600, (name, oct(info.st_mode))
     stolen = as_user("student1", f"open({str(security_hub.state / 'jupyterhub.sqlite')!r}, 'rb').read()")

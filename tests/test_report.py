@@ -110,24 +110,29 @@ def test_counts_labels_and_followups_come_from_the_gradebook(built):
     data = collect(url, ASSIGNMENT, stream=io.StringIO())
     fails = {s: expected_failures(a) for s, a in CLASS.items()}
     fails["bo"].add("check_softmax_over_last_dim")
-    fails["hu"].add("check_softmax_over_last_dim")
+    # hu handed in the release untouched: every check failed, none of them a misconception
+    fails["hu"] = set()
     by_id = {c.grade_id: c for c in data.checks}
     for grade_id in SA_IDS:
         assert sorted(by_id[grade_id].failed) == sorted(s for s in CLASS if grade_id in fails[s]), grade_id
-        assert by_id[grade_id].graded == len(CLASS)
+        assert by_id[grade_id].not_attempted == ["hu"] and by_id[grade_id].did_not_run == []
+        assert by_id[grade_id].graded == len(CLASS) - 1
         assert by_id[grade_id].label == CHECKS[grade_id.removeprefix(GRADE_ID_PREFIX)].misconception
     renamed = by_id["check_softmax_over_last_dim"]
-    assert not renamed.known and renamed.label == "check_softmax_over_last_dim" and renamed.failed == ["bo", "hu"]
+    assert not renamed.known and renamed.label == "check_softmax_over_last_dim" and renamed.failed == ["bo"]
+    assert renamed.not_attempted == ["hu"]
     assert any(n.startswith("check_softmax_over_last_dim: " + UNKNOWN_CHECK_NOTE) for n in data.notes)
 
     rows = {r.student_id: r for r in data.students}
     assert rows["zed"].status == "no submission" and rows["zed"].score is None
     for s in CLASS:
         assert rows[s].status == "graded" and set(rows[s].failed) == fails[s]
+    assert rows["hu"].not_attempted == [gradebooks.NB] and any(n.startswith("hu: self_attention not attempted")
+                                                                for n in data.notes)
     assert rows["ana"].name == "Ana Lopez"
-    # follow-ups: every student who failed a check is listed under its topic, except the one
-    # who failed everything (listed once, separately)
-    assert data.failed_everything == ["hu"]
+    # follow-ups: every student who failed a check is listed under its topic; the one who handed in
+    # nothing is under none (not attempted is not a misconception)
+    assert data.failed_everything == []
     topics = {label: who for label, _, who in data.topics()}
     for grade_id in SA_IDS:
         who = sorted(s for s in CLASS if grade_id in fails[s] and s != "hu")
@@ -146,7 +151,8 @@ def test_html_is_self_contained_and_shows_the_numbers(built, tmp_path):
     for grade_id in SA_IDS:
         c = next(c for c in data.checks if c.grade_id == grade_id)
         assert checks[grade_id][0] == LABEL[grade_id]
-        assert checks[grade_id][3] == str(len(c.failed)) and checks[grade_id][4] == str(len(CLASS))
+        assert checks[grade_id][3] == str(len(c.failed)) and checks[grade_id][4] == str(len(CLASS) - 1)
+        assert checks[grade_id][8] == "hu" and checks[grade_id][9] == ""
     assert "check_softmax_over_last_dim" in checks["check_softmax_over_last_dim"][0]
     assert UNKNOWN_CHECK_NOTE in checks["check_softmax_over_last_dim"][0]
     students = {row[0]: row for row in t.tables["students"][1:]}
@@ -157,7 +163,8 @@ def test_html_is_self_contained_and_shows_the_numbers(built, tmp_path):
         expected = sum(gradebooks.scores_for(a).values()) + (0.0 if s in ("bo", "hu") else 1.0)
         assert students[s][2] == f"{expected:g} / {total:g}"
     topics = {row[0]: row[1] for row in t.tables["topics"][1:]}
-    assert topics[FAILED_EVERYTHING] == "hu"
+    assert FAILED_EVERYTHING not in topics and "hu" not in " ".join(topics.values())
+    assert "not attempted: self_attention" in students["hu"][1]
     assert topics[LABEL["check_sqrt_d_scale"]] == "bo, cy"
     # the embedded numbers agree with the data
     embedded = read_report_data(out)
@@ -233,6 +240,12 @@ def e2e_class(tmp_path_factory):
     return course, expected
 
 
+def left_as_released(expected: dict) -> set[str]:
+    """Students whose every check failed because nothing was written (the release untouched, or
+    restored from it): not attempted, never a misconception."""
+    return {s for s in expected if s == "empty" or s in UNREADABLE}
+
+
 @pytest.mark.slow
 def test_report_for_the_e2e_class_has_the_catalogue_counts(e2e_class, capsys):
     course, expected = e2e_class
@@ -245,9 +258,12 @@ def test_report_for_the_e2e_class_has_the_catalogue_counts(e2e_class, capsys):
     students = {s["student_id"]: s for s in data["students"]}
     assert set(students) == set(expected) | {"notjson", "nocells"}
     gb_scores = check_scores(course)  # self_attention.ipynb's grades
+    blank = left_as_released(expected)
     for s, row in students.items():
         mine = {g for g in row["failed"] if g in SA_IDS}
-        if s in expected:  # autograded: exactly the catalogue's fail set
+        if s in blank:  # nothing written: not attempted, no misconception
+            assert mine == set() and row["not_attempted"] == [NOTEBOOK.removesuffix(".ipynb")], s
+        elif s in expected:  # autograded: exactly the catalogue's fail set
             assert mine == {GRADE_ID_PREFIX + c for c in expected[s]}, s
             assert row["status"] in ("graded", "partly graded")
         else:  # nbgrader could not grade this submission's notebook: not counted as failing
@@ -258,9 +274,10 @@ def test_report_for_the_e2e_class_has_the_catalogue_counts(e2e_class, capsys):
     graded = set(expected)
     checks = {c["grade_id"]: c for c in data["checks"]}
     for grade_id in SA_IDS:
-        failing = sorted(s for s in graded if grade_id.removeprefix(GRADE_ID_PREFIX) in expected[s])
+        failing = sorted(s for s in graded - blank if grade_id.removeprefix(GRADE_ID_PREFIX) in expected[s])
         assert sorted(checks[grade_id]["failed"]) == failing, grade_id
-        assert checks[grade_id]["graded"] == len(graded)
+        assert sorted(checks[grade_id]["not_attempted"]) == sorted(blank), grade_id
+        assert checks[grade_id]["graded"] == len(graded - blank)
         assert sorted(checks[grade_id]["not_graded"]) == sorted(set(students) - graded)
         assert checks[grade_id]["label"] == LABEL[grade_id]
         assert checks[grade_id]["notebook"] == NOTEBOOK.removesuffix(".ipynb")
@@ -270,10 +287,12 @@ def test_report_for_the_e2e_class_has_the_catalogue_counts(e2e_class, capsys):
             assert c["graded"] == 0 and sorted(c["not_submitted"]) == sorted(students), grade_id
     summary = data["summary"]
     assert summary["students"] == len(students)
-    assert summary["fail_counts"]["check_sqrt_d_scale"] == sum("sqrt_d_scale" in f for f in expected.values())
+    assert summary["fail_counts"]["check_sqrt_d_scale"] == sum("sqrt_d_scale" in f for s, f in expected.items()
+                                                              if s not in blank)
+    assert summary["not_attempted"] == sorted(blank)
     if summary["max_score"] == SA_MAX:  # the assignment is this one notebook
         assert summary["full_marks"] == sum(1 for s in graded if not expected[s])
-        everything = {s for s in graded if expected[s] >= {c.id for c in SA_CHECKS}}
+        everything = {s for s in graded - blank if expected[s] >= {c.id for c in SA_CHECKS}}
         assert set(summary["failed_everything"]) == everything
     t = parse(out.read_text())
     assert_pngs(t)

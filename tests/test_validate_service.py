@@ -7,6 +7,7 @@ the same notebooks, in a kernel, is the reference: the warm path must give the s
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -19,11 +20,12 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT, release_notebook, with_answer
+from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT, class_cell, release_notebook, with_answer
 from grader_tests.answers import BUGGY, CORRECT
 from tests.test_sandbox_broker import GRADER, STRANGER, as_user, ensure_user, pytestmark, start_broker  # noqa: F401
 
 STUDENT = "attention-vs-student"  # stands in for a hub user (the service serves only their uids)
+CELL_TIMEOUT = 5  # seconds per cell, for the service's sandboxes and the reference kernel alike
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +46,7 @@ def service():
          "--socket", str(socket_path), "--uid-min", str(student.pw_uid), "--uid-max", str(student.pw_uid)],
         user=grader.pw_uid, group=grader.pw_gid, extra_groups=[], cwd="/",
         env={"PATH": "/usr/bin:/bin", "ATTENTION_SANDBOX_SOCKET": str(broker_socket),
-             "PYTHONPATH": str(lib)},
+             "PYTHONPATH": str(lib), "NBGRADER_CELL_TIMEOUT": str(CELL_TIMEOUT)},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 180
     while not socket_path.exists():
@@ -70,19 +72,29 @@ def student_folder(student, notebooks: dict[str, nbformat.NotebookNode]) -> Path
 
 
 def both_validates(student, socket_path: Path, folder: Path, names: list[str]) -> dict:
-    """As the student: the warm Validate and nbgrader's own (a kernel), on each notebook."""
+    """As the student, on each notebook: nbgrader's own Validate (``nbgrader validate``'s
+    ``Validator``, a kernel) and the warm one, each as nbgrader's result and as the course's
+    report (``course.validation.validate_file``, what the Lab's Validate shows). The kernel gets
+    the same per-cell time limit as the service's sandboxes (CELL_TIMEOUT)."""
     code = f"""
         import json, os
+        from traitlets.config import Config
         from nbgrader.validator import Validator
+        from attention_platform.course.validation import validate_file
         from attention_platform.hub.warm_validate import WarmValidator
+        config = Config()
+        config.Execute.timeout = {CELL_TIMEOUT}
         out = {{}}
         for name in {names!r}:
             path = os.path.join({str(folder)!r}, name)
-            out[name] = {{"warm": WarmValidator().validate(path), "kernel": Validator().validate(path)}}
+            out[name] = {{"warm": WarmValidator(config=config).validate(path),
+                          "kernel": Validator(config=config).validate(path),
+                          "warm_report": validate_file(path, config, WarmValidator).to_json(),
+                          "kernel_report": validate_file(path, config).to_json()}}
         print(json.dumps(out))
     """
     return as_user(student, code, env={"ATTENTION_VALIDATE_SOCKET": str(socket_path), "HOME": str(folder),
-                                       "JUPYTER_RUNTIME_DIR": str(folder / ".runtime")}, timeout=300)
+                                       "JUPYTER_RUNTIME_DIR": str(folder / ".runtime")}, timeout=600)
 
 
 def failed_cells(result: dict) -> list[tuple[str, str]]:
@@ -112,27 +124,62 @@ def graded_notebook() -> nbformat.NotebookNode:
     return nb
 
 
+def verdicts(report: dict) -> tuple:
+    """What the course's Validate decides: ready or not, and each named cell with its kind."""
+    return report["ok"], report["ran"], [(p["cell"], p["kind"]) for p in report["problems"]]
+
+
+def same_words(report: dict) -> str:
+    """The report as the student reads it, with the name a SyntaxError gives the cell's code
+    left out: IPython's is a hash (``1930907593.py``), the sandbox's ``<cell 2>``."""
+    return re.sub(r"\((?:<cell \d+>|\d+\.py), line ", "(…, line ", json.dumps(report, ensure_ascii=False))
+
+
 def test_the_warm_validate_answers_as_nbgraders_own(service):
     socket_path, student, _ = service
+    # an answer whose forward raises when the notebook's try-it cell calls it
+    raising = CORRECT[0].code.replace("return self.out_proj(", "raise RuntimeError('shapes do not match')\n    return (", 1)
+    assert raising != CORRECT[0].code
     correct = with_answer(release_notebook(), CORRECT[0].code)
     buggy = with_answer(release_notebook(), next(a for a in BUGGY if a.name == "no_scale").code)
+    syntax = with_answer(release_notebook(), CORRECT[0].code)
+    class_cell(syntax).source += "\n\ndef broken(:\n    pass\n"  # a cell that does not parse
     graded = graded_notebook()
     changed = graded_notebook()
     changed.cells[2].metadata["nbgrader"]["checksum"] = "0" * 32  # as if the locked cell had been edited
+    looping = graded_notebook()
+    looping.cells[3].source = "while True:\n    pass"  # a test cell that never ends: the time limit stops it
     notebooks = {"correct.ipynb": correct, "buggy.ipynb": buggy, "untouched.ipynb": release_notebook(),
-                 "graded.ipynb": graded, "changed.ipynb": changed}
+                 "raising.ipynb": with_answer(release_notebook(), raising), "syntax.ipynb": syntax,
+                 "graded.ipynb": graded, "changed.ipynb": changed, "looping.ipynb": looping}
     folder = student_folder(student, notebooks)
     try:
         results = both_validates(student, socket_path, folder, list(notebooks))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    for name, pair in results.items():
-        assert sorted(pair["warm"]) == sorted(pair["kernel"]), (name, pair)
-        assert failed_cells(pair["warm"]) == failed_cells(pair["kernel"]), name
-        assert pair["warm"].get("changed") == pair["kernel"].get("changed"), name
+    for name, r in results.items():
+        assert sorted(r["warm"]) == sorted(r["kernel"]), (name, r)
+        warm, kernel = failed_cells(r["warm"]), failed_cells(r["kernel"])
+        if name == "looping.ipynb":  # the kernel's words for a timeout and ours differ; the cell and error do not
+            warm, kernel = [(src, line.split(":")[0]) for src, line in warm], [(src, line.split(":")[0]) for src, line in kernel]
+        assert warm == kernel, name
+        assert r["warm"].get("changed") == r["kernel"].get("changed"), name
+        assert verdicts(r["warm_report"]) == verdicts(r["kernel_report"]), (name, r["warm_report"], r["kernel_report"])
+        if name != "looping.ipynb":  # every word the student reads is the same (but a compiled cell's name)
+            assert same_words(r["warm_report"]) == same_words(r["kernel_report"]), name
+    assert verdicts(results["correct.ipynb"]["warm_report"]) == (True, True, [])
+    assert verdicts(results["buggy.ipynb"]["warm_report"]) == (True, True, [])  # hidden checks are not run
+    assert [kind for _, kind in verdicts(results["untouched.ipynb"]["warm_report"])[2]] == ["unanswered"]
+    assert [kind for _, kind in verdicts(results["raising.ipynb"]["warm_report"])[2]] == ["raises"]
+    # the class cell does not parse, so the try-it cell below it cannot find the class: both are named
+    syntax_texts = [p["text"] for p in results["syntax.ipynb"]["warm_report"]["problems"]]
+    assert len(syntax_texts) == 2 and "SyntaxError" in syntax_texts[0] and "NameError" in syntax_texts[1]
+    assert "RuntimeError: shapes do not match" in str(results["raising.ipynb"]["warm_report"]["problems"])
     assert failed_cells(results["graded.ipynb"]["warm"]) == [
         ("assert add(1, 1) == 2, 'add(1, 1) should be 2'", "AssertionError: add(1, 1) should be 2")]
     assert results["changed.ipynb"]["warm"]["changed"] == [{"source": "assert add(2, 0) == 2"}]
+    assert [line.split(":")[0] for _, line in failed_cells(results["looping.ipynb"]["warm"])] == ["CellTimeoutError"]
+    assert "CellTimeoutError" in str(results["looping.ipynb"]["warm_report"]["problems"])
 
 
 def test_each_validate_runs_in_a_fresh_sandbox(service):

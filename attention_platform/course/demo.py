@@ -25,17 +25,22 @@ PART_STUDENTS = ("ada",)
 
 
 def grade_table(scores: dict[str, dict[str, float | None]]) -> str:
-    ids = [check.id for check in ALL_CHECKS]
+    """One row per check, by its full id and points, one column per student; totals last.
+
+    Checks are rows (not columns) so their names are never cut to fit a column."""
+    students = sorted(scores)
     total = sum(check.points for check in ALL_CHECKS)
-    width = max(len(s) for s in scores) if scores else 7
-    head = f"{'student':<{width}} " + " ".join(f"{i[:8]:>8}" for i in ids) + f" {'total':>8}"
+    label = max([len(f"{c.id} ({c.points:g})") for c in ALL_CHECKS] + [len("check (points)")])
+    width = max([len(s) for s in students] + [len(f"{total:g}/{total:g}")])
+    head = f"{'check (points)':<{label}} " + " ".join(f"{s:>{width}}" for s in students)
     lines = [head, "-" * len(head)]
-    for student in sorted(scores):
-        row = scores[student]
-        cells = [row.get(GRADE_ID_PREFIX + i) for i in ids]
-        got = sum(c or 0 for c in cells)
-        lines.append(f"{student:<{width}} " + " ".join(f"{'-' if c is None else format(c, 'g'):>8}" for c in cells)
-                     + f" {format(got, 'g') + '/' + format(total, 'g'):>8}")
+    for check in ALL_CHECKS:
+        cells = [scores[s].get(GRADE_ID_PREFIX + check.id) for s in students]
+        lines.append(f"{f'{check.id} ({check.points:g})':<{label}} "
+                     + " ".join(f"{'-' if c is None else format(c, 'g'):>{width}}" for c in cells))
+    got = [sum(scores[s].get(GRADE_ID_PREFIX + c.id) or 0 for c in ALL_CHECKS) for s in students]
+    lines.append("-" * len(head))
+    lines.append(f"{'total':<{label}} " + " ".join(f"{format(g, 'g') + '/' + format(total, 'g'):>{width}}" for g in got))
     return "\n".join(lines)
 
 

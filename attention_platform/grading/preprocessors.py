@@ -8,7 +8,7 @@ generate_feedback.
 from __future__ import annotations
 
 from nbformat.notebooknode import NotebookNode
-from nbgrader.preprocessors import NbGraderPreprocessor
+from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
 from nbgrader.utils import is_grade, is_solution
 from traitlets import Bool, Unicode
 
@@ -121,3 +121,22 @@ class RestoreCellMetadata(NbGraderPreprocessor):
             else:
                 meta.pop("points", None)
         return nb, resources
+
+
+class RestoreCheckCells(OverwriteCells):
+    """nbgrader's OverwriteCells, without a warning for what happens to every submission.
+
+    A student's copy of a hidden-check cell never matches the instructor's (the release leaves
+    out the hidden tests), so stock nbgrader logged "Attribute 'checksum' for cell check_… has
+    changed!" for every check cell of every submission, burying real warnings. The cell is still
+    restored from the instructor's copy; that is logged at debug level for check cells only."""
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        self._restoring_check = is_check_cell(cell)
+        return super().preprocess_cell(cell, resources, cell_index)
+
+    def report_change(self, name, attr, old, new):
+        if attr == "checksum" and getattr(self, "_restoring_check", False):
+            self.log.debug("Hidden-check cell %s restored from the instructor's copy", name)
+            return
+        super().report_change(name, attr, old, new)

@@ -107,6 +107,11 @@ ROUTES: tuple[Route, ...] = (
     _r(f"formgrader/api/student/{S}", get=GRADER, put=INSTRUCTOR),
     _r(f"formgrader/api/student_submissions/{S}", get=GRADER),
     _r(f"formgrader/api/student_notebook_submissions/{S}/{A}", get=GRADER),
+    # the course's additions (formgrader_extras.py): its script and style, each student's state,
+    # the progress of an autograde
+    _r(rf"formgrader/attention/static/{_STATIC}", get=ANYONE, head=ANYONE),
+    _r(f"formgrader/api/attention/states/{A}", get=GRADER),
+    _r(f"formgrader/api/attention/progress/{A}/{S}", get=GRADER),
 )
 # Query arguments that change what the formgrader *is*: ``?path=`` re-roots it on any
 # folder and loads that folder's nbgrader_config.py (code) into this process.
@@ -187,15 +192,25 @@ def nonce_template_source(source: str, nonce_expression: str) -> str:
     return source
 
 
+def template_folders() -> tuple[str, ...]:
+    """The folders whose templates' own scripts get the nonce: nbgrader's formgrader templates
+    and the course's additions in front of them (formgrader_extras.py)."""
+    from nbgrader.server_extensions.formgrader import handlers
+
+    from attention_platform.hub.formgrader_extras import FORMGRADE_TEMPLATES, TEMPLATES
+
+    return handlers.template_path, str(TEMPLATES), str(FORMGRADE_TEMPLATES)
+
+
 class NonceScripts(Extension):
     """Adds nonces to the ``<script>`` tags of templates loaded from nbgrader's formgrader
-    template folder, at compile time. Other templates (nbconvert's, whose scripts would
-    run outputs) and everything rendered *into* a template stay without one."""
+    template folder and ours (:func:`template_folders`), at compile time. Other templates
+    (nbconvert's, whose scripts would run outputs) and everything rendered *into* a template
+    stay without one."""
 
     def preprocess(self, source, name, filename=None):
-        from nbgrader.server_extensions.formgrader import handlers
-
-        if not filename or not os.path.abspath(filename).startswith(os.path.abspath(handlers.template_path) + os.sep):
+        if not filename or not any(os.path.abspath(filename).startswith(os.path.abspath(folder) + os.sep)
+                                   for folder in template_folders()):
             return source
         expression = "resources.csp_nonce" if filename.endswith(".j2") else "csp_nonce"
         return nonce_template_source(source, expression)
@@ -271,6 +286,7 @@ def gated(cls: type) -> type:
 
         def render(self, name, **namespace):
             namespace.setdefault("csp_nonce", getattr(self, "csp_nonce", ""))
+            namespace.setdefault("attention_role", role_of(self.current_user) or "")  # what the page shows
             return super().render(name, **namespace)
 
         @property
@@ -305,16 +321,19 @@ class ImagesOnly:
 
 
 def _use_safe_exporter(settings: dict) -> None:
+    from attention_platform.hub.formgrader_extras import formgrade_exporter, install_templates
     from attention_platform.reporting.safe_html import SafeHTMLExporter
 
     current = settings.get("nbgrader_exporter")
     if current is not None and not isinstance(current, SafeHTMLExporter):
-        exporter = SafeHTMLExporter(config=current.config)
+        exporter = formgrade_exporter(current.config)  # sanitised, with the check summary on top
         exporter.environment.add_extension(NonceScripts)
         settings["nbgrader_exporter"] = exporter
     env = settings.get("nbgrader_jinja2_env")
-    if env is not None and NonceScripts.identifier not in env.extensions:
-        env.add_extension(NonceScripts)
+    if env is not None:
+        install_templates(env)
+        if NonceScripts.identifier not in env.extensions:
+            env.add_extension(NonceScripts)
 
 
 def relative_path(path: str, base_url: str) -> str | None:
@@ -333,8 +352,14 @@ def _image_files_handler():
 
 def install(web_app, base_url: str) -> None:
     """Route every request of ``web_app`` through the gate."""
+    from nbgrader.server_extensions.formgrader.apihandlers import AutogradeHandler
+
+    from attention_platform.hub import formgrader_extras
+
     original = web_app.find_handler
     files_handler, images_handler = _image_files_handler()
+    replaced = {files_handler: images_handler, AutogradeHandler: formgrader_extras.threaded_autograde(AutogradeHandler)}
+    web_app.add_handlers(".*$", formgrader_extras.handlers(base_url))
 
     def find_handler(request, **kwargs):
         relative = relative_path(request.path, base_url)
@@ -343,7 +368,7 @@ def install(web_app, base_url: str) -> None:
         _use_safe_exporter(web_app.settings)  # nbgrader sets its exporter up when it loads
         delegate = original(request, **kwargs)
         handler = delegate.handler_class
-        delegate.handler_class = gated(images_handler if handler is files_handler else handler)
+        delegate.handler_class = gated(replaced.get(handler, handler))
         return delegate
 
     web_app.find_handler = find_handler

@@ -11,7 +11,7 @@ every step is timed and bounded:
   open_lab  GET /user/<u>/lab (the OAuth hand-shake with the hub, as a browser does)
   fetch     POST /user/<u>/assignments/fetch          (nbgrader Assignments tab)
   save      PUT  /user/<u>/api/contents/self_attention/self_attention.ipynb (an answer)
-  validate  POST /user/<u>/assignments/validate       (nbgrader Validate button)
+  validate  POST /user/<u>/attention/validate         (the Lab's Validate button, course_lab.py)
   submit    POST /user/<u>/assignments/submit         (some students submit 2-3 times)
 
 It prints p50/p95/max latency and errors per step, then checks, as the grader, with
@@ -179,9 +179,9 @@ class LoadStudent:
         return hashlib.sha256(model["content"].encode()).hexdigest()
 
     async def validate(self):
-        out = await self._server_post("assignments/validate", {"path": NB_PATH})
-        if not out.get("success"):
-            raise RuntimeError(f"validate failed: {str(out.get('value'))[-300:]}")
+        out = await self._server_post("attention/validate", {"path": NB_PATH})
+        if not out.get("ran"):
+            raise RuntimeError(f"validate failed: {str(out.get('headline'))[-300:]}")
         return out
 
     async def submit(self, checksum: str):
@@ -191,7 +191,7 @@ class LoadStudent:
         if not (isinstance(out, dict) and out.get("success")):
             raise RuntimeError(f"submit failed: {str(out.get('value') if isinstance(out, dict) else out)[-400:]}")
         # The Assignments tab lists the student's submissions (from their local record), newest last.
-        stamps = [sub.get("timestamp") for a in out.get("value", [])
+        stamps = [sub.get("exact_timestamp") or sub.get("timestamp") for a in out.get("value", [])
                   if a.get("assignment_id") == ASSIGNMENT and a.get("status") == "submitted"
                   for sub in a.get("submissions", [])]
         self.s.accepted.append({"checksum": checksum, "shown": max(filter(None, stamps), default=None),

@@ -330,7 +330,9 @@ def write_demo_roster(hub: NativeHub) -> Path:
     roster = hub.state / "run" / "demo-roster.csv"
     lines = ["id,first_name,last_name"] + [f"{name},Demo,{name.capitalize()}" for name in DEMO_STUDENTS]
     roster.write_text("\n".join(lines) + "\n")
-    roster.chmod(0o644)
+    if hub.grader_user:  # read by the grader's nbgrader only
+        os.chown(roster, 0, pwd.getpwnam(hub.grader_user).pw_gid)
+    roster.chmod(0o640)
     return roster
 
 
@@ -372,6 +374,7 @@ def start(hub: NativeHub) -> NativeHub:
     from attention_platform.hub.formgrader_service import command, service_env
 
     started = time.monotonic()
+    private_file(hub.state / "jupyterhub.log")  # user names, paths and errors of everyone: root's alone
     log = open(hub.state / "jupyterhub.log", "ab")
     hub.process = subprocess.Popen(
         [str(Path(sys.executable).parent / "jupyterhub"), "-f", str(HUB_CONFIG)],

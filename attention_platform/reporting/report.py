@@ -85,6 +85,9 @@ class CheckStat:
     passed: list[str] = field(default_factory=list)
     not_graded: list[str] = field(default_factory=list)
     not_submitted: list[str] = field(default_factory=list)  # submission lacks this check's notebook
+    # failed, but no misconception can be read from it (see ``why_not_attempted``):
+    not_attempted: list[str] = field(default_factory=list)  # the answer is still the stub, or empty
+    did_not_run: list[str] = field(default_factory=list)  # the check could not run the student's code
 
     @property
     def graded(self) -> int:
@@ -106,6 +109,8 @@ class StudentRow:
     timestamp: str = ""
     unscored: list[str] = field(default_factory=list)  # notebooks with grades nobody scored
     missing: list[str] = field(default_factory=list)  # notebooks of the assignment not in the submission
+    not_attempted: list[str] = field(default_factory=list)  # notebooks left as released (stubs), or empty
+    did_not_run: list[str] = field(default_factory=list)  # notebooks whose checks could not run the code
 
 
 @dataclass
@@ -156,6 +161,8 @@ class ReportData:
             "full_marks": sum(s == self.max_score for s in scores),
             "failed_everything": self.failed_everything,
             "fail_counts": {c.grade_id: len(c.failed) for c in self.checks},
+            "not_attempted": sorted({s for c in self.checks for s in c.not_attempted}),
+            "did_not_run": sorted({s for c in self.checks for s in c.did_not_run}),
         }
 
     def to_json(self) -> dict:
@@ -216,6 +223,44 @@ def _order(grade_id: str, checks: dict | None = None, nb_order: dict | None = No
     return (nb, order.get(grade_id, len(order)), grade_id)
 
 
+NOT_ATTEMPTED, DID_NOT_RUN, MISCONCEPTION = "not attempted", "did not run", "failed"
+# What the grader writes when a check could not run the student's code at all
+# (attention_platform/grading/sandbox/grading.py): a failure that says nothing about an idea.
+_DID_NOT_RUN = ("No hidden check could run", "This check could not finish", "The hidden check could not run your code",
+                "Your code's results could not be read", "is not a registered hidden check")
+_STUB = ("NotImplementedError", "there is no class named")
+
+
+def failure_reasons(notebook_file: Path | None) -> dict[str, str]:
+    """For each failed check cell of an autograded notebook: ``not attempted`` (its answer is
+    still the stub), ``did not run`` (the grader could not run the code), or ``failed`` (a
+    misconception). Empty when the notebook cannot be read."""
+    import nbformat
+
+    if notebook_file is None or not notebook_file.is_file():
+        return {}
+    try:
+        nb = nbformat.read(notebook_file, as_version=4)
+    except Exception:  # noqa: BLE001 - an unreadable file tells nothing: fall back to the scores
+        return {}
+    reasons = {}
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.get("cell_type") != "code" or not meta.get("grade") or meta.get("solution"):
+            continue
+        errors = [str(o.get("evalue", "")) for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        if not errors:
+            continue
+        message = errors[0]
+        if any(marker in message for marker in _DID_NOT_RUN):
+            reasons[meta.get("grade_id", "")] = DID_NOT_RUN
+        elif any(marker in message for marker in _STUB):
+            reasons[meta.get("grade_id", "")] = NOT_ATTEMPTED
+        else:
+            reasons[meta.get("grade_id", "")] = MISCONCEPTION
+    return reasons
+
+
 def collect(db_url: str, assignment: str, *, course: Path | None = None,
             log: Callable[[str], None] | None = None, stream: TextIO | None = None) -> ReportData:
     """Read ``assignment`` from the gradebook at ``db_url``.
@@ -265,7 +310,7 @@ def collect(db_url: str, assignment: str, *, course: Path | None = None,
             except MissingEntry:
                 rows.append(StudentRow(student.id, name, "no submission", None, max_score))
                 continue
-            failed, scored, unscored, missing = [], 0, [], []
+            failed, scored, unscored, missing, not_attempted, did_not_run = [], 0, [], [], [], []
             folder = Path(course) / "submitted" / student.id / assignment if course else None
             for notebook in submission.notebooks:
                 if folder is not None and folder.is_dir() and not (folder / f"{notebook.name}.ipynb").exists():
@@ -276,6 +321,19 @@ def collect(db_url: str, assignment: str, *, course: Path | None = None,
                             stat.not_submitted.append(student.id)
                     continue
                 nb_unscored = 0
+                graded_file = Path(course) / "autograded" / student.id / assignment / f"{notebook.name}.ipynb" if course else None
+                reasons = failure_reasons(graded_file)
+                checks_here = [g for g in notebook.grades if g.name.startswith(GRADE_ID_PREFIX)]
+                scored_checks = [g for g in checks_here if (g.manual_score if g.manual_score is not None else g.auto_score) is not None]
+                if not reasons and scored_checks and all(
+                        (g.manual_score if g.manual_score is not None else g.auto_score) < g.max_score for g in scored_checks):
+                    # no autograded notebook to read: a notebook failing every check is taken as empty
+                    reasons = {g.name: NOT_ATTEMPTED for g in scored_checks}
+                kinds = {reasons.get(g.name) for g in scored_checks}
+                if scored_checks and kinds == {NOT_ATTEMPTED}:
+                    not_attempted.append(notebook.name)
+                elif scored_checks and kinds == {DID_NOT_RUN}:
+                    did_not_run.append(notebook.name)
                 for grade in notebook.grades:
                     # nbgrader's Grade.score reads 0 for a grade nobody scored; we do not
                     score = grade.manual_score if grade.manual_score is not None else grade.auto_score
@@ -289,8 +347,14 @@ def collect(db_url: str, assignment: str, *, course: Path | None = None,
                     if stat is None:
                         continue
                     if score < grade.max_score:
-                        stat.failed.append(student.id)
-                        failed.append(grade.name)
+                        reason = reasons.get(grade.name, MISCONCEPTION)
+                        if reason == NOT_ATTEMPTED:
+                            stat.not_attempted.append(student.id)
+                        elif reason == DID_NOT_RUN:
+                            stat.did_not_run.append(student.id)
+                        else:
+                            stat.failed.append(student.id)
+                            failed.append(grade.name)
                     else:
                         stat.passed.append(student.id)
                 if nb_unscored:
@@ -303,7 +367,8 @@ def collect(db_url: str, assignment: str, *, course: Path | None = None,
                 status = "partly graded" if unscored else "graded"
                 rows.append(StudentRow(student.id, name, status, float(submission.score), max_score,
                                        sorted(failed, key=lambda g: _order(g, checks, nb_order)), stamp,
-                                       sorted(unscored, key=lambda n: nb_order.get(n, 0)), missing))
+                                       sorted(unscored, key=lambda n: nb_order.get(n, 0)), missing,
+                                       not_attempted, did_not_run))
 
     notes: list[str] = []
     ordered = [checks[k] for k in sorted(checks, key=lambda g: _order(g, checks, nb_order))]
@@ -325,6 +390,12 @@ def collect(db_url: str, assignment: str, *, course: Path | None = None,
     if not any(r.status in GRADED for r in rows):
         notes.insert(0, f"No submission of {assignment} has been autograded yet: this report is empty.")
     for row in rows:
+        if row.not_attempted:
+            notes.append(f"{row.student_id}: {', '.join(row.not_attempted)} not attempted (answers still the stubs "
+                         "given, or empty): its failed checks count as not attempted, not as misconceptions.")
+        if row.did_not_run:
+            notes.append(f"{row.student_id}: the hidden checks of {', '.join(row.did_not_run)} could not run the "
+                         "code (stopped, timed out or crashed): not counted as misconceptions.")
         if row.status == "not graded":
             notes.append(f"{row.student_id}: submitted but not autograded (autograde failed or is pending).")
         elif row.status == "partly graded":
@@ -445,7 +516,8 @@ def render_html(data: ReportData) -> str:
         if shares:
             out.append(f"<img id='fail-shares' alt='share failing each check' src='{shares}'>")
         out.append("<table id='checks'><tr><th>misconception</th><th>check (grade id)</th><th>points</th>"
-                   "<th>failing</th><th>graded</th><th>share</th><th>students failing</th><th>notebook</th></tr>")
+                   "<th>failing</th><th>graded</th><th>share</th><th>students failing</th><th>notebook</th>"
+                   "<th>not attempted</th><th>did not run</th></tr>")
         for c in sorted(data.checks, key=lambda c: (not c.graded, -c.fail_share, _order(c.grade_id))):
             label = e(c.label) if c.known else f"<span class='unknown'>{e(c.grade_id)}</span> — {e(c.note)}"
             out.append(
@@ -453,7 +525,9 @@ def render_html(data: ReportData) -> str:
                 f"<td class='num'>{c.max_score:g}</td><td class='num failing'>{len(c.failed)}</td>"
                 f"<td class='num'>{c.graded}</td>"
                 f"<td class='num'>{f'{100 * c.fail_share:.0f}%' if c.graded else '–'}</td>"
-                f"<td>{e(', '.join(c.failed))}</td><td>{e(c.notebook)}</td></tr>")
+                f"<td>{e(', '.join(c.failed))}</td><td>{e(c.notebook)}</td>"
+                f"<td class='not-attempted'>{e(', '.join(c.not_attempted))}</td>"
+                f"<td class='did-not-run'>{e(', '.join(c.did_not_run))}</td></tr>")
         out.append("</table>")
 
         out.append("<h2>Follow-up topics: who would benefit</h2>")
@@ -480,6 +554,10 @@ def render_html(data: ReportData) -> str:
             failed = "".join(f"<span class='tag' title='{e(g)}'>{e(labels.get(g, g))}</span>" for g in s.failed)
             score = f"{_fmt(s.score)} / {s.max_score:g}" if s.score is not None else "–"
             status = s.status + (f" ({', '.join(s.unscored)} not scored)" if s.unscored else "")
+            if s.not_attempted:
+                status += f"; not attempted: {', '.join(s.not_attempted)}"
+            if s.did_not_run:
+                status += f"; checks did not run: {', '.join(s.did_not_run)}"
             missing = (f"<br><small title='{e(', '.join(s.missing))}'>{len(s.missing)} notebook(s) not submitted"
                        "</small>" if s.missing else "")
             out.append(f"<tr data-student='{e(s.student_id)}'><td>{e(s.student_id)}</td><td>{e(status)}{missing}</td>"

@@ -18,6 +18,8 @@ inline and foreign script, so a sanitiser bypass still runs nothing.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import bleach
 from jinja2 import pass_context
 from bleach.css_sanitizer import CSSSanitizer
@@ -82,6 +84,9 @@ class SafeHTMLExporter(HTMLExporter):
         super()._init_preprocessors()
         self.register_preprocessor(SanitizeOutputsAndRawCells(parent=self), enabled=True)
 
+
+# Our nbconvert templates (the feedback page's: attention_feedback/).
+FEEDBACK_TEMPLATES = str(Path(__file__).resolve().parent / "templates")
 
 # A feedback page is a static file the student opens wherever they like: it needs no script,
 # so it allows none, whatever the page holds; styles and embedded pictures only.

@@ -3,18 +3,29 @@
 c = get_config()  # noqa: F821
 
 # Students get the Assignments tab and Validate only: no formgrader, no course list.
-# Validate is nbgrader's, run in a warm sandbox of the validate service rather than a fresh kernel
-# that imports torch again (attention_platform/hub/warm_validate.py); a kernel where there is none.
+# Validate is the course's own (attention_platform/hub/course_lab.py): it names the answers still to
+# do and says that the hidden checks are not run; nbgrader's said "Success!" for an untouched notebook.
+# It runs the notebook in a warm sandbox of the validate service rather than a fresh kernel that
+# imports torch again (attention_platform/hub/warm_validate.py); in a kernel where there is none.
 c.ServerApp.jpserver_extensions = {
     "nbgrader.server_extensions.formgrader": False,
     "nbgrader.server_extensions.course_list": False,
     "nbgrader.server_extensions.assignment_list": True,
     "nbgrader.server_extensions.validate_assignment": False,
-    "attention_platform.hub.warm_validate": True,
+    "attention_platform.hub.course_lab": True,
     # No language server is installed for students: the LSP extension only costs every server's start
     # a search for them (`npm prefix -g` and friends, 0.2 CPU-s).
     "jupyter_lsp": False,
 }
+# The course's Lab extension (Course menu and launcher cards fitted to the role, Validate, fetch and
+# submit confirmations): plain JavaScript shipped in the package, no build step.
+try:
+    from attention_platform.hub.course_lab import LAB_EXTENSION_DIR
+except ImportError:  # an image without the course's package: nbgrader's own Lab, the page config above
+    c.ServerApp.jpserver_extensions["attention_platform.hub.course_lab"] = False
+    c.ServerApp.jpserver_extensions["nbgrader.server_extensions.validate_assignment"] = True
+else:
+    c.LabApp.extra_labextensions_path = [str(LAB_EXTENSION_DIR)]
 # Students cannot install Lab extensions into the course's environment: the read-only manager lists
 # what is there without the PyPI machinery.
 c.LabApp.extension_manager = "readonly"

@@ -41,7 +41,7 @@ import nbformat
 from nbformat.v4 import new_output
 
 import grader_tests
-from grader_tests import wire
+from grader_tests import pictures, wire
 from grader_tests.judging import Verdict
 from grader_tests.registry import PROBE_MODULE, Check, check_for_grade_id
 
@@ -203,6 +203,23 @@ def _judge(check: Check, request: dict, kind: bytes, reply) -> Verdict:
     return verdict if isinstance(verdict, Verdict) else Verdict(False, "The grader could not judge this check.")
 
 
+def _teaching_picture(sandbox) -> list:
+    """The student's attention weights on the public teaching input, drawn here beside the expected
+    pattern (grader_tests/pictures.py): a display_data PNG with alt text, or nothing if their layer
+    returned no usable weights. Never changes a grade."""
+    request = pictures.teaching_request()
+    try:
+        kind, reply = sandbox.call({"op": "probe", "check": pictures.TEACHING_PROBE}, wire_payload=wire.encode(request))
+        picture = pictures.teaching_picture(wire.decode(reply), request) if kind != b"J" else None
+    except (SandboxError, wire.WireError):
+        return []
+    if picture is None:
+        return []
+    png, alt = picture
+    return [new_output("display_data", data={"image/png": png, "text/plain": alt},
+                       metadata={"image/png": {"alt": alt}, "attention_course": {"teaching_picture": True}})]
+
+
 def _stopped_verdict(reason: str, cell_source: str | None) -> Verdict:
     where = ""
     if cell_source:
@@ -280,6 +297,8 @@ def grade_notebook(nb, *, zygote: Zygote | None = None, limits: SandboxLimits | 
                         verdict = Verdict(False, f"This check could not finish: {exc.reason}.")
                 cell.outputs = [_verdict_output(check, verdict)]
                 result.checks[check.id] = CheckResult(check.id, verdict.passed, verdict.message, float(check.points))
+                if check.id == pictures.ANCHOR_CHECK and result.stopped is None:
+                    cell.outputs += _teaching_picture(sandbox)
                 continue
             if result.stopped is not None:
                 continue

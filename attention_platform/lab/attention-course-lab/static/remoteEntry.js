@@ -1,0 +1,296 @@
+/*
+ * attention-course-lab: the course in a hub user's JupyterLab.
+ *
+ * Written by hand as a JupyterLab 4 federated extension (a module-federation container:
+ * `init(shareScope)` then `get('./extension')`), so the course needs no Node build step:
+ * the JupyterLab packages it uses are taken from the share scope JupyterLab itself fills.
+ * Its server side, which also decides what each role sees, is attention_platform/hub/course_lab.py.
+ *
+ * What it adds:
+ *   - a "Course" menu and launcher cards fitted to the role (page config `attentionCourse`):
+ *     students: their assignments (opened on start) and Validate; TAs and instructors: the
+ *     course's formgrader in a new tab; instructors: ~/course-source;
+ *   - Validate on every notebook's toolbar: saves, runs the notebook on the server and shows
+ *     what is still to do, saying plainly that the hidden checks run only after submitting;
+ *   - a confirmation after fetching, submitting and fetching feedback in nbgrader's list,
+ *     and a way to open feedback as a page of its own (links work there without "Trust HTML").
+ * All text is set with textContent: nothing from the server is parsed as HTML.
+ */
+(function () {
+  'use strict';
+  var NAME = 'attention-course-lab';
+  var shareScope = null;
+
+  function versionKey(v) {
+    return String(v).split(/[.-]/).map(function (p) { var n = parseInt(p, 10); return isNaN(n) ? 0 : n; });
+  }
+  function newest(a, b) {
+    var x = versionKey(a), y = versionKey(b);
+    for (var i = 0; i < Math.max(x.length, y.length); i++) {
+      if ((x[i] || 0) !== (y[i] || 0)) { return (y[i] || 0) - (x[i] || 0); }
+    }
+    return 0;
+  }
+  /* The module JupyterLab shares under `name` (one version each in a JupyterLab build). */
+  function shared(name) {
+    var versions = shareScope && shareScope[name];
+    if (!versions) { return Promise.reject(new Error(NAME + ': JupyterLab shares no ' + name)); }
+    var keys = Object.keys(versions).sort(newest);
+    var loaded = keys.filter(function (k) { return versions[k].loaded; });
+    return Promise.resolve(versions[(loaded[0] || keys[0])].get()).then(function (factory) { return factory(); });
+  }
+
+  var CSS = [
+    '.attention-validate { max-width: 40rem; }',
+    '.attention-validate p, .attention-validate li { white-space: normal; overflow-wrap: anywhere; line-height: 1.45; }',
+    '.attention-validate ul { padding-left: 1.2rem; margin: .4rem 0; }',
+    '.attention-validate .attention-validate-headline { font-weight: 600; }',
+    '.attention-validate .attention-validate-note { color: var(--jp-ui-font-color2); }',
+    '.attention-validate .attention-validate-mark { font-weight: 700; margin-right: .3rem; }'
+  ].join('\n');
+
+  function el(tag, attrs, children) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (key) {
+      if (key === 'text') { node.textContent = attrs[key]; } else { node.setAttribute(key, attrs[key]); }
+    });
+    (children || []).forEach(function (child) { node.appendChild(child); });
+    return node;
+  }
+
+  function makePlugin(mods) {
+    var apputils = mods['@jupyterlab/apputils'], services = mods['@jupyterlab/services'];
+    var coreutils = mods['@jupyterlab/coreutils'], widgets = mods['@lumino/widgets'];
+    var mainmenu = mods['@jupyterlab/mainmenu'], launcher = mods['@jupyterlab/launcher'];
+    var icons = mods['@jupyterlab/ui-components'];
+
+    function settings() { return services.ServerConnection.makeSettings(); }
+    function api(path, init) {
+      var s = settings();
+      return services.ServerConnection.makeRequest(coreutils.URLExt.join(s.baseUrl, path), init || {}, s);
+    }
+    function notify(kind, message, options) {
+      var N = apputils.Notification;
+      if (N && typeof N[kind] === 'function') { return N[kind](message, options || { autoClose: 12000 }); }
+      return apputils.showDialog({ title: message, buttons: [apputils.Dialog.okButton()] });
+    }
+    function filesUrl(path) {
+      var s = settings();
+      return coreutils.URLExt.join(s.baseUrl, 'files', coreutils.URLExt.encodeParts(path));
+    }
+
+    /* ---------------------------------------------------------------- Validate */
+    function validationBody(report) {
+      var ok = report.ok;
+      var node = el('div', { 'class': 'attention-validate', 'data-ok': ok ? 'true' : 'false' }, [
+        el('p', { 'class': 'attention-validate-headline' }, [
+          el('span', { 'class': 'attention-validate-mark', text: ok ? '✓' : '✗' }),
+          el('span', { text: report.headline })
+        ])
+      ]);
+      if (report.problems && report.problems.length) {
+        node.appendChild(el('ul', { 'class': 'attention-validate-problems' }, report.problems.map(function (p) {
+          return el('li', { 'data-kind': p.kind, 'data-cell': String(p.cell), text: p.text });
+        })));
+      }
+      node.appendChild(el('p', { 'class': 'attention-validate-note', text: report.note }));
+      return new widgets.Widget({ node: node });
+    }
+
+    function validate(panel) {
+      var context = panel.context;
+      return context.save().then(function () {
+        return api('attention/validate', { method: 'POST', body: JSON.stringify({ path: context.path }) });
+      }).then(function (response) {
+        return response.json().then(function (body) {
+          if (!response.ok) { throw new Error(body.message || ('Validate failed: ' + response.status)); }
+          return body;
+        });
+      }).then(function (report) {
+        return apputils.showDialog({
+          title: 'Validate: ' + report.notebook, body: validationBody(report),
+          buttons: [apputils.Dialog.okButton({ label: 'OK' })]
+        });
+      }, function (error) {
+        return apputils.showDialog({
+          title: 'Validate could not run', body: new widgets.Widget({ node: el('p', { text: String(error.message || error) }) }),
+          buttons: [apputils.Dialog.okButton()]
+        });
+      });
+    }
+
+    function validateButton(panel) {
+      var button = new apputils.ToolbarButton({
+        label: 'Validate', className: 'attention-validate-button',
+        tooltip: 'Run this notebook and list what is still to do (the hidden checks run after you submit)',
+        onClick: function () {
+          button.enabled = false;
+          var done = function () { button.enabled = true; };
+          validate(panel).then(done, done);
+        }
+      });
+      return button;
+    }
+
+    /* ---------------------------------------------------------------- fetch / submit */
+    var app = null;  // set when the plugin activates
+
+    function confirmAssignmentAction(url, response) {
+      var match = /\/assignments\/(fetch_feedback|fetch|submit)$/.exec(url.split('?')[0]);
+      if (!match || !response.ok) { return; }
+      var action = match[1];
+      response.clone().json().then(function (body) {
+        if (!body || body.success !== true || !Array.isArray(body.value)) { return; }
+        var fetched = body.value.filter(function (a) { return a.status === 'fetched'; });
+        var submitted = body.value.filter(function (a) { return a.status === 'submitted'; });
+        if (action === 'fetch') {
+          fetched.forEach(function (a) {
+            var first = a.notebooks && a.notebooks[0];
+            var part1 = first ? a.path + '/' + first.notebook_id + '.ipynb' : '';
+            notify('success', 'Fetched “' + a.assignment_id + '”: ' + (a.notebooks || []).length +
+              ' notebooks are in your folder ' + a.path + '/.' + (first ? ' Start with ' + first.notebook_id + '.ipynb (part 1).' : ''),
+              { autoClose: 20000, actions: part1 ? [{ label: 'Open part 1', callback: function () {
+                app.commands.execute('docmanager:open', { path: part1 });
+              } }] : [] });
+          });
+        } else if (action === 'submit') {
+          submitted.forEach(function (a) {
+            var last = (a.submissions || [])[a.submissions.length - 1];
+            if (last) {
+              notify('success', 'Submitted “' + a.assignment_id + '” at ' + last.timestamp +
+                '. You may submit again before the deadline: your last submission is the one graded.');
+            }
+          });
+        } else {
+          submitted.forEach(function (a) {
+            var withFeedback = (a.submissions || []).filter(function (s) { return s.has_local_feedback; });
+            var last = withFeedback[withFeedback.length - 1];
+            if (last) {
+              notify('success', 'Feedback for “' + a.assignment_id + '” is here.', {
+                autoClose: false,
+                actions: [{ label: 'Open feedback', callback: function () { openFeedback(last.local_feedback_path, a); } }]
+              });
+            }
+          });
+        }
+      }, function () { /* not JSON: nbgrader's own error dialog covers it */ });
+    }
+
+    function watchAssignmentActions() {
+      var connection = services.ServerConnection;
+      if (connection.__attentionCourseWatched) { return; }
+      var original = connection.makeRequest;
+      connection.makeRequest = function (url, init, s) {
+        var request = original.apply(this, arguments);
+        if (init && String(init.method).toUpperCase() === 'POST' && /\/assignments\//.test(String(url))) {
+          request.then(function (response) { confirmAssignmentAction(String(url), response); }, function () {});
+        }
+        return request;
+      };
+      connection.__attentionCourseWatched = true;
+    }
+
+    function openFeedback(folder, assignment) {
+      var order = (assignment.notebooks || []).map(function (nb) { return nb.notebook_id; });
+      var first = order[0] || assignment.assignment_id;
+      window.open(filesUrl(folder + '/' + first + '.html'), '_blank', 'noopener');
+    }
+
+    /* ---------------------------------------------------------------- the Course menu */
+    return {
+      id: NAME + ':plugin',
+      autoStart: true,
+      optional: [mainmenu.IMainMenu, launcher.ILauncher],
+      activate: function (application, mainMenu, launch) {
+        app = application;
+        var course = coreutils.PageConfig.getOption('attentionCourse');
+        try { course = typeof course === 'string' ? JSON.parse(course || '{}') : (course || {}); } catch (e) { course = {}; }
+        var role = course.role || 'student';
+        document.head.appendChild(el('style', { text: CSS }));
+        var commands = app.commands, items = [];
+
+        commands.addCommand('attention:validate', {
+          label: 'Validate this notebook',
+          isEnabled: function () { var w = app.shell.currentWidget; return !!(w && w.context && /\.ipynb$/.test(w.context.path)); },
+          execute: function () { var w = app.shell.currentWidget; if (w && w.context) { return validate(w); } }
+        });
+        app.docRegistry.addWidgetExtension('Notebook', { createNew: function (panel) {
+          var button = validateButton(panel);
+          panel.toolbar.insertItem(10, 'attentionValidate', button);
+          return button;
+        } });
+
+        if (role === 'student') {
+          items.push({ command: 'nbgrader:open-assignment-list', label: 'Your assignments', icon: icons.listIcon });
+          items.push({ command: 'attention:validate' });
+          watchAssignmentActions();
+          app.restored.then(function () {
+            // the assignments are the first thing a student sees, unless they were already open
+            if (commands.hasCommand('nbgrader:open-assignment-list') && !document.getElementById('nbgrader-assignment-list')) {
+              return commands.execute('nbgrader:open-assignment-list');
+            }
+          });
+        }
+        if (course.formgraderUrl) {
+          commands.addCommand('attention:open-formgrader', {
+            label: 'Formgrader (' + course.course + ') — opens in a new tab', icon: icons.launchIcon,
+            caption: 'Collect, autograde, grade by hand and release feedback',
+            execute: function () { window.open(course.formgraderUrl, '_blank', 'noopener'); }
+          });
+          items.push({ command: 'attention:open-formgrader' });
+        }
+        if (course.courseSource) {
+          commands.addCommand('attention:open-course-source', {
+            label: 'Course source (~/' + course.courseSource + ')', icon: icons.folderIcon,
+            caption: 'The instructor notebooks: solutions, hidden checks, rubrics',
+            execute: function () { return commands.execute('filebrowser:go-to-path', { path: '/' + course.courseSource + '/' }); }
+          });
+          items.push({ command: 'attention:open-course-source' });
+        }
+        items.forEach(function (item) {
+          if (item.label && !commands.hasCommand(item.command + ':course')) {
+            // a label of our own for a command another plugin owns; its panel is brought to the front
+            var target = item.command;
+            commands.addCommand(target + ':course', {
+              label: item.label, icon: item.icon,
+              execute: function () {
+                return Promise.resolve(commands.execute(target)).then(function () {
+                  if (target === 'nbgrader:open-assignment-list') { app.shell.activateById('nbgrader-assignment-list'); }
+                });
+              }
+            });
+            item.command = item.command + ':course';
+          }
+        });
+        if (mainMenu && items.length) {
+          var menu = new widgets.Menu({ commands: commands });
+          menu.id = 'attention-course-menu';
+          menu.title.label = 'Course';
+          items.forEach(function (item) { menu.addItem({ command: item.command }); });
+          mainMenu.addMenu(menu, true, { rank: 90 });
+        }
+        if (launch) {
+          items.filter(function (item) { return item.command !== 'attention:validate'; }).forEach(function (item, rank) {
+            launch.add({ command: item.command, category: 'Course: ' + (course.course || ''), rank: rank });
+          });
+        }
+      }
+    };
+  }
+
+  var MODULES = ['@jupyterlab/apputils', '@jupyterlab/services', '@jupyterlab/coreutils', '@lumino/widgets',
+                 '@jupyterlab/mainmenu', '@jupyterlab/launcher', '@jupyterlab/ui-components'];
+  window._JUPYTERLAB = window._JUPYTERLAB || {};
+  window._JUPYTERLAB[NAME] = {
+    init: function (scope) { shareScope = scope; },
+    get: function (module) {
+      if (module !== './extension') { return Promise.reject(new Error(NAME + ' has no module ' + module)); }
+      return Promise.all(MODULES.map(shared)).then(function (loaded) {
+        var mods = {};
+        MODULES.forEach(function (name, i) { mods[name] = loaded[i]; });
+        var plugin = makePlugin(mods);
+        return function () { return { __esModule: true, 'default': [plugin] }; };
+      });
+    }
+  };
+})();

@@ -1,0 +1,111 @@
+"""The picture in a student's feedback: their attention weights on a small, fixed, public teaching
+input, beside the pattern they should have.
+
+Trusted side only (never sent into a sandbox). The grader asks the sandbox to run an existing
+probe (``TEACHING_PROBE``: it builds the student's ``SelfAttention`` with the request's weights and
+returns ``attention_weights(x)``) on :func:`teaching_request`, then draws the returned tensor here
+with matplotlib: three heatmaps — theirs, the expected causal pattern, and the same scores without
+the division by √D (visibly sharper) — and an alt text that says in words what the picture shows.
+
+What is safe to show (the README says the same): the teaching input and its weights are drawn from
+a fixed seed written in this file, never from the course secret or a check's seed, so the picture
+reveals nothing about the inputs the hidden checks use; the expected weights on it are what any
+correct layer — or ``torch.nn.functional.scaled_dot_product_attention`` — prints for that input, so
+they give away no more than the assignment's own text. The student's heatmap shows only numbers
+their own code returned.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+
+import torch
+
+from . import reference
+from .self_attention_probes import PARAM_PREFIX
+
+TEACHING_SEED = 20240607  # public: the teaching input is the same for every student and course
+TEACHING_TOKENS, TEACHING_DIM = 6, 8
+TEACHING_PROBE = "mask_polarity"  # its probe returns attention_weights(x) for the request's layer
+ANCHOR_CHECK = "mask_polarity"  # the check cell whose feedback carries the picture
+
+
+def teaching_request() -> dict:
+    """One sequence of 6 tokens of width 8 and the layer's weights, all from the public seed."""
+    gen = torch.Generator().manual_seed(TEACHING_SEED)
+    params = reference.random_parameters(TEACHING_DIM, gen, dtype=torch.float64)
+    x = torch.randn(1, TEACHING_TOKENS, TEACHING_DIM, generator=gen, dtype=torch.float64)
+    message = {"dim": TEACHING_DIM, "causal": True, "x": x.to(torch.float32)}
+    message.update({PARAM_PREFIX + k: v.to(torch.float32) for k, v in params.items()})
+    return message
+
+
+def expected_weights(request: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the expected causal weights, the same without dividing by √D), each (T, T), float64."""
+    params = {k[len(PARAM_PREFIX):]: v.to(torch.float64) for k, v in request.items() if k.startswith(PARAM_PREFIX)}
+    x = request["x"].to(torch.float64)
+    expected = reference.attention_weights(params, x, causal=True)[0]
+    raw = reference.raw_scores(params, x)[0]
+    mask = reference.causal_mask(x.shape[-2])
+    unscaled = raw.masked_fill(mask, float("-inf")).softmax(dim=-1)
+    return expected, unscaled
+
+
+def student_weights(response: dict) -> torch.Tensor | None:
+    """The student's (T, T) weights from the probe's response, or None if it returned none usable."""
+    value = response.get("weights")
+    if not isinstance(value, torch.Tensor) or value.dim() != 3 or tuple(value.shape[1:]) != (TEACHING_TOKENS,) * 2:
+        return None
+    value = value[0].to(torch.float64)
+    return value if bool(torch.isfinite(value).all()) else None
+
+
+def describe(mine: torch.Tensor, expected: torch.Tensor, unscaled: torch.Tensor) -> str:
+    """The alt text: what the three heatmaps show, in numbers a screen reader can say."""
+    upper = torch.ones_like(mine, dtype=torch.bool).triu(1)
+    sums = mine.sum(dim=-1)
+    peak = lambda w: float(w.max(dim=-1).values[1:].mean())  # noqa: E731 - row 0 is always 1 under the mask
+    return (f"Three heatmaps of {TEACHING_TOKENS}×{TEACHING_TOKENS} attention weights on the teaching input "
+            f"(query position down, key position across). Yours: rows sum to between {float(sums.min()):.2f} and "
+            f"{float(sums.max()):.2f}; the largest weight above the diagonal is {float(mine[upper].abs().max()):.2f}; "
+            f"each row's largest weight averages {peak(mine):.2f}. Expected: zero above the diagonal, every row sums "
+            f"to 1, largest weight per row averaging {peak(expected):.2f}. Without dividing by √D the same scores give "
+            f"sharper rows, largest weight averaging {peak(unscaled):.2f}.")
+
+
+def draw(mine: torch.Tensor, expected: torch.Tensor, unscaled: torch.Tensor) -> bytes:
+    """The three heatmaps as one PNG, each cell labelled with its value (colour is never the only cue)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = (("Your attention_weights", mine), ("Expected (causal, ÷√D)", expected), ("Without ÷√D: sharper", unscaled))
+    fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.8), dpi=100)
+    for ax, (title, weights) in zip(axes, panels):
+        ax.imshow(weights.numpy(), vmin=0.0, vmax=1.0, cmap="Blues")
+        ax.set_title(title, fontsize=11)
+        ax.set_xlabel("key position")
+        ax.set_ylabel("query position")
+        ax.set_xticks(range(TEACHING_TOKENS))
+        ax.set_yticks(range(TEACHING_TOKENS))
+        for (row, col), value in ((rc, float(weights[rc])) for rc in ((r, c) for r in range(TEACHING_TOKENS)
+                                                                          for c in range(TEACHING_TOKENS))):
+            ax.text(col, row, f"{value:.2f}" if not math.isclose(value, 0.0, abs_tol=5e-3) else "0",
+                    ha="center", va="center", fontsize=7, color="white" if value > 0.55 else "black")
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def teaching_picture(response: dict, request: dict) -> tuple[str, str] | None:
+    """(base64 PNG, alt text) for the student's feedback, or None if their layer gave no weights."""
+    mine = student_weights(response)
+    if mine is None:
+        return None
+    expected, unscaled = expected_weights(request)
+    return base64.b64encode(draw(mine, expected, unscaled)).decode("ascii"), describe(mine, expected, unscaled)

@@ -1,0 +1,53 @@
+"""The teaching picture (grader_tests/pictures.py): drawn from the tensors a probe returns, on a
+public input, with an alt text that says what it shows."""
+
+from __future__ import annotations
+
+import base64
+import math
+
+import torch
+
+from grader_tests import pictures, reference
+from grader_tests.self_attention_probes import PARAM_PREFIX
+
+
+def _weights(request, scale=True):
+    params = {k[len(PARAM_PREFIX):]: v.to(torch.float64) for k, v in request.items() if k.startswith(PARAM_PREFIX)}
+    x = request["x"].to(torch.float64)
+    scores = reference.raw_scores(params, x) / (math.sqrt(x.shape[-1]) if scale else 1.0)
+    return scores.masked_fill(reference.causal_mask(x.shape[-2]), float("-inf")).softmax(dim=-1).to(torch.float32)
+
+
+def test_the_teaching_input_is_fixed_and_public():
+    a, b = pictures.teaching_request(), pictures.teaching_request()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a if isinstance(a[k], torch.Tensor))
+    assert a["x"].shape == (1, pictures.TEACHING_TOKENS, pictures.TEACHING_DIM) and a["causal"] is True
+
+
+def test_a_correct_layer_reads_as_the_expected_pattern():
+    request = pictures.teaching_request()
+    png, alt = pictures.teaching_picture({"weights": _weights(request)}, request)
+    assert base64.b64decode(png)[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "rows sum to between 1.00 and 1.00" in alt and "largest weight above the diagonal is 0.00" in alt
+    expected, unscaled = pictures.expected_weights(request)
+    assert float(unscaled.max(dim=-1).values[1:].mean()) > float(expected.max(dim=-1).values[1:].mean())
+
+
+def test_a_layer_without_sqrt_d_looks_like_the_sharper_map():
+    request = pictures.teaching_request()
+    _, alt = pictures.teaching_picture({"weights": _weights(request, scale=False)}, request)
+    mine = re_number(alt, "each row's largest weight averages ")
+    sharper = re_number(alt, "sharper rows, largest weight averaging ")
+    assert mine == sharper
+
+
+def test_no_usable_weights_no_picture():
+    request = pictures.teaching_request()
+    assert pictures.teaching_picture({}, request) is None
+    assert pictures.teaching_picture({"weights": torch.full((1, 6, 6), float("nan"))}, request) is None
+    assert pictures.teaching_picture({"weights": torch.zeros(1, 5, 5)}, request) is None
+
+
+def re_number(text: str, after: str) -> float:
+    return float(text.split(after, 1)[1].split()[0].rstrip(".;"))
