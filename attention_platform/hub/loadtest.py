@@ -447,6 +447,10 @@ def grader_env(state: Path) -> tuple[dict, dict]:
     env = dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", ""), NBGRADER_COURSE_ID=COURSE,
                JUPYTER_CONFIG_PATH=str(COURSE_ROOT / "hub" / "grader"),
                NBGRADER_EXCHANGE_ROOT=str(state / "exchange"), HOME=str(state / "grader-home"))
+    if (state / "grader-lib").is_dir():  # the grader's own copy of the hidden checks (the checkout's is hidden)
+        env["PYTHONPATH"] = str(state / "grader-lib")
+    if (state / "run" / "sandbox.sock").exists():  # an unprivileged grader's sandboxes come from the hub's broker
+        env["ATTENTION_SANDBOX_SOCKET"] = str(state / "run" / "sandbox.sock")
     kwargs = {"cwd": state / "course"}
     owner = os.stat(state / "course").st_uid  # the grader owns the course directory
     if owner != os.geteuid():
