@@ -382,13 +382,6 @@ def start(hub: NativeHub) -> NativeHub:
     )
     if hub.grader_user:
         start_broker(hub, log)
-    as_grader = hub.as_grader()
-    as_grader["env"].update(service_env(
-        course=COURSE_ID, api_token=hub.env["FORMGRADER_API_TOKEN"],
-        hub_api_url=f"http://127.0.0.1:{hub.env['HUB_INTERNAL_PORT']}/hub/api", ip="127.0.0.1",
-        port=hub.formgrader_port))
-    hub.formgrader = subprocess.Popen(command(str(hub.course_dir), "127.0.0.1", hub.formgrader_port),
-                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **as_grader)
     if hub.grader_user:  # students' Validate, in sandboxes of the broker, as the grader account
         uids = hub_uid_range()
         hub.validate = subprocess.Popen(
@@ -396,6 +389,15 @@ def start(hub: NativeHub) -> NativeHub:
              "--socket", str(hub.validate_socket), "--uid-min", str(uids.first), "--uid-max", str(uids.last)],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **hub.as_grader())
     wait_for_hub(hub.url, hub.process)
+    # The formgrader after the hub answers: it asks the hub's API for its version at start and gives
+    # up after 5 tries; with 100 accounts to create on a loaded machine the hub took longer than that.
+    as_grader = hub.as_grader()
+    as_grader["env"].update(service_env(
+        course=COURSE_ID, api_token=hub.env["FORMGRADER_API_TOKEN"],
+        hub_api_url=f"http://127.0.0.1:{hub.env['HUB_INTERNAL_PORT']}/hub/api", ip="127.0.0.1",
+        port=hub.formgrader_port))
+    hub.formgrader = subprocess.Popen(command(str(hub.course_dir), "127.0.0.1", hub.formgrader_port),
+                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **as_grader)
     deadline = time.monotonic() + 90
     while True:  # the formgrader answers its version once it is up
         if hub.formgrader.poll() is not None:
