@@ -199,7 +199,8 @@ c.LocalProcessSpawner.term_timeout = 5
 c.Spawner.mem_limit = MEM_LIMIT
 c.Spawner.cpu_limit = CPU_LIMIT
 if MODE == "native":
-    c.Spawner.cmd = [str(Path(sys.executable).parent / "jupyterhub-singleuser")]
+    # hub/student/jupyterhub-singleuser: jupyterhub-singleuser without a 1.2 CPU-s import (see there).
+    c.Spawner.cmd = [sys.executable, str(HERE / "student" / "jupyterhub-singleuser")]
     if AS_ROOT:  # real Unix users: exchange permissions are enforced by the kernel
         from jupyterhub.spawner import LocalProcessSpawner, set_user_setuid
 
@@ -327,6 +328,11 @@ def prepare_native_account(spawner):
     place_link(home, "course-source", str(COURSE_DIR / "source") if instructor else None)
 
 
+# The validate service's socket (native, as root: attention_platform/hub/validate_service.py): students'
+# Validate runs in a warm sandbox instead of a fresh kernel. Empty: Validate starts a kernel.
+VALIDATE_SOCKET = env("VALIDATE_SOCKET", "")
+
+
 def pre_spawn_hook(spawner):
     name = spawner.user.name
     if MODE == "native" and AS_ROOT:
@@ -345,6 +351,8 @@ def pre_spawn_hook(spawner):
         "NBGRADER_EXCHANGE_ROOT": str(VIEWS / name) if MODE == "native" else "/srv/nbgrader/exchange",
         "NBGRADER_COURSE_ID": COURSE,
     })
+    if MODE == "native" and VALIDATE_SOCKET:
+        spawner.environment["ATTENTION_VALIDATE_SOCKET"] = VALIDATE_SOCKET
 
 
 c.Spawner.pre_spawn_hook = pre_spawn_hook

@@ -19,7 +19,8 @@ are in grader_tests/tests/):
   test_sandbox_broker, test_cheats, test_autograde_e2e, test_autograde_parts_e2e, test_autograde_progress
 - hub/ (native hub, accounts, LTI, exchange, submit, formgrader, Lab): test_hub_native, test_hub_api,
   test_hub_accounts, test_hub_culler, test_lti, test_exchange_attacks, test_exchange_hub,
-  test_faults_exchange, test_faults_hub, test_formgrader_gate, test_instructor_source, test_course_lab
+  test_faults_exchange, test_faults_hub, test_formgrader_gate, test_instructor_source, test_course_lab,
+  test_validate_service
 - feedback_on_submit/ (policy, intake, fair queue, grader, student and formgrader sides): test_feedback_on_submit_units,
   test_feedback_on_submit_hub
 - reporting/ (report, exports, feedback page, safe HTML): test_report, test_exports, test_feedback_page,

@@ -8,7 +8,8 @@ import pytest
 from attention_platform.cli import COMMAND_GROUPS, main, parser
 
 EXPECTED_COMMANDS = {"demo", "hub", "load-test", "autograde-batch", "bench-autograde", "report", "feedback",
-                     "export-checks", "export-canvas", "feedback-on-submit", "attempts", "bench-feedback-on-submit"}
+                     "export-checks", "export-canvas", "feedback-on-submit", "attempts", "bench-feedback-on-submit",
+                     "validate-service", "bench-submission"}
 
 
 def _subcommands():

@@ -7,7 +7,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PRODUCT = ("attention_platform", "grader_tests", "hub", "docker", "deploy", "scripts", "tests")
 FILES = ("Makefile", "nbgrader_config.py", "docker-compose.yml", "pyproject.toml")
-ISSUE_REFERENCE = re.compile(r"\bissue\s*#\s*\d+", re.IGNORECASE)
+ISSUE_REFERENCE = re.compile(r"\bissues?\s*#?\s*\d+(?:'s)?\b(?! (?:bytes|seconds|s\b))", re.IGNORECASE)
 
 
 def _texts():
@@ -29,4 +29,5 @@ def test_no_issue_numbers_in_product_text():
 def test_the_pattern_catches_what_it_is_for():
     assert ISSUE_REFERENCE.search("the deadline rush (issue #7)")
     assert ISSUE_REFERENCE.search("see Issue # 12")
+    assert ISSUE_REFERENCE.search("issue 18's targets")
     assert not ISSUE_REFERENCE.search("an issue with the exchange")

@@ -197,9 +197,11 @@ def _join(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def validate_file(path: str, config=None) -> ValidationReport:
+def validate_file(path: str, config=None, validator_class=None) -> ValidationReport:
     """Run the notebook at ``path`` as nbgrader's Validate does (same kernel settings, from the
-    notebook's folder) and report on it."""
+    notebook's folder) and report on it. ``validator_class``: nbgrader's ``Validator`` or one
+    that runs the cells elsewhere (a hub user's server passes ``hub.warm_validate.WarmValidator``,
+    which runs them in a warm sandbox); the report is built the same way from what it returns."""
     import os
 
     from nbgrader import utils
@@ -207,7 +209,10 @@ def validate_file(path: str, config=None) -> ValidationReport:
 
     name = os.path.basename(path)
     written = nbformat.read(path, as_version=4)
-    validator = Validator(config=config) if config is not None else Validator()
+    validator_class = validator_class or Validator
+    validator = validator_class(config=config) if config is not None else validator_class()
+    if validator.has_trait("validating"):  # the sandbox gets the notebook under its own name
+        validator.validating = name
     try:
         with utils.chdir(os.path.dirname(os.path.abspath(path))):
             executed = validator._preprocess(nbformat.from_dict(written))

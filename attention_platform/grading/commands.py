@@ -4,7 +4,8 @@
   into the standard gradebook, with a progress bar and a summary table;
 * ``bench-autograde [-n 100]``: stock ``nbgrader autograde`` against the batch
   command on the same generated class; identical grades, both throughputs,
-  their ratio and the submit-to-feedback latency of a warm grader.
+  their ratio and the submit-to-feedback latency of a warm grader;
+* ``bench-submission``: one full six-notebook submission, stock against sandboxed.
 """
 
 from __future__ import annotations
@@ -33,8 +34,27 @@ def register(commands) -> None:
     bench.add_argument("--latency-runs", type=int, default=20, help="single submissions timed on the warm grader")
     bench.set_defaults(run=_bench_autograde)
 
+    full = commands.add_parser("bench-submission", help="one full six-notebook submission graded by stock nbgrader, "
+                               "sandboxed nbgrader, autograde-batch and a warm grader: times, grades identical")
+    full.add_argument("--workdir", type=Path, default=COURSE_ROOT / "build" / "bench-submission",
+                      help="scratch course directory (replaced on every run)")
+    full.add_argument("--runs", type=int, default=3, help="submissions timed on the warm grader")
+    full.set_defaults(run=_bench_submission)
+
+
+def without_iri_checker() -> None:
+    """nbgrader imports jsonschema, which imports the optional IRI checker ``rfc3987_syntax`` when it is
+    installed (jupyter-events pulls it in): 1.1 CPU-s spent building a grammar parser at import, once per
+    command. nbgrader's metadata schema checks no IRI, and jsonschema goes without the module where it
+    is not installed, as here (an ImportError for it). ``attention_platform.cli`` does the same on its
+    first lines; this is for callers that import the commands themselves."""
+    import sys
+
+    sys.modules.setdefault("rfc3987_syntax", None)
+
 
 def _autograde_batch(args: argparse.Namespace) -> int:
+    without_iri_checker()
     from attention_platform.grading.sandbox.client import get_zygote
 
     get_zygote()  # starts importing torch in the warm worker while this process imports nbgrader
@@ -49,3 +69,9 @@ def _bench_autograde(args: argparse.Namespace) -> int:
     from attention_platform.grading.bench import run_benchmark
 
     return run_benchmark(args.workdir, args.submissions, jobs=args.jobs, latency_runs=args.latency_runs)
+
+
+def _bench_submission(args: argparse.Namespace) -> int:
+    from attention_platform.grading.bench import run_submission_benchmark
+
+    return run_submission_benchmark(args.workdir, runs=args.runs)

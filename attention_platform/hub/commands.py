@@ -1,8 +1,10 @@
-"""``attention-course hub`` (the course's JupyterHub on this machine) and ``load-test`` (the
-deadline rush against it)."""
+"""``attention-course hub`` (the course's JupyterHub on this machine), ``validate-service`` (the
+students' Validate in warm sandboxes, which the hub starts) and ``load-test`` (the deadline rush
+against the hub)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from attention_platform.course.notebooks import COURSE_ROOT
@@ -19,6 +21,16 @@ def register(commands) -> None:
     hub.add_argument("--no-release", action="store_true",
                      help="generate the assignment but let the instructor release it from the formgrader")
     hub.set_defaults(run=_hub)
+
+    validate = commands.add_parser("validate-service",
+                                   help="run students' Validate in warm sandboxes (as the grader account)")
+    validate.add_argument("--course", required=True, help="the course directory (its nbgrader_config.py sets the limits)")
+    validate.add_argument("--socket", required=True, help="Unix socket hub users' servers connect to")
+    validate.add_argument("--uid-min", type=int, default=20000, help="lowest uid served (the hub's users)")
+    validate.add_argument("--uid-max", type=int, default=29999, help="highest uid served")
+    validate.add_argument("--workers", type=int, default=os.cpu_count() or 2,
+                          help="Validates running at once (default: the number of cores)")
+    validate.set_defaults(run=_validate_service)
 
     load = commands.add_parser("load-test", help="N simulated students log in, spawn, fetch, validate and submit "
                                                  "at once; per-step latency, then a lost/duplicate check")
@@ -43,5 +55,11 @@ def _hub(args) -> int:
 
 def _load_test(args) -> int:
     from attention_platform.hub.loadtest import main
+
+    return main(args)
+
+
+def _validate_service(args) -> int:
+    from attention_platform.hub.validate_service import main
 
     return main(args)

@@ -82,6 +82,7 @@ class ValidateHandler(APIHandler):
     @web.authenticated
     async def post(self):
         from attention_platform.course.validation import validate_file
+        from attention_platform.hub.warm_validate import WarmValidator
 
         path = self.get_argument("path", None)  # a form field, as nbgrader's Validate took it, or JSON
         if path is None:
@@ -90,7 +91,11 @@ class ValidateHandler(APIHandler):
         target = (root / str(path)).resolve()
         if not target.is_relative_to(root) or target.suffix != ".ipynb" or not target.is_file():
             raise web.HTTPError(400, "Validate needs the path of a notebook in your folder")
-        report = await asyncio.get_running_loop().run_in_executor(None, validate_file, str(target), _nbgrader_config())
+        # The student's own server reads the notebook (as the student) and, where the hub runs a
+        # validate service, sends its content to a warm sandbox (hub/warm_validate.py): no
+        # privileged process ever opens a path the student named. Off the event loop.
+        report = await asyncio.get_running_loop().run_in_executor(
+            None, validate_file, str(target), _nbgrader_config(), WarmValidator)
         self.finish(json.dumps(report.to_json()))
 
 

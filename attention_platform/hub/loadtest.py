@@ -226,12 +226,101 @@ class LoadStudent:
                     raise
 
 
+# ------------------------------------------------------------------ CPU
+CPUACCT = "/sys/fs/cgroup/cpuacct"
+
+
+class CpuAccount:
+    """CPU-seconds of the platform alone (hub, proxy, every student server and kernel, the
+    formgrader, the sandbox broker and its sandboxes), not of this driver or of whatever else
+    shares the machine: the hub's processes start inside a cpuacct cgroup of their own
+    (cgroup v1, as root), and every process they start stays in it. None when unavailable."""
+
+    def __init__(self, enabled: bool = True):
+        self.path = None
+        try:
+            if enabled and os.geteuid() == 0 and os.path.isfile(os.path.join(CPUACCT, "cpuacct.usage")):
+                self.path = os.path.join(CPUACCT, f"attention-load-{os.getpid()}")
+                os.makedirs(self.path, exist_ok=True)
+        except OSError:
+            self.path = None
+
+    def seconds(self) -> float | None:
+        if self.path is None:
+            return None
+        with open(os.path.join(self.path, "cpuacct.usage")) as f:
+            return int(f.read()) / 1e9
+
+    def starting(self):
+        """A context in which this process, and so what it starts, is in the cgroup."""
+        import contextlib
+
+        @contextlib.contextmanager
+        def inside():
+            if self.path is None:
+                yield
+                return
+            with open("/proc/self/cgroup") as f:
+                own = next((line.split(":", 2)[2].strip() for line in f.read().splitlines()
+                            if "cpuacct" in line.split(":", 2)[1].split(",")), "/")
+            with open(os.path.join(self.path, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+            try:
+                yield
+            finally:  # back out: the driver's own CPU is not the platform's
+                with open(os.path.join(CPUACCT, own.lstrip("/"), "cgroup.procs"), "w") as f:
+                    f.write(str(os.getpid()))
+
+        return inside()
+
+    def remove(self) -> None:
+        if self.path is not None:
+            try:
+                os.rmdir(self.path)  # once every process in it has exited
+            except OSError:
+                pass
+
+
+# Where a process's CPU goes, by what it is (the breakdown of a session's CPU-seconds).
+def _category(cmd: str) -> str | None:
+    if "formgrader" in cmd or "--ServerApp.root_dir=" in cmd:  # the formgrader is a jupyterhub-singleuser too
+        return "formgrader"
+    if "jupyterhub-singleuser" in cmd:
+        return "student servers"
+    if "validate-service" in cmd:
+        return "validate service"
+    if "ipykernel" in cmd:
+        return "kernels (Validate)"
+    if "bin/jupyterhub -f" in cmd:
+        return "hub"
+    if "configurable-http-proxy" in cmd:
+        return "proxy"
+    if "sandbox.broker" in cmd or "sandbox.zygote" in cmd:
+        return "sandbox broker and sandboxes"
+    if "formgrader" in cmd or "nbgrader" in cmd:
+        return "formgrader"
+    if "jupyterhub_idle_culler" in cmd:
+        return "idle culler"
+    return None
+
+
+def _in_cgroup(pid: int, path: str) -> bool:
+    relative = "/" + os.path.relpath(path, CPUACCT)
+    try:
+        with open(f"/proc/{pid}/cgroup") as f:
+            return any(line.split(":", 2)[2] == relative for line in f.read().splitlines()
+                       if "cpuacct" in line.split(":", 2)[1].split(","))
+    except (OSError, IndexError):
+        return False
+
+
 # ------------------------------------------------------------------ memory
 class MemorySampler(threading.Thread):
     """Every ``period`` s: RSS per student (server + kernels, by JUPYTERHUB_USER) and of the hub."""
 
-    def __init__(self, names, period: float = 2.0, min_available_mib: int = 2048):
+    def __init__(self, names, period: float = 2.0, min_available_mib: int = 2048, cgroup: str | None = None):
         super().__init__(daemon=True)
+        self.cgroup = cgroup  # the platform's cpuacct cgroup (CpuAccount): other hubs on the machine are not ours
         # The cap on this benchmark: below this much available memory the run is aborted
         # (the machine is shared; an OOM kill would hit someone else's work).
         self.min_available = min_available_mib * 1024 * 1024
@@ -243,6 +332,11 @@ class MemorySampler(threading.Thread):
         self.system_used_peak = 0
         self._halt = threading.Event()
         self._owner = {}  # pid -> user (cached: reading environ is the costly part)
+        # pid -> {category: CPU-seconds}, latest sample: a rough breakdown (a process's last
+        # < period s are missed); the exact total comes from CpuAccount. ``cpu_start``: the same at
+        # the start of the drive, subtracted.
+        self.cpu: dict[int, dict[str, float]] = {}
+        self.cpu_start: dict[int, dict[str, float]] = {}
 
     def _user_of(self, proc) -> str | None:
         if proc.pid not in self._owner:
@@ -257,18 +351,30 @@ class MemorySampler(threading.Thread):
 
         per_user = {n: 0 for n in self.names}
         hub = 0
-        for proc in psutil.process_iter(["cmdline", "memory_info"]):
+        seen = set()
+        for proc in psutil.process_iter(["cmdline", "memory_info", "cpu_times"]):
             try:
                 cmd = " ".join(proc.info["cmdline"] or [])
                 rss = proc.info["memory_info"].rss if proc.info["memory_info"] else 0
+                times = proc.info["cpu_times"]
             except Exception:  # noqa: BLE001
                 continue
+            category = _category(cmd) if self.cgroup and _in_cgroup(proc.pid, self.cgroup) else None
+            if category and times is not None:
+                own, reaped = times.user + times.system, times.children_user + times.children_system
+                if category == "student servers":  # a server's reaped children are its Validate kernels
+                    self.cpu[proc.pid] = {category: own, "kernels (Validate)": reaped}
+                else:
+                    self.cpu[proc.pid] = {category: own + reaped}
+                seen.add(proc.pid)
             if "bin/jupyterhub -f" in cmd or "configurable-http-proxy" in cmd:
                 hub += rss
                 continue
             user = self._user_of(proc)
             if user in per_user:
                 per_user[user] += rss
+        for pid in [pid for pid, kinds in self.cpu.items() if pid not in seen and list(kinds) == ["kernels (Validate)"]]:
+            del self.cpu[pid]  # a finished kernel: its CPU is now in its server's reaped children
         return {"per_user": per_user, "hub": hub}
 
     def run(self):
@@ -289,6 +395,13 @@ class MemorySampler(threading.Thread):
     def stop(self):
         self._halt.set()
         self.join(10)
+
+    def cpu_by_category(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for pid, kinds in self.cpu.items():
+            for category, seconds in kinds.items():
+                out[category] = out.get(category, 0.0) + seconds - self.cpu_start.get(pid, {}).get(category, 0.0)
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
 def idle_pss(names) -> dict:
@@ -332,6 +445,10 @@ def grader_env(state: Path) -> tuple[dict, dict]:
     env = environment(NBGRADER_COURSE_ID=course_id(),
                JUPYTER_CONFIG_PATH=str(COURSE_ROOT / "hub" / "grader"),
                NBGRADER_EXCHANGE_ROOT=str(state / "exchange"), HOME=str(state / "grader-home"))
+    if (state / "grader-lib").is_dir():  # the grader's own copy of the hidden checks (the checkout's is hidden)
+        env["PYTHONPATH"] = str(state / "grader-lib")
+    if (state / "run" / "sandbox.sock").exists():  # an unprivileged grader's sandboxes come from the hub's broker
+        env["ATTENTION_SANDBOX_SOCKET"] = str(state / "run" / "sandbox.sock")
     kwargs = {"cwd": state / "course"}
     owner = os.stat(state / "course").st_uid  # the grader owns the course directory
     if owner != os.geteuid():
@@ -439,6 +556,7 @@ def run_load(n: int = 50, state: Path | None = None, port: int = 8400, ramp: flo
     from attention_platform.hub import native as hub_native
 
     hub = None
+    account = CpuAccount(enabled=url is None)  # a hub we did not start is not ours to account
     if url is None:
         if state.exists():
             shutil.rmtree(state)
@@ -446,20 +564,32 @@ def run_load(n: int = 50, state: Path | None = None, port: int = 8400, ramp: flo
         # our own accounts: no clash with another hub's demo users on this machine
         demo = hub_native.DemoClass(prefix=os.environ.get("HUB_DEMO_PREFIX", "load-"), size=n)
         hub = hub_native.prepare(state, port=port, formgrader_port=port + 99, demo=demo, log=log)
-        hub_native.start(hub)
+        with account.starting():
+            hub_native.start(hub)
         url = hub.url
         log(f"hub up on {url} in {hub.start_seconds:.1f} s")
     passwords = json.loads((state / "demo-accounts.json").read_text())
     names = [name for name in passwords if "student" in name][:n]
     students = [Student(name, passwords[name]) for name in names]
-    sampler = MemorySampler(names)
+    sampler = MemorySampler(names, cgroup=account.path)
+    time.sleep(2)  # what the idle platform burns, to subtract
+    idle_started, idle_cpu = time.monotonic(), account.seconds()
+    time.sleep(5)
+    sampler.sample()
+    sampler.cpu_start = {pid: dict(kinds) for pid, kinds in sampler.cpu.items()}
+    idle_rate = ((account.seconds() - idle_cpu) / (time.monotonic() - idle_started)) if idle_cpu is not None else None
     sampler.start()
     try:
-        started = time.monotonic()
+        started, cpu_before = time.monotonic(), account.seconds()
+        load_before = os.getloadavg()
         asyncio.run(_drive(url, students, ramp, resubmit_share, seed, sampler))
         if sampler.aborted:
             raise RuntimeError("load test aborted: " + sampler.aborted)
         wall = time.monotonic() - started
+        cpu_drive = account.seconds() - cpu_before if cpu_before is not None else None
+        load_after = os.getloadavg()
+        time.sleep(2.5)
+        sampler.sample()  # the last CPU figures of the servers still alive
         time.sleep(3)  # kernels of the last validations shut down
         idle = sampler.sample()["per_user"]
         pss = idle_pss(names)
@@ -469,7 +599,18 @@ def run_load(n: int = 50, state: Path | None = None, port: int = 8400, ramp: flo
         sampler.stop()
         if hub is not None and not keep:
             hub_native.stop(hub, timeout=60)
+            account.remove()
     mib = 1024 * 1024
+    finished = [s for s in students if s.timings["submit"]]
+    cpu = {
+        "platform_seconds_during_drive": cpu_drive,
+        "idle_platform_cpu_per_second": idle_rate,
+        "per_student_session": ((cpu_drive - (idle_rate or 0) * wall) / len(finished))
+        if cpu_drive is not None and finished else None,
+        "students_finished": len(finished),
+        "by_process_kind_approx": sampler.cpu_by_category(),
+        "load_average_before": load_before, "load_average_after": load_after,
+    }
     running = [n_ for n_ in names if idle[n_] > 0]
     report = {
         "students": n, "ramp_seconds": ramp, "wall_seconds": wall, "cpus": os.cpu_count(),
@@ -487,6 +628,7 @@ def run_load(n: int = 50, state: Path | None = None, port: int = 8400, ramp: flo
             "system_total": _total_memory() / mib,
             "samples": sampler.samples,
         },
+        "cpu": cpu,
         "verification": checks,
     }
     (state / "load-results.json").write_text(json.dumps(report, indent=1, default=str))
@@ -518,6 +660,16 @@ def print_report(r: dict, log=print) -> None:
     for key in ("lost", "duplicated", "partial", "wrong_timestamp", "gradebook_problems"):
         for item in v[key][:5]:
             log(f"  {key}: {item}")
+    c = r.get("cpu") or {}
+    if c.get("per_student_session") is not None:
+        log(f"CPU: {c['per_student_session']:.2f} CPU-seconds per student session (platform alone, cgroup cpuacct: "
+            f"{c['platform_seconds_during_drive']:.0f} s over {c['students_finished']} sessions, idle platform "
+            f"{c['idle_platform_cpu_per_second']:.3f} CPU-s/s subtracted) -> {r['cpus']} cores take "
+            f"{60 * r['cpus'] / c['per_student_session']:.0f} arrivals a minute")
+        log("   by process kind (sampled every 2 s, approximate): "
+            + ", ".join(f"{k} {v:.0f} s" for k, v in c["by_process_kind_approx"].items()))
+        log(f"   load average before {c['load_average_before'][0]:.2f}, after the drive {c['load_average_after'][0]:.2f} "
+            f"(other work on the machine is not counted in the CPU figure; it does slow the latencies)")
     m = r["memory_mib"]
     log(f"memory per student server (MiB): idle RSS median {_fmt(m['server_idle_rss_median'])}, idle PSS median "
         f"{_fmt(m['server_idle_pss_median'])}, peak RSS (server + validating kernel) median "

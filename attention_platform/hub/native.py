@@ -97,6 +97,7 @@ class NativeHub:
     formgrader: subprocess.Popen | None = None
     broker: subprocess.Popen | None = None
     instant: subprocess.Popen | None = None  # the feedback-on-submit grader (attention_platform/feedback_on_submit)
+    validate: subprocess.Popen | None = None  # the validate service (attention_platform/hub/validate_service.py)
     grader_user: str | None = None
     start_seconds: float = 0.0
     course: str = DEFAULT_COURSE_ID
@@ -113,6 +114,11 @@ class NativeHub:
     @property
     def sandbox_socket(self) -> Path:
         return self.state / "run" / "sandbox.sock"
+
+    @property
+    def validate_socket(self) -> Path:
+        """Where hub users' servers reach the validate service (its folder is the grader's)."""
+        return self.state / "run" / "validate" / "validate.sock"
 
     @property
     def grader_lib(self) -> Path:
@@ -281,6 +287,8 @@ def prepare(state: Path, *, port: int = 8000, formgrader_port: int = 9999, relea
         entry = pwd.getpwnam(name) if as_root else None
         own_dir(state / "home" / name, entry and entry.pw_uid, entry and entry.pw_gid, 0o700 if as_root else 0o755)
     own_dir(state / "run", None, None, 0o755)
+    # The validate service's socket folder: the grader's, so that it can bind there; nobody else writes it.
+    own_dir(state / "run" / "validate", *grader_ids, 0o755)
     private_file(state / "jupyterhub.sqlite")  # password and token hashes: root's alone (SQLite's journal follows)
 
     url = f"http://127.0.0.1:{port}"
@@ -303,6 +311,8 @@ def prepare(state: Path, *, port: int = 8000, formgrader_port: int = 9999, relea
         GRADER_USER=grader or "",
         # the demo logins exist, approved, before the hub serves its first page (admins included)
         HUB_INITIAL_PASSWORDS_FILE=str(state / "demo-accounts.json"),
+        # Validate in warm sandboxes (as root: the grader's validate service and the broker exist)
+        VALIDATE_SOCKET=str(state / "run" / "validate" / "validate.sock") if as_root else "",
     )
     env.pop("JUPYTER_CONFIG_PATH", None)
     hub = NativeHub(state=state, url=url, env=env, passwords=passwords, grader_user=grader,
@@ -415,6 +425,15 @@ def start(hub: NativeHub) -> NativeHub:
     )
     if hub.grader_user:
         start_broker(hub, log)
+    if hub.grader_user:  # students' Validate, in sandboxes of the broker, as the grader account
+        uids = hub_uid_range()
+        hub.validate = subprocess.Popen(
+            [program("attention-course"), "validate-service", "--course", str(hub.course_dir),
+             "--socket", str(hub.validate_socket), "--uid-min", str(uids.first), "--uid-max", str(uids.last)],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **hub.as_grader())
+    wait_for_hub(hub.url, hub.process)
+    # The formgrader after the hub answers: it asks the hub's API for its version at start and gives
+    # up after 5 tries; with 100 accounts to create on a loaded machine the hub took longer than that.
     as_grader = hub.as_grader()
     as_grader["env"].update(service_env(
         course=hub.course, api_token=hub.env["FORMGRADER_API_TOKEN"],
@@ -427,7 +446,6 @@ def start(hub: NativeHub) -> NativeHub:
         [program("attention-course"), "feedback-on-submit", "--course", str(hub.course_dir),
          "--exchange", str(hub.exchange)],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **hub.as_grader())
-    wait_for_hub(hub.url, hub.process)
     deadline = time.monotonic() + 90
     while True:  # the formgrader answers its version once it is up
         if hub.formgrader.poll() is not None:
@@ -454,10 +472,10 @@ def stop(hub: NativeHub, timeout: float = 20) -> float:
     started = time.monotonic()
     if hub.process and hub.process.poll() is None:
         hub.process.send_signal(signal.SIGINT)
-    for proc in (hub.formgrader, hub.instant, hub.broker):
+    for proc in (hub.formgrader, hub.instant, hub.validate, hub.broker):
         if proc and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
-    for proc in (hub.process, hub.formgrader, hub.instant, hub.broker):
+    for proc in (hub.process, hub.formgrader, hub.instant, hub.validate, hub.broker):
         if proc is None:
             continue
         try:
@@ -496,7 +514,8 @@ def run(state: Path, port: int = 8000, formgrader_port: int = 9999, release: boo
     print(f"Formgrader (instructor, ta): {hub.url}/services/{hub.course}/")
     print("Press Ctrl-C to stop everything.")
     sys.stdout.flush()
-    while not stopping and all(p.poll() is None for p in (hub.process, hub.formgrader, hub.instant, hub.broker) if p):
+    running = (hub.process, hub.formgrader, hub.instant, hub.validate, hub.broker)
+    while not stopping and all(p.poll() is None for p in running if p):
         time.sleep(0.2)
     seconds = stop(hub)
     print(f"stopped in {seconds:.1f} s")

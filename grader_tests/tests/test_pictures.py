@@ -51,3 +51,25 @@ def test_no_usable_weights_no_picture():
 
 def re_number(text: str, after: str) -> float:
     return float(text.split(after, 1)[1].split()[0].rstrip(".;"))
+
+
+def test_a_redrawn_picture_is_the_picture_drawn_afresh():
+    """draw() renders the two reference panels once and redraws only the student's (issue 18: a
+    whole figure per submission cost more than grading it); after other students' pictures, each
+    is byte for byte what a figure rendered whole with savefig gives."""
+    import io
+
+    import torch
+
+    request = pictures.teaching_request()
+    expected, unscaled = pictures.expected_weights(request)
+    generator = torch.Generator().manual_seed(3)
+    students = [torch.softmax(torch.randn(6, 6, generator=generator), -1) for _ in range(3)] + [expected, unscaled]
+    drawn = [pictures.draw(mine, expected, unscaled) for mine in students + students[:2]]
+    for mine, png in zip(students + students[:2], drawn):
+        whole = pictures._Figure(expected, unscaled)
+        whole._label(0, mine)
+        buffer = io.BytesIO()
+        whole.fig.savefig(buffer, format="png")
+        assert png == buffer.getvalue()
+    assert len(set(drawn[:5])) == 5  # each student's own picture

@@ -5,6 +5,8 @@ c = get_config()  # noqa: F821
 # Students get the Assignments tab and Validate only: no formgrader, no course list.
 # Validate is the course's own (attention_platform/hub/course_lab.py): it names the answers still to
 # do and says that the hidden checks are not run; nbgrader's said "Success!" for an untouched notebook.
+# It runs the notebook in a warm sandbox of the validate service rather than a fresh kernel that
+# imports torch again (attention_platform/hub/warm_validate.py); in a kernel where there is none.
 c.ServerApp.jpserver_extensions = {
     "nbgrader.server_extensions.formgrader": False,
     "nbgrader.server_extensions.course_list": False,
@@ -13,6 +15,9 @@ c.ServerApp.jpserver_extensions = {
     "attention_platform.hub.course_lab": True,
     # Feedback on submit: the student's attempts and results, read from their own feedback folder.
     "attention_platform.feedback_on_submit.student": True,
+    # No language server is installed for students: the LSP extension only costs every server's start
+    # a search for them (`npm prefix -g` and friends, 0.2 CPU-s).
+    "jupyter_lsp": False,
 }
 # The course's Lab extensions, plain JavaScript shipped in the package, no build step: Course menu and
 # launcher cards fitted to the role, Validate, fetch and submit confirmations (attention-course-lab);
@@ -29,6 +34,9 @@ try:  # an image may carry the course's Lab without feedback on submit (docker/s
     import attention_platform.feedback_on_submit.student  # noqa: F401
 except ImportError:
     c.ServerApp.jpserver_extensions["attention_platform.feedback_on_submit.student"] = False
+# Students cannot install Lab extensions into the course's environment: the read-only manager lists
+# what is there without the PyPI machinery.
+c.LabApp.extension_manager = "readonly"
 
 # Idle kernels are stopped after 30 min, even with the tab open (measured with `make load`): a kernel
 # with torch holds ~250 MiB of the ~410 MiB a working student uses; the notebook stays saved.

@@ -46,6 +46,7 @@ from grader_tests.judging import Verdict
 from grader_tests.registry import PROBE_MODULE, Check, check_for_grade_id
 
 from .client import SandboxError, SandboxLimits, SandboxTimeout, Zygote, get_zygote
+from .files import submission_files  # noqa: F401 - part of this module's interface
 
 # Where the probes' sources are read from: the package as imported (the formgrader's own copy
 # when it runs as the grader account, the checkout otherwise).
@@ -321,19 +322,43 @@ def grade_notebook(nb, *, zygote: Zygote | None = None, limits: SandboxLimits | 
     return result
 
 
-def submission_files(folder, notebook_name: str, max_bytes: int = 16 << 20) -> dict[str, bytes]:
-    """The non-notebook files of a submission folder (its data), up to ``max_bytes`` in all."""
-    files, total = {}, 0
-    folder = Path(folder)
-    if not folder.is_dir():
-        return files
-    for path in sorted(folder.rglob("*")):
-        rel = path.relative_to(folder).as_posix()
-        if not path.is_file() or path.is_symlink() or path.suffix == ".ipynb" or ".ipynb_checkpoints" in rel:
-            continue
-        size = path.stat().st_size
-        if total + size > max_bytes:
-            break
-        files[rel] = path.read_bytes()
-        total += size
-    return files
+def execute_notebook(nb, *, zygote: Zygote | None = None, limits: SandboxLimits | None = None,
+                     filename: str = "notebook.ipynb", extra_files: dict[str, bytes] | None = None) -> NotebookResult:
+    """Run every code cell of ``nb`` in order in a fresh sandbox and write each cell's (bounded,
+    re-checked) outputs into it, as nbgrader's ``Execute`` does in a kernel with ``allow_errors``:
+    a cell that raises gets its error output and the next cell runs. No hidden check is loaded:
+    this is Validate's run of the student's own notebook (``attention_platform.hub.validate_service``),
+    not grading. After the sandbox stops (a limit, ``sys.exit``), the remaining cells get no output."""
+    started = time.monotonic()
+    limits = limits or SandboxLimits()
+    result = NotebookResult()
+    sandbox = (zygote or get_zygote()).spawn(limits)  # SandboxUnavailable propagates: the caller falls back
+    result.layers = sandbox.layers
+    try:
+        files = [[filename, base64.b64encode(nbformat.writes(nb).encode()).decode()]]
+        files += [[name, base64.b64encode(data).decode()] for name, data in (extra_files or {}).items()]
+        sandbox.call({"op": "files", "files": files})
+    except SandboxError as exc:
+        result.stopped = exc.reason
+    count = 0
+    try:
+        for cell in nb.cells:
+            if cell.cell_type != "code":
+                continue
+            count += 1
+            cell.execution_count = count
+            cell.outputs = []
+            if result.stopped is not None:
+                continue
+            try:
+                kind, reply = sandbox.call({"op": "cell", "source": cell.source})
+                items = reply.get("outputs") if kind == b"J" and isinstance(reply, dict) else None
+                cell.outputs = _clean_outputs(items, limits.output_chars, limits.images_per_cell, limits.image_bytes)
+            except SandboxError as exc:
+                result.stopped = exc.reason
+                ename = "CellTimeoutError" if isinstance(exc, SandboxTimeout) else "DeadKernelError"
+                cell.outputs = [new_output("error", ename=ename, evalue=exc.reason, traceback=[f"{ename}: {exc.reason}"])]
+    finally:
+        sandbox.close()
+    result.seconds = time.monotonic() - started
+    return result

@@ -1,0 +1,232 @@
+"""Validate in warm sandboxes (attention_platform/hub/validate_service.py, hub/warm_validate.py).
+
+A real root sandbox broker, the validate service running as a grader account, and a student
+account whose own process asks for Validate, as a student's server does. nbgrader's Validate on
+the same notebooks, in a kernel, is the reference: the warm path must give the same answer."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT, class_cell, release_notebook, with_answer
+from grader_tests.answers import BUGGY, CORRECT
+from tests.test_sandbox_broker import GRADER, STRANGER, as_user, ensure_user, pytestmark, start_broker  # noqa: F401
+
+STUDENT = "attention-vs-student"  # stands in for a hub user (the service serves only their uids)
+CELL_TIMEOUT = 5  # seconds per cell, for the service's sandboxes and the reference kernel alike
+
+
+@pytest.fixture(scope="module")
+def service():
+    grader, student, stranger = ensure_user(GRADER), ensure_user(STUDENT), ensure_user(STRANGER)
+    folder = Path(tempfile.mkdtemp(prefix="attention-validate-test-"))
+    folder.chmod(0o755)
+    broker, broker_socket = start_broker(folder, grader)
+    run = folder / "validate"
+    run.mkdir()
+    shutil.chown(run, grader.pw_uid, grader.pw_gid)  # the grader's folder: it binds its socket there
+    socket_path = run / "validate.sock"
+    lib = folder / "grader-lib"  # the grader's own copy of the probes' codec, as the hub installs it
+    shutil.copytree(COURSE_ROOT / "grader_tests", lib / "grader_tests", ignore=shutil.ignore_patterns("tests", "__pycache__"))
+    subprocess.run(["chown", "-R", f"{grader.pw_uid}:{grader.pw_gid}", str(lib)], check=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "attention_platform.cli", "validate-service", "--course", str(COURSE_ROOT),
+         "--socket", str(socket_path), "--uid-min", str(student.pw_uid), "--uid-max", str(student.pw_uid)],
+        user=grader.pw_uid, group=grader.pw_gid, extra_groups=[], cwd="/",
+        env={"PATH": "/usr/bin:/bin", "ATTENTION_SANDBOX_SOCKET": str(broker_socket),
+             "PYTHONPATH": str(lib), "NBGRADER_CELL_TIMEOUT": str(CELL_TIMEOUT)},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 180
+    while not socket_path.exists():
+        assert process.poll() is None, process.stdout.read()
+        assert time.monotonic() < deadline, "the validate service did not start"
+        time.sleep(0.1)
+    yield socket_path, student, stranger
+    process.terminate()
+    process.wait(20)
+    broker.terminate()
+    broker.wait(20)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def student_folder(student, notebooks: dict[str, nbformat.NotebookNode]) -> Path:
+    """An assignment folder of the student's own, as in their home: the notebooks and data/."""
+    folder = Path(tempfile.mkdtemp(prefix="attention-validate-nb-"))
+    shutil.copytree(COURSE_ROOT / "release" / ASSIGNMENT / "data", folder / "data")
+    for name, nb in notebooks.items():
+        nbformat.write(nb, folder / name)
+    subprocess.run(["chown", "-R", f"{student.pw_uid}:{student.pw_gid}", str(folder)], check=True)
+    return folder
+
+
+def both_validates(student, socket_path: Path, folder: Path, names: list[str]) -> dict:
+    """As the student, on each notebook: nbgrader's own Validate (``nbgrader validate``'s
+    ``Validator``, a kernel) and the warm one, each as nbgrader's result and as the course's
+    report (``course.validation.validate_file``, what the Lab's Validate shows). The kernel gets
+    the same per-cell time limit as the service's sandboxes (CELL_TIMEOUT)."""
+    code = f"""
+        import json, os
+        from traitlets.config import Config
+        from nbgrader.validator import Validator
+        from attention_platform.course.validation import validate_file
+        from attention_platform.hub.warm_validate import WarmValidator
+        config = Config()
+        config.Execute.timeout = {CELL_TIMEOUT}
+        out = {{}}
+        for name in {names!r}:
+            path = os.path.join({str(folder)!r}, name)
+            out[name] = {{"warm": WarmValidator(config=config).validate(path),
+                          "kernel": Validator(config=config).validate(path),
+                          "warm_report": validate_file(path, config, WarmValidator).to_json(),
+                          "kernel_report": validate_file(path, config).to_json()}}
+        print(json.dumps(out))
+    """
+    return as_user(student, code, env={"ATTENTION_VALIDATE_SOCKET": str(socket_path), "HOME": str(folder),
+                                       "JUPYTER_RUNTIME_DIR": str(folder / ".runtime")}, timeout=600)
+
+
+def failed_cells(result: dict) -> list[tuple[str, str]]:
+    """(source, the error's last line) of every failed cell: what the student is told (a kernel
+    colours the error's name, the sandbox does not)."""
+    from nbconvert.filters import strip_ansi
+
+    return [(cell["source"], strip_ansi(cell["raw_error"]).strip().splitlines()[-1] if cell["raw_error"].strip() else "")
+            for cell in result.get("failed", [])]
+
+
+def graded_notebook() -> nbformat.NotebookNode:
+    """A small nbgrader notebook: an answer cell, a passing and a failing test cell, a locked cell."""
+    def meta(**kw):
+        return {"nbgrader": {"schema_version": 3, "grade": False, "solution": False, "locked": False, **kw}}
+
+    nb = new_notebook(cells=[
+        new_markdown_cell("# A graded notebook"),
+        new_code_cell("def add(a, b):\n    return a - b", metadata=meta(grade_id="answer", solution=True)),
+        new_code_cell("assert add(2, 0) == 2", metadata=meta(grade_id="passes", grade=True, locked=True, points=1)),
+        new_code_cell("assert add(1, 1) == 2, 'add(1, 1) should be 2'",
+                      metadata=meta(grade_id="fails", grade=True, locked=True, points=1)),
+        new_code_cell("with open('data/corpus.txt') as f:\n    print(len(f.read()) > 0)",
+                      metadata=meta(grade_id="reads_data", grade=True, locked=True, points=1)),
+    ])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+def verdicts(report: dict) -> tuple:
+    """What the course's Validate decides: ready or not, and each named cell with its kind."""
+    return report["ok"], report["ran"], [(p["cell"], p["kind"]) for p in report["problems"]]
+
+
+def same_words(report: dict) -> str:
+    """The report as the student reads it, with the name a SyntaxError gives the cell's code
+    left out: IPython's is a hash (``1930907593.py``), the sandbox's ``<cell 2>``."""
+    return re.sub(r"\((?:<cell \d+>|\d+\.py), line ", "(…, line ", json.dumps(report, ensure_ascii=False))
+
+
+def test_the_warm_validate_answers_as_nbgraders_own(service):
+    socket_path, student, _ = service
+    # an answer whose forward raises when the notebook's try-it cell calls it
+    raising = CORRECT[0].code.replace("return self.out_proj(", "raise RuntimeError('shapes do not match')\n    return (", 1)
+    assert raising != CORRECT[0].code
+    correct = with_answer(release_notebook(), CORRECT[0].code)
+    buggy = with_answer(release_notebook(), next(a for a in BUGGY if a.name == "no_scale").code)
+    syntax = with_answer(release_notebook(), CORRECT[0].code)
+    class_cell(syntax).source += "\n\ndef broken(:\n    pass\n"  # a cell that does not parse
+    graded = graded_notebook()
+    changed = graded_notebook()
+    changed.cells[2].metadata["nbgrader"]["checksum"] = "0" * 32  # as if the locked cell had been edited
+    looping = graded_notebook()
+    looping.cells[3].source = "while True:\n    pass"  # a test cell that never ends: the time limit stops it
+    notebooks = {"correct.ipynb": correct, "buggy.ipynb": buggy, "untouched.ipynb": release_notebook(),
+                 "raising.ipynb": with_answer(release_notebook(), raising), "syntax.ipynb": syntax,
+                 "graded.ipynb": graded, "changed.ipynb": changed, "looping.ipynb": looping}
+    folder = student_folder(student, notebooks)
+    try:
+        results = both_validates(student, socket_path, folder, list(notebooks))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    for name, r in results.items():
+        assert sorted(r["warm"]) == sorted(r["kernel"]), (name, r)
+        warm, kernel = failed_cells(r["warm"]), failed_cells(r["kernel"])
+        if name == "looping.ipynb":  # the kernel's words for a timeout and ours differ; the cell and error do not
+            warm, kernel = [(src, line.split(":")[0]) for src, line in warm], [(src, line.split(":")[0]) for src, line in kernel]
+        assert warm == kernel, name
+        assert r["warm"].get("changed") == r["kernel"].get("changed"), name
+        assert verdicts(r["warm_report"]) == verdicts(r["kernel_report"]), (name, r["warm_report"], r["kernel_report"])
+        if name != "looping.ipynb":  # every word the student reads is the same (but a compiled cell's name)
+            assert same_words(r["warm_report"]) == same_words(r["kernel_report"]), name
+    assert verdicts(results["correct.ipynb"]["warm_report"]) == (True, True, [])
+    assert verdicts(results["buggy.ipynb"]["warm_report"]) == (True, True, [])  # hidden checks are not run
+    assert [kind for _, kind in verdicts(results["untouched.ipynb"]["warm_report"])[2]] == ["unanswered"]
+    assert [kind for _, kind in verdicts(results["raising.ipynb"]["warm_report"])[2]] == ["raises"]
+    # the class cell does not parse, so the try-it cell below it cannot find the class: both are named
+    syntax_texts = [p["text"] for p in results["syntax.ipynb"]["warm_report"]["problems"]]
+    assert len(syntax_texts) == 2 and "SyntaxError" in syntax_texts[0] and "NameError" in syntax_texts[1]
+    assert "RuntimeError: shapes do not match" in str(results["raising.ipynb"]["warm_report"]["problems"])
+    assert failed_cells(results["graded.ipynb"]["warm"]) == [
+        ("assert add(1, 1) == 2, 'add(1, 1) should be 2'", "AssertionError: add(1, 1) should be 2")]
+    assert results["changed.ipynb"]["warm"]["changed"] == [{"source": "assert add(2, 0) == 2"}]
+    assert [line.split(":")[0] for _, line in failed_cells(results["looping.ipynb"]["warm"])] == ["CellTimeoutError"]
+    assert "CellTimeoutError" in str(results["looping.ipynb"]["warm_report"]["problems"])
+
+
+def test_each_validate_runs_in_a_fresh_sandbox(service):
+    """The student's code runs as a sandbox's uid, without network, and nothing it leaves behind
+    is there for the next Validate."""
+    socket_path, student, _ = service
+    nb = new_notebook(cells=[new_code_cell(textwrap.dedent("""
+        import os, socket
+        print("uid", os.getuid())
+        print("left before:", os.path.exists("/tmp/left-behind"))
+        open("/tmp/left-behind", "w").write("x")
+        try:
+            socket.create_connection(("127.0.0.1", 22), timeout=2)
+            print("network: reached")
+        except OSError as exc:
+            print("network:", type(exc).__name__)
+    """))])
+    folder = student_folder(student, {"probe.ipynb": nb})
+    code = f"""
+        import json, nbformat
+        from attention_platform.hub.validate_service import executed_for_validate
+        nb = nbformat.read({str(folder / 'probe.ipynb')!r}, as_version=4)
+        runs = [executed_for_validate(nbformat.from_dict(nb), {str(folder)!r}, name="probe.ipynb",
+                                      socket_path={str(socket_path)!r}) for _ in range(2)]
+        print(json.dumps(["".join(o.get("text", "") for o in run.cells[0].outputs) for run in runs]))
+    """
+    try:
+        first, second = as_user(student, code)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    for text in (first, second):
+        uid = int(text.split("uid ", 1)[1].split()[0])
+        assert uid >= 61000 and uid != student.pw_uid, text
+        assert "left before: False" in text, text  # the other Validate's /tmp is gone
+        assert "network: reached" not in text and "network: " in text, text
+
+
+def test_only_hub_users_are_served(service):
+    socket_path, _, stranger = service
+    code = f"""
+        import json, nbformat
+        from attention_platform.hub.validate_service import ValidateUnavailable, executed_for_validate
+        try:
+            executed_for_validate(nbformat.v4.new_notebook(), "/nonexistent", socket_path={str(socket_path)!r})
+            print(json.dumps("served"))
+        except ValidateUnavailable as exc:
+            print(json.dumps(str(exc)))
+    """
+    answer = as_user(stranger, code)
+    assert "is not a hub user's" in answer
