@@ -54,7 +54,7 @@ def re_number(text: str, after: str) -> float:
 
 
 def test_a_redrawn_picture_is_the_picture_drawn_afresh():
-    """draw() renders the two reference panels once and redraws only the student's (issue 18: a
+    """draw() renders the two reference panels once and redraws only the student's (a
     whole figure per submission cost more than grading it); after other students' pictures, each
     is byte for byte what a figure rendered whole with savefig gives."""
     import io
