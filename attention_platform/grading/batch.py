@@ -360,26 +360,18 @@ class Pipeline:
 def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, students: list[str] | None = None,
                     progress: bool = True, log=print) -> list[StudentOutcome]:
     """Autograde every submission of ``assignment`` in ``course``; return one outcome per student."""
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import Gradebook
 
     from attention_platform.grading.sandbox.client import get_zygote
-    from attention_platform.grading.sandbox.grading import grade_notebook, submission_files
 
     started = time.monotonic()
-    course = Path(course).resolve()
     zygote = get_zygote()  # from the main thread: it lives as long as this process
-    pipeline = Pipeline(course)
-    coursedir, db_url = pipeline.coursedir, pipeline.db_url
-
-    submitted_root = course / coursedir.submitted_directory
-    found = sorted(p.parent.name for p in submitted_root.glob(f"*/{assignment}"))
-    if students:
-        found = [s for s in found if s in set(students)]
+    pipeline = Pipeline(Path(course).resolve())
+    found = submitted_students(pipeline, assignment, students)
     jobs = max(1, jobs or (os.cpu_count() or 2) + 1)
-    outcomes: dict[str, StudentOutcome] = {}
     bar = progress_bar(len(found), f"autograding {assignment}") if progress else None
 
-    with Gradebook(db_url, coursedir.course_id) as gb, _shared_gradebook(gb) as shared, \
+    with Gradebook(pipeline.db_url, pipeline.coursedir.course_id) as gb, _shared_gradebook(gb) as shared, \
             ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="grade") as pool:
         session = gb.db
         gb.db = shared.db  # the gradebook API's own commits flush too: one transaction (one fsync) per student
@@ -387,90 +379,135 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
         # (notebooks, cells: ~25 SELECTs a student to load them again); what a student's grading
         # must read fresh, its own submission's computed scores, is expired by hand (_fresh).
         (session() if callable(session) else session).expire_on_commit = False  # the scoped session's Session
-        assignment_row = gb.find_assignment(assignment)
-        notebook_ids = [nb.name for nb in assignment_row.notebooks]
-        pending = {}
-
-        def finish(future):
-            student, notebook_id, nb, resources, dest, t0 = pending.pop(future)
-            outcome = outcomes[student]
-            try:
-                result = future.result()
-                # the late penalty then reads the scores just saved
-                pipeline.finish(nb, resources, dest, notebook_id, after_save=lambda: _fresh(session, student))
-                session.commit()
-                outcome.failed += [c.check_id for c in result.checks.values() if not c.passed]
-                if result.stopped:
-                    outcome.status = f"stopped: {result.stopped}"[:60]
-            except Exception as exc:  # noqa: BLE001 - one student's failure never stops the batch
-                outcome.status = f"error: {type(exc).__name__}: {exc}"[:60]
-                session.rollback()
-            outcome.seconds += time.monotonic() - t0
-
-        def finish_some():
-            done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
-            for future in done:
-                who = pending[future][0]
-                finish(future)
-                if bar and not any(v[0] == who for v in pending.values()):
-                    bar.set_postfix_str(who)  # that student's last notebook is done
-                    bar.update()
-
+        run = _BatchRun(pipeline, gb, session, pool, zygote, assignment, bar)
         for student in found:
-            t0 = time.monotonic()
-            outcome = outcomes[student] = StudentOutcome(student)
-            src = submitted_root / student / assignment
-            dest = course / coursedir.autograded_directory / student / assignment
-            try:
-                pipeline.stage(gb, student, assignment, src, dest)
-                session.commit()  # the student and the submission exist whatever happens to the notebook
-            except Exception as exc:  # noqa: BLE001
-                outcome.status = f"error: {type(exc).__name__}: {exc}"[:60]
-                session.rollback()
-                continue
-            for notebook_id in notebook_ids:
-                path = src / f"{notebook_id}.ipynb"
-                resources = pipeline.resources(student, assignment, notebook_id, dest)
-                if not path.exists():
-                    pipeline.missing(gb, student, assignment, notebook_id)
-                    session.commit()
-                    outcome.status = f"missing {notebook_id}.ipynb"
-                    continue
-                try:
-                    nb = pipeline.read(path, resources)
-                except Exception as exc:  # noqa: BLE001 - e.g. not JSON: rejected for this student alone
-                    outcome.status = f"rejected: {type(exc).__name__}"[:60]
-                    session.rollback()
-                    shutil.rmtree(dest, ignore_errors=True)
-                    continue
-                extra = submission_files(dest, notebook_id)
-                future = pool.submit(grade_notebook, nb, zygote=zygote, limits=pipeline.limits,
-                                     seed_for=pipeline.seed_for, filename=f"{notebook_id}.ipynb", extra_files=extra)
-                pending[future] = (student, notebook_id, nb, resources, dest, t0)
-            if not any(v[0] == student for v in pending.values()) and bar:
-                bar.set_postfix_str(student)
-                bar.update()
-            while len(pending) >= 2 * jobs:  # keep the pool busy but finish what is done: memory stays flat
-                finish_some()
-        while pending:
-            finish_some()
+            run.start(student)
+            while len(run.pending) >= 2 * jobs:  # keep the pool busy but finish what is done: memory stays flat
+                run.finish_some()
+        while run.pending:
+            run.finish_some()
         if bar:
             bar.close()
-
         session.commit()  # students whose notebooks were all rejected keep their submission row
         session.expire_all()  # the scores below as the database computes them now
         gb.db = session
-        for student in found:
-            try:
-                sub = gb.find_submission(assignment, student)
-                outcomes[student].score = float(sub.score or 0)
-                outcomes[student].max_score = float(sub.max_score or 0)
-            except MissingEntry:
-                pass
-    elapsed = time.monotonic() - started
+        _read_scores(gb, assignment, run.outcomes)
     if log:
-        log(summary_table(list(outcomes.values()), elapsed))
-    return list(outcomes.values())
+        log(summary_table(list(run.outcomes.values()), time.monotonic() - started))
+    return list(run.outcomes.values())
+
+
+def submitted_students(pipeline: Pipeline, assignment: str, only: list[str] | None = None) -> list[str]:
+    """Students with a ``submitted/<student>/<assignment>`` folder, sorted; only ``only`` if given."""
+    submitted_root = pipeline.root / pipeline.coursedir.submitted_directory
+    found = sorted(p.parent.name for p in submitted_root.glob(f"*/{assignment}"))
+    return [s for s in found if s in set(only)] if only else found
+
+
+def _read_scores(gb, assignment: str, outcomes: dict[str, StudentOutcome]) -> None:
+    from nbgrader.api import MissingEntry
+
+    for student, outcome in outcomes.items():
+        try:
+            sub = gb.find_submission(assignment, student)
+        except MissingEntry:
+            continue
+        outcome.score, outcome.max_score = float(sub.score or 0), float(sub.max_score or 0)
+
+
+@dataclass
+class _InFlight:
+    """A notebook in the sandbox, and what finishing it needs."""
+
+    student: str
+    notebook_id: str
+    nb: object
+    resources: dict
+    dest: Path
+    t0: float
+
+
+class _BatchRun:
+    """One batch: each student staged and read on the main thread, their notebooks graded on the
+    pool, each finished (nbgrader's remaining preprocessors, the gradebook) as it comes back. One
+    student's failure becomes their outcome's status and never stops the batch."""
+
+    def __init__(self, pipeline: Pipeline, gb, session, pool, zygote, assignment: str, bar):
+        self.pipeline, self.gb, self.session, self.pool, self.zygote = pipeline, gb, session, pool, zygote
+        self.assignment, self.bar = assignment, bar
+        self.notebook_ids = [nb.name for nb in gb.find_assignment(assignment).notebooks]
+        self.pending: dict = {}
+        self.outcomes: dict[str, StudentOutcome] = {}
+
+    def start(self, student: str) -> None:
+        """Stage ``student``'s submission and send each of its notebooks to the pool."""
+        t0 = time.monotonic()
+        outcome = self.outcomes[student] = StudentOutcome(student)
+        src = self.pipeline.submitted(student, self.assignment)
+        dest = self.pipeline.autograded(student, self.assignment)
+        try:
+            self.pipeline.stage(self.gb, student, self.assignment, src, dest)
+            self.session.commit()  # the student and the submission exist whatever happens to the notebook
+        except Exception as exc:  # noqa: BLE001
+            outcome.status = f"error: {type(exc).__name__}: {exc}"[:60]
+            self.session.rollback()
+            self._count_if_done(student)
+            return
+        for notebook_id in self.notebook_ids:
+            self._send(student, notebook_id, src, dest, t0)
+        self._count_if_done(student)
+
+    def _send(self, student: str, notebook_id: str, src: Path, dest: Path, t0: float) -> None:
+        from attention_platform.grading.sandbox.grading import grade_notebook, submission_files
+
+        outcome, path = self.outcomes[student], src / f"{notebook_id}.ipynb"
+        resources = self.pipeline.resources(student, self.assignment, notebook_id, dest)
+        if not path.exists():
+            self.pipeline.missing(self.gb, student, self.assignment, notebook_id)
+            self.session.commit()
+            outcome.status = f"missing {notebook_id}.ipynb"
+            return
+        try:
+            nb = self.pipeline.read(path, resources)
+        except Exception as exc:  # noqa: BLE001 - e.g. not JSON: rejected for this student alone
+            outcome.status = f"rejected: {type(exc).__name__}"[:60]
+            self.session.rollback()
+            shutil.rmtree(dest, ignore_errors=True)
+            return
+        future = self.pool.submit(grade_notebook, nb, zygote=self.zygote, limits=self.pipeline.limits,
+                                  seed_for=self.pipeline.seed_for, filename=f"{notebook_id}.ipynb",
+                                  extra_files=submission_files(dest, notebook_id))
+        self.pending[future] = _InFlight(student, notebook_id, nb, resources, dest, t0)
+
+    def finish_some(self) -> None:
+        """Wait for at least one graded notebook and finish every one that is back."""
+        done, _ = wait(list(self.pending), return_when=FIRST_COMPLETED)
+        for future in done:
+            flight = self.pending.pop(future)
+            self._finish(future, flight)
+            self._count_if_done(flight.student)
+
+    def _finish(self, future, flight: _InFlight) -> None:
+        outcome, session, student = self.outcomes[flight.student], self.session, flight.student
+        try:
+            result = future.result()
+            # the late penalty then reads the scores just saved
+            self.pipeline.finish(flight.nb, flight.resources, flight.dest, flight.notebook_id,
+                                 after_save=lambda: _fresh(session, student))
+            session.commit()
+            outcome.failed += [c.check_id for c in result.checks.values() if not c.passed]
+            if result.stopped:
+                outcome.status = f"stopped: {result.stopped}"[:60]
+        except Exception as exc:  # noqa: BLE001 - one student's failure never stops the batch
+            outcome.status = f"error: {type(exc).__name__}: {exc}"[:60]
+            session.rollback()
+        outcome.seconds += time.monotonic() - flight.t0
+
+    def _count_if_done(self, student: str) -> None:
+        """Advance the progress bar once a student has no notebook left in the sandbox."""
+        if self.bar and not any(flight.student == student for flight in self.pending.values()):
+            self.bar.set_postfix_str(student)
+            self.bar.update()
 
 
 def summary_table(outcomes: list[StudentOutcome], elapsed: float) -> str:
