@@ -397,18 +397,29 @@ def wait_for_hub(url: str, process: subprocess.Popen, timeout: float = 90) -> No
 def start_broker(hub: NativeHub, log_file, timeout: float = 120) -> None:
     """The root sandbox broker, for the grader account only (see grading/sandbox/broker.py)."""
     entry = pwd.getpwnam(hub.grader_user)
+    # A socket left by the previous run (the state directory is kept) would pass the wait below
+    # before the new broker listens, and the first client would be refused. run/ is root's alone.
+    hub.sandbox_socket.unlink(missing_ok=True)
     hub.broker = subprocess.Popen(
         [sys.executable, "-m", "attention_platform.grading.sandbox.broker", "--socket", str(hub.sandbox_socket),
          "--allow-uid", str(entry.pw_uid), "--allow-gid", str(entry.pw_gid)],
         cwd=hub.state, env=hub.env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
     )
     deadline = time.monotonic() + timeout
-    while not hub.sandbox_socket.exists():
+    while not _listening_soon(hub.sandbox_socket):
         if hub.broker.poll() is not None:
             raise RuntimeError(f"the sandbox broker exited with status {hub.broker.returncode}")
         if time.monotonic() > deadline:
             raise TimeoutError(f"the sandbox broker did not start within {timeout:.0f} s")
         time.sleep(0.1)
+
+
+def _listening_soon(path: Path) -> bool:
+    """The broker binds its socket, gives it to the grader's group (0660), then listens at once."""
+    try:
+        return (path.stat().st_mode & 0o777) == 0o660
+    except FileNotFoundError:
+        return False
 
 
 def start(hub: NativeHub) -> NativeHub:
