@@ -60,7 +60,7 @@ from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 from nbgrader.utils import check_mode, notebook_hash, parse_utc
 from traitlets import Float, Integer
 
-from attention_platform.hub.exchange_layout import is_plain_name, open_dir, pass_through
+from attention_platform.hub.exchange_layout import is_plain_name, kind_of, open_dir, pass_through
 from attention_platform.hub.submit import ExchangeLimits
 
 OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -687,23 +687,14 @@ class PerStudentCollect(GraderExchangeRoot, ExchangeCollect):
 
 
 def describe(mode: int, fd: int | None = None, name: str | None = None) -> str:
-    if stat.S_ISLNK(mode):
-        target = ""
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                target = " to " + show(os.readlink(name, dir_fd=fd)[:200])
-        return f"a symbolic link{target} (not followed)"
-    if stat.S_ISFIFO(mode):
-        return "a named pipe"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISREG(mode):
-        return "a file"
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    return "an unknown kind of file"
+    """``kind_of(mode)``; a link also says where it points (it is never followed)."""
+    if not stat.S_ISLNK(mode):
+        return kind_of(mode)
+    target = ""
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            target = " to " + show(os.readlink(name, dir_fd=fd)[:200])
+    return f"a symbolic link{target} (not followed)"
 
 
 # ---------------------------------------------------------------------------------------- feedback

@@ -84,7 +84,8 @@ def pass_through(parent_fd: int, name: str) -> int:
     return os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
 
 
-def _kind(mode: int) -> str:
+def kind_of(mode: int) -> str:
+    """What a file of this mode is, in words for a TA or a log line."""
     if stat.S_ISLNK(mode):
         return "a symbolic link"
     if stat.S_ISDIR(mode):
@@ -252,7 +253,7 @@ class ExchangeLayout:
         except FileNotFoundError:
             return
         if not self._parent_is_ours(parent_fd):
-            raise LayoutError(f"{where} is {_kind(st.st_mode)} where {expected} belongs, and its parent folder is "
+            raise LayoutError(f"{where} is {kind_of(st.st_mode)} where {expected} belongs, and its parent folder is "
                               "writable by others: refusing to touch it (move it away by hand)")
         if stat.S_ISLNK(st.st_mode):
             os.unlink(name, dir_fd=parent_fd)  # unlinkat() removes the link itself, never its target
@@ -260,7 +261,7 @@ class ExchangeLayout:
             return
         aside = ".displaced-{}-{}-{}".format(name, time.strftime("%Y%m%dT%H%M%S"), secrets.token_hex(3))
         os.rename(name, aside, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
-        self._note(f"{where} was {_kind(st.st_mode)} where {expected} belongs: moved aside to {aside}")
+        self._note(f"{where} was {kind_of(st.st_mode)} where {expected} belongs: moved aside to {aside}")
 
     def _note(self, message: str) -> None:
         if self.log is not None:
