@@ -13,6 +13,7 @@ from attention_platform.grading.preprocessors import (
     HideCheckCode, RestoreCellMetadata, RestoreCheckCells, SanitizeCheckOutputs,
 )
 from attention_platform.course.settings import course_id
+from attention_platform.grading.course_lock import after_autograde, before_autograde
 from attention_platform.grading.sandboxed_execute import SandboxedExecute
 from attention_platform.reporting.feedback import FeedbackSummary
 from attention_platform.reporting.safe_html import FEEDBACK_TEMPLATES, FeedbackHTMLExporter
@@ -48,6 +49,11 @@ c.Autograde.sanitize_preprocessors = [
     RestoreCheckCells,  # nbgrader's OverwriteCells, quiet about check cells (always restored)
     pp.CheckCellMetadata,
 ]
+
+# One autograde at a time writes the gradebook and autograded/ (two TAs at once would otherwise
+# lose one's grading): each submission is graded holding the course's lock (grading/course_lock.py).
+c.Autograde.pre_convert_hook = before_autograde
+c.Autograde.post_convert_hook = after_autograde
 
 # After execution: one-line errors and no stderr in check cells (see preprocessors.py).
 # Student code runs in a fresh sandbox per submission (no network, own uid, only its own files,

@@ -8,7 +8,6 @@ endpoints with the cookies and XSRF token a browser would send.
 from __future__ import annotations
 
 import time
-from urllib.parse import urljoin
 
 import requests
 
@@ -112,8 +111,8 @@ import json
 import os
 import re
 import shutil
+import random
 import signal
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -122,10 +121,25 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+# Below the kernel's ephemeral range (32768-60999 here), so no outgoing connection of another
+# test (a browser, a client, a proxy) can take a port between our check and the server's bind.
+TEST_PORTS = range(20000, 32000)
+
+
+def free_port(also: tuple[int, ...] = ()) -> int:
+    """A port on 127.0.0.1 that nothing listens on, nor on ``port + offset`` for each offset in ``also``."""
+    from attention_platform.hub.native import busy_ports
+
+    for _ in range(200):
+        port = random.choice(TEST_PORTS)
+        if not busy_ports({str(offset): port + offset for offset in (0, *also)}):
+            return port
+    raise RuntimeError(f"no free port in {TEST_PORTS}")
+
+
+def free_hub_port() -> int:
+    """A port for a native hub: free itself and for the two ports the hub derives from it."""
+    return free_port(also=(1, 81))
 
 
 @dataclass
@@ -174,7 +188,7 @@ def launch_hub(name: str, *, release: bool = True, timeout: float = 300, fresh: 
         shutil.rmtree(state)
     state.mkdir(parents=True, exist_ok=True)
     log_path = state.parent / f"{name}.log"
-    port = port or free_port()
+    port = port or free_hub_port()
     cmd = [str(Path(sys.executable).parent / "attention-course"), "hub", "--state-dir", str(state),
            "--port", str(port), "--formgrader-port", str(free_port())]
     if not release:

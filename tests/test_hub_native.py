@@ -1,13 +1,18 @@
-"""``hide_course_secrets``: students lose access to the checkout's secrets, its owner keeps it."""
+"""The native hub's preparation: ``hide_course_secrets`` (students lose access to the checkout's
+secrets, its owner keeps it) and the ports it needs (a busy one is named before anything starts)."""
 
 from __future__ import annotations
 
 import os
+import socket
 import stat
+import subprocess
 
 import pytest
 
 from attention_platform.hub.native import SECRET_PATHS, hide_course_secrets
+from attention_platform.venv import environment, program
+from hub_helpers import free_hub_port
 
 OWNER = 4242  # a developer's uid: not root, not a student
 
@@ -29,3 +34,17 @@ def test_secrets_lose_other_access_and_keep_their_owner(tmp_path):
         assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (OWNER, mode), name
     assert stat.S_IMODE((tmp_path / "release").stat().st_mode) == 0o755  # what students are given
     assert "release" not in SECRET_PATHS and "attention_platform" not in SECRET_PATHS
+
+
+@pytest.mark.parametrize("offset, named", [(0, "the hub (--port)"), (1, "the proxy's API (--port + 1)"),
+                                           (81, "the hub's own server (--port + 81)")])
+def test_a_busy_port_is_named_before_the_hub_prepares_anything(tmp_path, offset, named):
+    port = free_hub_port()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port + offset))
+        taken.listen()
+        done = subprocess.run([program("attention-course"), "hub", "--state-dir", str(tmp_path / "state"),
+                               "--port", str(port)], env=environment(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"{named}: {port + offset}" in done.stderr
+    assert not (tmp_path / "state").exists()  # no accounts, no course: nothing was prepared

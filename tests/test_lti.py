@@ -14,7 +14,6 @@ import json
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -38,6 +37,7 @@ from attention_platform.hub.lti import (  # noqa: E402
     course_roles, default_role_groups, groups_for_roles, parse_role_groups,
 )
 from tornado.web import HTTPError  # noqa: E402
+from hub_helpers import free_port  # noqa: E402
 
 LIS = "http://purl.imsglobal.org/vocab/lis/v2/"
 LEARNER = LIS + "membership#Learner"
@@ -279,12 +279,6 @@ def test_username_refusal(case, name, says):
 
 # ---------------------------------------------------------------- integration: a real hub
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _chp() -> str | None:
     local = REPO / "node_modules" / ".bin" / "configurable-http-proxy"
     return str(local) if local.exists() else shutil.which("configurable-http-proxy")
@@ -358,7 +352,7 @@ class Hub:
 
     def __init__(self, state: Path, lms: LMS, chp: str):
         self.state, self.lms, self.token = state, lms, uuid.uuid4().hex
-        port, hub_port, api_port = _free_port(), _free_port(), _free_port()
+        port, hub_port, api_port = free_port(), free_port(), free_port()
         self.base = f"http://127.0.0.1:{port}"
         self.log = state / "hub.log"
         (state / "jupyterhub_config.py").write_text(HUB_CONFIG.format(

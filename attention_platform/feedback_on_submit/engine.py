@@ -384,11 +384,18 @@ class Engine:
         """Make the archived attempt the course's submission of ``student``: its files into
         ``submitted/`` and ``autograded/``, its grades into the course's gradebook (manual grades
         already given stay, as nbgrader's autograde keeps them)."""
+        from attention_platform.grading.course_lock import course_grading_lock
+
         folder = self.work / "archive" / student / assignment / str(attempt_id)
         pipeline = self.main
+        src = pipeline.submitted(student, assignment)
+        with course_grading_lock(pipeline.root):  # never while a TA's autograde writes this course
+            _replace_tree(folder / "submitted", src)
+            (src / "timestamp.txt").write_text(_naive(timestamp).strftime("%Y-%m-%d %H:%M:%S.%f UTC"))
+            self._install_grades(folder, pipeline, student, assignment, timestamp)
+
+    def _install_grades(self, folder: Path, pipeline, student: str, assignment: str, timestamp) -> None:
         src, dest = pipeline.submitted(student, assignment), pipeline.autograded(student, assignment)
-        _replace_tree(folder / "submitted", src)
-        (src / "timestamp.txt").write_text(_naive(timestamp).strftime("%Y-%m-%d %H:%M:%S.%f UTC"))
         with self.router.opened(pipeline.db_url, self.course_id) as (gb, session):
             notebook_ids = [nb.name for nb in gb.find_assignment(assignment).notebooks]
             pipeline.stage(gb, student, assignment, src, dest, timestamp=_naive(timestamp))

@@ -362,6 +362,7 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
     """Autograde every submission of ``assignment`` in ``course``; return one outcome per student."""
     from nbgrader.api import Gradebook
 
+    from attention_platform.grading.course_lock import course_grading_lock
     from attention_platform.grading.sandbox.client import get_zygote
 
     started = time.monotonic()
@@ -371,7 +372,8 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
     jobs = max(1, jobs or (os.cpu_count() or 2) + 1)
     bar = progress_bar(len(found), f"autograding {assignment}") if progress else None
 
-    with Gradebook(pipeline.db_url, pipeline.coursedir.course_id) as gb, _shared_gradebook(gb) as shared, \
+    with course_grading_lock(pipeline.root), \
+            Gradebook(pipeline.db_url, pipeline.coursedir.course_id) as gb, _shared_gradebook(gb) as shared, \
             ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="grade") as pool:
         session = gb.db
         gb.db = shared.db  # the gradebook API's own commits flush too: one transaction (one fsync) per student

@@ -105,6 +105,17 @@ class AutogradeProgressHandler(_base()):
         self.write(json.dumps(progress.current(assignment_id, student_id)))
 
 
+def _autograde_then_unlock(api, assignment_id, student_id):
+    """nbgrader's autograde of one submission; the course's grading lock is let go even when it
+    failed (nbgrader then skips the hook that would have)."""
+    from attention_platform.grading.course_lock import release_autograde_lock
+
+    try:
+        return api.autograde(assignment_id, student_id)
+    finally:
+        release_autograde_lock()
+
+
 def threaded_autograde(handler_class):
     """nbgrader's AutogradeHandler, grading on the worker thread."""
 
@@ -115,8 +126,8 @@ def threaded_autograde(handler_class):
 
             api = self.api  # built here: it reads the course's config on this thread
             try:
-                result = await asyncio.get_running_loop().run_in_executor(_AUTOGRADE, api.autograde, assignment_id,
-                                                                          student_id)
+                result = await asyncio.get_running_loop().run_in_executor(_AUTOGRADE, _autograde_then_unlock, api,
+                                                                          assignment_id, student_id)
             finally:
                 progress.clear(assignment_id, student_id)
             self.write(json.dumps(result))

@@ -497,11 +497,39 @@ def stop(hub: NativeHub, timeout: float = 20) -> float:
     return time.monotonic() - started
 
 
+def hub_ports(port: int, formgrader_port: int) -> dict[str, int]:
+    """Every port a native hub listens on, by what listens there: the proxy's public port and
+    the two derived from it (prepare()), and the formgrader's."""
+    return {"the hub (--port)": port, "the proxy's API (--port + 1)": port + 1,
+            "the hub's own server (--port + 81)": port + 81, "the formgrader (--formgrader-port)": formgrader_port}
+
+
+def busy_ports(ports: dict[str, int]) -> list[str]:
+    """``ports``' entries that cannot be listened on now (a port left in TIME_WAIT by a previous run
+    of the hub counts as free: its servers reuse addresses, as this check does)."""
+    import socket
+
+    busy = []
+    for what, port in ports.items():
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError as exc:
+                busy.append(f"{what}: {port} ({exc.strerror})")
+    return busy
+
+
 def run(state: Path, port: int = 8000, formgrader_port: int = 9999, release: bool = True,
         course_root: Path = COURSE_ROOT) -> int:
     """The README's command: prepare, start, print the accounts, wait for Ctrl-C."""
     if shutil.which("configurable-http-proxy") is None and not (COURSE_ROOT / "node_modules/.bin/configurable-http-proxy").exists():
         print("configurable-http-proxy is missing: run `make system-deps` first", file=sys.stderr)
+        return 1
+    busy = busy_ports(hub_ports(port, formgrader_port))
+    if busy:
+        print("cannot start the hub, these ports on 127.0.0.1 are in use (choose another --port or "
+              "--formgrader-port):\n  " + "\n  ".join(busy), file=sys.stderr)
         return 1
     hub = prepare(state, port=port, formgrader_port=formgrader_port, release=release, course_root=course_root)
     stopping = []
