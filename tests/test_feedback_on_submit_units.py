@@ -16,6 +16,7 @@ from attention_platform.feedback_on_submit import status as status_file
 from attention_platform.feedback_on_submit.fairqueue import FairQueue
 from attention_platform.feedback_on_submit.intake import IntakeError, collector, take
 from attention_platform.feedback_on_submit.policy import FeedbackOnSubmit, Policy, PolicyError, iso, parse
+from attention_platform.feedback_on_submit.service import FINISH_WAIT_SECONDS, may_finish
 from attention_platform.feedback_on_submit.student import submit_refusal
 
 UTC = dt.timezone.utc
@@ -289,3 +290,15 @@ def test_the_attempts_export_lists_every_attempt_with_its_times_and_the_one_that
         [("ann", "1", "graded", "1"), ("ann", "2", "refused", "0")]
     assert rows[0]["received_at"] == "2030-05-06 12:00:00.000000" and rows[0]["score"] == "3.0"
     assert rows[0]["graded_at"] == "2030-05-06 12:00:02.000000" and rows[1]["message"] == "Not graded: too soon."
+
+
+@pytest.mark.parametrize("grading, finishing, waited, expected", [
+    (0, 0, 0.0, True),  # nothing graded now: pages and archive go ahead
+    (0, 2, 0.0, True),
+    (1, 0, 0.0, False),  # a student waits for a result: their grading keeps the cores
+    (2, 0, FINISH_WAIT_SECONDS - 1, False),
+    (2, 0, FINISH_WAIT_SECONDS, True),  # a steady stream cannot hold pages back for ever ...
+    (2, 1, FINISH_WAIT_SECONDS * 10, False),  # ... one at a time
+])
+def test_feedback_pages_wait_while_a_result_is_being_graded(grading, finishing, waited, expected):
+    assert may_finish(grading=grading, finishing=finishing, oldest_waited=waited) is expected

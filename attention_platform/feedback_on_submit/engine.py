@@ -198,13 +198,17 @@ class Engine:
 
     def warm(self, assignments: list[str]) -> None:
         """What the first attempt would otherwise wait for: the checks' modules (torch), the
-        assignments' definitions, and a sandbox worker at the broker."""
+        teaching picture's fixed panels (and matplotlib's font cache, built once per account),
+        the assignments' definitions, and a sandbox worker at the broker."""
         import grader_tests.registry  # noqa: F401 - imports torch and every judge
+        from grader_tests import pictures
 
         from attention_platform.grading.sandbox.client import get_zygote
         from attention_platform.grading.sandbox.grading import probe_payload
 
         probe_payload()
+        expected, unscaled = pictures.expected_weights(pictures.teaching_request())
+        pictures.draw(expected, expected, unscaled)
         for assignment in assignments:
             try:
                 self.ensure_definition(assignment)

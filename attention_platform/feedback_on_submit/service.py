@@ -14,9 +14,10 @@ One coordinating thread and ``c.FeedbackOnSubmit.workers`` grading threads:
   either way it gets a row in the gradebook (:mod:`.ledger`) and the student's status is rewritten;
 * **queue** — :class:`.fairqueue.FairQueue`: students take turns, one attempt each in grading;
 * **grade** — a worker grades the attempt (:mod:`.engine`) and writes the result the policy shows
-  into the student's status at once; then, when a worker is free and no attempt waits to be graded
-  (a result a student waits for never waits behind someone's feedback pages), the rest: (``full``)
-  the feedback pages, the archive, and for ``last``/``best`` the attempt that counts installed into
+  into the student's status at once; then, when no attempt is being graded (a result a student
+  waits for never waits behind, or shares the cores with, someone's feedback pages), the rest: (``full``)
+  the feedback pages (made by a niced process of their own, :mod:`.pages`), the archive, and for
+  ``last``/``best`` the attempt that counts installed into
   the course. Its student stays busy in the queue until then;
 * nothing is lost: a submission made while this process was down is graded when it is back
   (timed by the kernel), an attempt whose grading was cut short is graded again, and an attempt
@@ -48,11 +49,13 @@ from .engine import Attempt, Engine
 from .fairqueue import FairQueue
 from .intake import Intake, IntakeError, collector, take
 from .ledger import Ledger
+from .pages import PageMaker
 from .policy import FeedbackOnSubmit, Policy, PolicyError, aware, iso, now, until
 
 OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 COUNTING = ("queued", "grading", "graded")  # states that use up one of the student's graded attempts
 RETRY_SECONDS = 5.0  # after the sandbox broker could not be reached
+FINISH_WAIT_SECONDS = 20.0  # a graded attempt's pages wait at most this long for a pause in grading
 
 
 def plain_name(name: str) -> bool:
@@ -83,13 +86,15 @@ class Service:
         self.workers = max(1, self.settings.workers)
         self.pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="attempt")
         self.running: dict = {}  # future -> Attempt
-        self.finishing: collections.deque = collections.deque()  # (Attempt, Result) graded, pages etc. to do
+        self.grading: set = set()  # the futures of self.running that grade (the others finish)
+        self.finishing: collections.deque = collections.deque()  # (Attempt, Result, graded at) pages etc. to do
         self.seen: dict[str, set] = collections.defaultdict(set)  # assignment -> {(student, submission)}
         self.since: dict[str, dt.datetime] = {}  # assignment -> feedback on submit on since
         self.folder_mtimes: dict[str, int] = {}
         self.told: dict[tuple[str, str], Policy] = {}  # (assignment, student) -> the policy their status shows
         self.status_locks: dict[str, threading.Lock] = collections.defaultdict(threading.Lock)
         self.paused_until = 0.0
+        self.pages: PageMaker | None = None  # started with the loop (run())
         self.incoming = self.engine.work / "incoming"
         self.incoming.mkdir(mode=0o700, parents=True, exist_ok=True)
 
@@ -259,20 +264,29 @@ class Service:
     # ------------------------------------------------------------------ grading
     def dispatch(self) -> None:
         """Start grading while workers are free: first attempts waiting to be graded (fair between
-        students), then the unhurried rest of attempts already graded (pages, archive, what counts),
-        so that a result a student waits for never waits behind another student's feedback pages."""
+        students), then the unhurried rest of attempts already graded (pages, archive, what counts)
+        once no attempt is being graded, so that a result a student waits for never waits for, nor
+        shares the cores with, another student's feedback pages. A graded attempt whose rest has
+        waited ``FINISH_WAIT_SECONDS`` goes ahead anyway, one at a time, so that a steady stream of
+        submissions cannot hold pages back for ever."""
         while len(self.running) < self.workers:
             taken = self.queue.take() if time.monotonic() >= self.paused_until else None
             if taken is not None:
                 student, attempt = taken
                 self.ledger.set(attempt.id, state="grading")
                 self.write_status(attempt.assignment, student)
-                self.running[self.pool.submit(self.work, attempt)] = attempt
-            elif self.finishing:
-                attempt, result = self.finishing.popleft()
+                future = self.pool.submit(self.work, attempt)
+                self.running[future] = attempt
+                self.grading.add(future)
+            elif self.finishing and self._may_finish():
+                attempt, result, _ = self.finishing.popleft()
                 self.running[self.pool.submit(self.finish, attempt, result)] = attempt
             else:
                 return
+
+    def _may_finish(self) -> bool:
+        return may_finish(grading=len(self.grading), finishing=len(self.running) - len(self.grading),
+                          oldest_waited=time.monotonic() - self.finishing[0][2])
 
     def work(self, attempt: Attempt):
         """In a worker thread: grade and tell the student at once. Returns ``("graded", result)``
@@ -307,7 +321,7 @@ class Service:
         """In a worker thread, once graded: feedback pages, archive, install what counts. The student
         stays busy in the queue until this is done (the scratch course holds their attempt's files)."""
         if attempt.policy.feedback == "full":
-            self.engine.feedback_pages(attempt, result)
+            self.pages.make(attempt, result)
             self.ledger.set(attempt.id, pages=result.pages, message="; ".join(attempt.intake.notes[:5] + result.notes))
         self.engine.archive(attempt)
         self._count(attempt, result)
@@ -352,13 +366,14 @@ class Service:
 
     def completed(self, future) -> None:
         attempt = self.running.pop(future)
+        self.grading.discard(future)
         try:
             outcome = future.result()
         except Exception:  # noqa: BLE001 - work() reports its own failures; this is a bug in reporting
             self.log.error("attempt %d: %s", attempt.id, traceback.format_exc())
             outcome = "error"
         if isinstance(outcome, tuple):  # graded: the rest follows when a worker is free
-            self.finishing.append((attempt, outcome[1]))
+            self.finishing.append((attempt, outcome[1], time.monotonic()))
             return
         self.queue.done(attempt.student)
         if outcome == "retry":
@@ -446,6 +461,7 @@ class Service:
         from attention_platform.grading.sandbox.client import SandboxUnavailable
 
         self.engine.start()
+        self.pages = PageMaker(self.engine, self.log)
         try:
             self.engine.warm([a for a, p in self.policies.items() if p.on])
         except SandboxUnavailable as exc:
@@ -472,11 +488,21 @@ class Service:
                     stop.wait(self.settings.poll_seconds)
         finally:
             self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pages.close()
             for future in list(self.running):
                 if future.done():
                     self.completed(future)
             self.engine.close()
             self.ledger.close()
+
+
+def may_finish(*, grading: int, finishing: int, oldest_waited: float) -> bool:
+    """Whether a free worker may start the rest of a graded attempt (pages, archive, what counts)
+    while ``grading`` attempts are graded and ``finishing`` others are finished, the oldest graded
+    attempt having waited ``oldest_waited`` seconds: see :meth:`Service.dispatch`."""
+    if grading == 0:
+        return True
+    return finishing == 0 and oldest_waited >= FINISH_WAIT_SECONDS
 
 
 def main(course: Path, exchange: Path) -> int:
