@@ -54,12 +54,12 @@ bench-feedback: venv system-deps
 test: venv system-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-## The Docker deployment built and run for real (tests/test_compose_roundtrip.py, marker `docker`; also part of
+## The Docker deployment built and run for real (tests/deploy/test_compose_roundtrip.py, marker `docker`; also part of
 ## `make test`): installs and starts the Docker engine if there is none (and stops it afterwards), makes the
 ## Debian-based base images, builds the images reusing the engine's cache, follows README "Running on a Docker
 ## host", drives a student's and a TA's round trip through 127.0.0.1, then deletes everything it made.
 compose-test: venv
-	$(BIN)/python -m pytest -m docker tests/test_compose_roundtrip.py $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m docker tests/deploy/test_compose_roundtrip.py $(PYTEST_ARGS)
 
 ## The deadline rush: LOAD_STUDENTS simulated students against a native hub;
 ## per-step latency, lost/duplicated submissions, memory. Figures: build/load/load-results.json

@@ -10,7 +10,7 @@ Everything a student or a teacher reads about a graded item comes from here:
 * ``✓ Passed: <title>`` in every check cell, the misconception labels of the class report and
   the exports, the demo's totals and the end-to-end tests' expected scores.
 
-``tests`` in ``grader_tests/tests/test_catalogue.py`` and ``tests/test_graded_cells_in_sync.py``
+``tests`` in ``grader_tests/tests/test_catalogue.py`` and ``tests/course/test_graded_cells_in_sync.py``
 fail when a notebook, the README's tables or the demo drift from it.
 
 This module is pure data and is never sent into a sandbox (a check's title would do no harm

@@ -3,32 +3,36 @@
 - ``native_hub`` (session): one ``attention-course hub`` (the README's first command) shared by
   the browser walk-through and the hub API tests, started with --no-release.
 - ``security_hub`` (session): a second hub, released, for the attacks on the formgrader
-  (tests/test_formgrader_gate.py, tests/test_hostile_submission.py), so what they leave
+  (tests/hub/test_formgrader_gate.py, tests/reporting/test_hostile_submission.py), so what they leave
   behind never meets the walk-through's expectations.
 
 Helpers (plain modules, imported by name): ``hub_helpers`` (launch a hub, log in, sessions),
 ``e2e_class`` (a graded sample class), ``fault_helpers``, ``gradebooks``; ``cheats/`` is the
 cheat-attempt catalogue.
 
-Where each part's tests are (one file per module or feature; the hidden checks' own proofs
-are in grader_tests/tests/):
+Where each part's tests are: one folder per package of ``attention_platform/`` (a test keeps
+the folders and this list whole, tests/test_test_map.py); the hidden checks' own proofs are in
+grader_tests/tests/.
 
 - course/ (notebooks, graded cells, settings, demo): test_release_in_sync, test_graded_cells_in_sync,
   test_validation, test_demo_table, test_settings
-- grading/ (preprocessors, sandbox, batch): test_sandbox_grading, test_sandbox_isolation,
-  test_sandbox_broker, test_cheats, test_autograde_e2e, test_autograde_parts_e2e, test_autograde_progress,
-  test_course_lock
+- grading/ (preprocessors, sandbox, batch, the course's grading lock): test_sandbox_grading,
+  test_sandbox_isolation, test_sandbox_broker, test_cheats, test_autograde_e2e, test_autograde_parts_e2e,
+  test_autograde_progress, test_course_lock
 - hub/ (native hub, accounts, LTI, exchange, submit, formgrader, Lab): test_hub_native, test_hub_api,
   test_hub_accounts, test_hub_culler, test_lti, test_exchange_attacks, test_exchange_hub,
   test_faults_exchange, test_faults_hub, test_formgrader_gate, test_instructor_source, test_course_lab,
   test_validate_service
-- feedback_on_submit/ (policy, intake, fair queue, grader, student and formgrader sides): test_feedback_on_submit_units,
-  test_feedback_on_submit_hub
+- feedback_on_submit/ (policy, intake, fair queue, grader, pages, student and formgrader sides):
+  test_feedback_on_submit_units, test_feedback_on_submit_hub
 - reporting/ (report, exports, feedback page, safe HTML): test_report, test_exports, test_feedback_page,
   test_hostile_submission
-- the command line: test_cli; product text: test_product_text; the lock file: test_lockfile
-- deployments: test_compose_static, test_compose_roundtrip (marker docker), test_kubernetes (marker
-  kubernetes); the whole walk in a browser: test_browser_e2e (marker browser)
+- deploy/ (not a package: the Docker and Kubernetes deployments): test_compose_static,
+  test_compose_roundtrip (marker docker), test_kubernetes (marker kubernetes; golden files in z2jh/)
+- e2e/ (not a package: the whole walk in a browser, marker browser): test_browser_e2e; it runs before
+  the hub API tests (hub/), which check the protections on the same hub and then stop it
+- here, the command line and the repository as a whole: test_cli, test_product_text, test_lockfile,
+  test_test_map
 """
 
 
@@ -38,7 +42,7 @@ import pytest
 @pytest.fixture(scope="session")
 def native_hub():
     """One ``attention-course hub`` (the README's first command) for the hub tests of a
-    session: tests/test_browser_e2e.py plays the assignment on it, tests/test_hub_api.py
+    session: tests/e2e/test_browser_e2e.py plays the assignment on it, tests/hub/test_hub_api.py
     then checks the protections and finally presses Ctrl-C. Started with --no-release:
     the instructor releases."""
     from hub_helpers import launch_hub

@@ -3,7 +3,7 @@ break grading, written as nbgrader's ``submitted/`` tree of a course copy.
 
 ``write_class(course)`` generates the assignment and writes every submission;
 ``HONEST`` maps each honest student to the catalogue answer it submits. Shared by
-tests/test_autograde_e2e.py (scores, feedback) and tests/test_report.py (the report
+tests/grading/test_autograde_e2e.py (scores, feedback) and tests/reporting/test_report.py (the report
 and exports of the same class)."""
 
 from __future__ import annotations

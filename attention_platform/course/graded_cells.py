@@ -15,7 +15,7 @@ Everything else in a notebook is written by hand. Run after changing the catalog
     python -m attention_platform.course.graded_cells          # rewrite the notebooks
     python -m attention_platform.course.graded_cells --check  # exit 1 if any notebook differs
 
-``tests/test_graded_cells_in_sync.py`` runs the check.
+``tests/course/test_graded_cells_in_sync.py`` runs the check.
 """
 
 from __future__ import annotations

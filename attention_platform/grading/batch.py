@@ -25,7 +25,7 @@ it opens a gradebook per notebook), so it cannot overlap one student's sandbox r
 database work, and run per submission as a process it costs ~4.8 s each (imports, gradebook,
 kernel). Everything that decides a grade is still nbgrader's: the course's configured
 preprocessor classes (instantiated per thread, ``Pipeline``), its gradebook tables and its
-validator; only the loop around them is ours, and tests/test_cheats.py
+validator; only the loop around them is ours, and tests/grading/test_cheats.py
 (``test_autograde_batch_gives_the_same_grades_as_nbgrader_autograde``) and ``make bench``
 compare its grades with stock ``nbgrader autograde``.
 """

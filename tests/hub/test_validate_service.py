@@ -22,7 +22,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT, class_cell, release_notebook, with_answer
 from grader_tests.answers import BUGGY, CORRECT
-from tests.test_sandbox_broker import GRADER, STRANGER, as_user, ensure_user, pytestmark, start_broker  # noqa: F401
+from tests.grading.test_sandbox_broker import GRADER, STRANGER, as_user, ensure_user, pytestmark, start_broker  # noqa: F401
 
 STUDENT = "attention-vs-student"  # stands in for a hub user (the service serves only their uids)
 CELL_TIMEOUT = 5  # seconds per cell, for the service's sandboxes and the reference kernel alike

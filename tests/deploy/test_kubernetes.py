@@ -6,7 +6,7 @@ the hub; its client is pointed at a kubeconfig for 127.0.0.1 that is never conta
 pods and claims, deploy/kubernetes/course.yaml) is validated with kubernetes-validate against Kubernetes'
 own OpenAPI schemas of the pinned versions, strictly (unknown fields fail). The values file is merged onto
 the chart's defaults and validated against the chart's values.schema.json, as `helm install` does
-(golden files in tests/z2jh/, provenance in tests/z2jh/PROVENANCE.md).
+(golden files in tests/deploy/z2jh/, provenance in tests/deploy/z2jh/PROVENANCE.md).
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from traitlets.config.loader import PyFileConfigLoader
 
 pytestmark = pytest.mark.kubernetes
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy" / "kubernetes"
-CHART = REPO / "tests" / "z2jh"
+CHART = REPO / "tests" / "deploy" / "z2jh"
 CHART_VERSION = "4.4.0"
 # The oldest Kubernetes the deployment claims (README) and the newest kubernetes-validate 1.37.0 knows.
 K8S_VERSIONS = ("1.33.0", "1.37.0")
@@ -567,7 +567,7 @@ def test_every_kubernetes_setting_has_its_comment():
 @pytest.mark.skipif(not os.environ.get("Z2JH_CHECKOUT"), reason="set Z2JH_CHECKOUT to a clone of "
                     "jupyterhub/zero-to-jupyterhub-k8s to run the chart's own hub config before ours")
 def test_the_charts_hub_config_then_ours_initialise_a_hub():
-    """tests/z2jh/chart_config_check.py, in a process of its own (it puts a pycurl stand-in on sys.path)."""
+    """tests/deploy/z2jh/chart_config_check.py, in a process of its own (it puts a pycurl stand-in on sys.path)."""
     result = subprocess.run([sys.executable, str(CHART / "chart_config_check.py"), os.environ["Z2JH_CHECKOUT"],
                              CHART_VERSION], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]

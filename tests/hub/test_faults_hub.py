@@ -30,7 +30,7 @@ import pytest
 from tests.hub_helpers import COURSE, launch_hub
 
 pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not (Path(__file__).resolve().parents[1] / "node_modules/.bin/configurable-http-proxy")
+              pytest.mark.skipif(not (Path(__file__).resolve().parents[2] / "node_modules/.bin/configurable-http-proxy")
                                  .exists(), reason="configurable-http-proxy missing: make system-deps")]
 
 ASSIGNMENT = "self_attention"

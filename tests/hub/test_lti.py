@@ -31,7 +31,7 @@ pytest.importorskip("ltiauthenticator")
 from cryptography.hazmat.primitives.asymmetric import rsa  # noqa: E402
 from jwt.algorithms import RSAAlgorithm  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 from attention_platform.hub.lti import (  # noqa: E402
     RESERVED_USERNAMES, USERNAME_PATTERN, CourseLTI13Authenticator, SpentNonces, clean_username, configure_lti,
     course_roles, default_role_groups, groups_for_roles, parse_role_groups,

@@ -1,6 +1,6 @@
 """Rebuild the chart's golden files from a checkout of jupyterhub/zero-to-jupyterhub-k8s.
 
-    python tests/z2jh/refresh.py /path/to/zero-to-jupyterhub-k8s 4.4.0
+    python tests/deploy/z2jh/refresh.py /path/to/zero-to-jupyterhub-k8s 4.4.0
 
 reads ``jupyterhub/values.schema.yaml`` and ``jupyterhub/values.yaml`` at that tag (git show, the work tree
 is not touched) and writes beside this file:

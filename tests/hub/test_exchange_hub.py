@@ -23,7 +23,7 @@ from tests.hub_helpers import COURSE, launch_hub
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="the hub's real Unix users need root (CI is root)"),
-              pytest.mark.skipif(not (Path(__file__).resolve().parents[1] / "node_modules/.bin/configurable-http-proxy")
+              pytest.mark.skipif(not (Path(__file__).resolve().parents[2] / "node_modules/.bin/configurable-http-proxy")
                                  .exists(), reason="configurable-http-proxy missing: make system-deps")]
 
 PREFIX = "xv-"  # our own Unix accounts: no clash with the other hubs' tests

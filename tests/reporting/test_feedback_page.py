@@ -29,7 +29,7 @@ CHECKS = NOTEBOOK_CHECKS["self_attention"]
 NO_SCALE = next(a for a in BUGGY if a.name == "no_scale")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-SHOTS = Path(__file__).resolve().parents[1] / "build" / "screenshots" / "feedback"
+SHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots" / "feedback"
 
 
 class Rows(HTMLParser):

@@ -1,6 +1,6 @@
 """One grading run at a time per course (attention_platform/grading/course_lock.py).
 
-The race itself (two TAs' ``nbgrader autograde`` at once) is in tests/test_faults_exchange.py;
+The race itself (two TAs' ``nbgrader autograde`` at once) is in tests/hub/test_faults_exchange.py;
 it depends on timing. These tests do not: they hold the course's lock themselves and show that
 each way of grading waits for it in the kernel (``/proc/locks`` lists it as blocked), grades
 once it is let go, and replaces what another run wrote for the same submission meanwhile.

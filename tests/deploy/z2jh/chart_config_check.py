@@ -1,6 +1,6 @@
 """The chart's own hub configuration, then ours, as the hub pod runs them: an optional, offline check.
 
-    python tests/z2jh/chart_config_check.py /path/to/zero-to-jupyterhub-k8s 4.4.0
+    python tests/deploy/z2jh/chart_config_check.py /path/to/zero-to-jupyterhub-k8s 4.4.0
 
 Needs a checkout of jupyterhub/zero-to-jupyterhub-k8s (nothing of it is kept in this repository). From the
 tag it reads ``jupyterhub/files/hub/jupyterhub_config.py`` and ``z2jh.py`` into a scratch directory, with
@@ -8,7 +8,7 @@ their /usr/local/etc/jupyterhub/ paths pointed there, and lays out what the char
 the merged values (chart defaults + deploy/kubernetes/values.yaml) as the Secret's values.yaml, generated
 secrets, the names ConfigMap. Then, in this process: the chart's config runs (and with it our
 hub.extraConfig, loading hub/jupyterhub_config.py from this checkout), KubeSpawner renders a student's pod
-(validated as in tests/test_kubernetes.py), and JupyterHub initialises fully (database, users, roles, groups,
+(validated as in tests/deploy/test_kubernetes.py), and JupyterHub initialises fully (database, users, roles, groups,
 services, spawners) without starting anything or opening a connection.
 
 The chart's config selects tornado's curl HTTP client, whose module needs pycurl (in the chart's image, not
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def main(checkout: str, tag: str, scratch: Path) -> None:
@@ -47,7 +47,7 @@ def main(checkout: str, tag: str, scratch: Path) -> None:
     (stubs / "pycurl.py").write_text("class Curl:\n    pass\n\n\nclass CurlMulti:\n    pass\n")
     sys.path.insert(0, str(stubs))
 
-    spec = importlib.util.spec_from_file_location("k8s_tests", REPO / "tests" / "test_kubernetes.py")
+    spec = importlib.util.spec_from_file_location("k8s_tests", REPO / "tests" / "deploy" / "test_kubernetes.py")
     tests = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tests)
 

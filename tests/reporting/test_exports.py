@@ -1,6 +1,6 @@
 """Exports as nbgrader export plug-ins: the per-check breakdown and the Canvas
 gradebook CSV, from gradebooks built with nbgrader's API (the real
-``nbgrader export --exporter=…`` run is in tests/test_report.py, slow)."""
+``nbgrader export --exporter=…`` run is in tests/reporting/test_report.py, slow)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from attention_platform.course.settings import DEFAULT_COURSE_ID, course_id
 from attention_platform.hub.native import DemoClass, grader_account, instructors_group
 from attention_platform.venv import environment, program
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("environ, expected", [

@@ -296,8 +296,8 @@ def test_report_for_the_e2e_class_has_the_catalogue_counts(e2e_class, capsys):
         assert set(summary["failed_everything"]) == everything
     t = parse(out.read_text())
     assert_pngs(t)
-    (Path(__file__).resolve().parents[1] / "build").mkdir(exist_ok=True)
-    keep = Path(__file__).resolve().parents[1] / "build" / "report-e2e-class.html"
+    (Path(__file__).resolve().parents[2] / "build").mkdir(exist_ok=True)
+    keep = Path(__file__).resolve().parents[2] / "build" / "report-e2e-class.html"
     keep.write_text(out.read_text())  # for a look in a browser (build/ is not committed)
 
 

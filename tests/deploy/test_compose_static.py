@@ -5,7 +5,7 @@ every Dockerfile COPY source exists, images install exactly the versions pyproje
 for the native setup, the student image holds nothing of the grader side but what its
 nbgrader config names, secrets only come from .env, the build context leaves local state
 out, and the ONE hub configuration file produces the intended Docker-mode settings when
-executed. tests/test_compose_roundtrip.py builds and runs all of it for real.
+executed. tests/deploy/test_compose_roundtrip.py builds and runs all of it for real.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pytest
 import yaml
 from traitlets.config import Config
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
 DOCKERFILES = {name: REPO / "docker" / f"{name}.Dockerfile" for name in ("hub", "student", "grader")}
 

@@ -43,7 +43,7 @@ from hub_helpers import HubSession, free_port
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(3600)]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 WORK = REPO / "build" / "compose-test"
 PROJECT_DIR = WORK / "project"
 PROJECT = "dl-attention"
