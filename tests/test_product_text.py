@@ -1,12 +1,12 @@
-"""What users and newcomers read (help strings, comments, Makefile, configs) never points at
+"""What users and newcomers read (help strings, comments, Makefile, configs, README, docs) never points at
 our own tracker's issue numbers: it names the feature or the reason instead."""
 
 import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PRODUCT = ("attention_platform", "grader_tests", "hub", "docker", "deploy", "scripts", "tests")
-FILES = ("Makefile", "nbgrader_config.py", "docker-compose.yml", "pyproject.toml")
+PRODUCT = ("attention_platform", "grader_tests", "hub", "docker", "deploy", "scripts", "tests", "docs")
+FILES = ("Makefile", "nbgrader_config.py", "docker-compose.yml", "pyproject.toml", "README.md")
 ISSUE_REFERENCE = re.compile(r"\bissues?\s*#?\s*\d+(?:'s)?\b(?! (?:bytes|seconds|s\b))", re.IGNORECASE)
 
 
