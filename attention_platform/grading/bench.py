@@ -135,7 +135,8 @@ def run_benchmark(workdir: Path, n: int = 100, *, jobs: int | None = None, laten
         cmd += ["--jobs", str(jobs)]
     batch_s, batch_cpu, batch_proc = _timed(cmd, batch, env)
     if batch_proc.returncode != 0:
-        log(batch_proc.stdout[-3000:] + batch_proc.stderr[-3000:])
+        failed = [line for line in batch_proc.stdout.splitlines() if "error:" in line]
+        log("autograde-batch failed for:\n" + "\n".join(failed) + "\n" + batch_proc.stderr[-3000:])
         return 1
 
     stock_scores, batch_scores = check_scores(stock), check_scores(batch)
