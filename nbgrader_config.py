@@ -14,7 +14,7 @@ from attention_platform.grading.preprocessors import (
 )
 from attention_platform.course.settings import course_id
 from attention_platform.grading.course_lock import after_autograde, before_autograde
-from attention_platform.grading.sandboxed_execute import SandboxedExecute
+from attention_platform.grading.sandboxed_execute import SandboxedExecute, start_sandbox_early
 from attention_platform.reporting.feedback import FeedbackSummary
 from attention_platform.reporting.safe_html import FEEDBACK_TEMPLATES, FeedbackHTMLExporter
 
@@ -52,7 +52,13 @@ c.Autograde.sanitize_preprocessors = [
 
 # One autograde at a time writes the gradebook and autograded/ (two TAs at once would otherwise
 # lose one's grading): each submission is graded holding the course's lock (grading/course_lock.py).
-c.Autograde.pre_convert_hook = before_autograde
+# Before waiting for it, the sandbox starts warming up, so the first notebook does not wait for torch.
+def _before_autograde(**hook_args):
+    start_sandbox_early()
+    before_autograde(**hook_args)
+
+
+c.Autograde.pre_convert_hook = _before_autograde
 c.Autograde.post_convert_hook = after_autograde
 
 # After execution: one-line errors and no stderr in check cells (see preprocessors.py).

@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import io
 import math
+from collections import OrderedDict
 
 import torch
 
@@ -82,7 +83,16 @@ class _Figure:
     layout) cost ~0.27 CPU-s per submission — more than grading the submission itself in a warm
     sandbox. The two reference panels are the same for every student (a fixed public
     input), so only the student's panel changes: its image data and its 36 value labels. A lock,
-    because batch grading judges submissions on several threads."""
+    because batch grading judges submissions on several threads.
+
+    Redrawing that panel still cost ~35 ms, and most of a class draws the same few pictures (every
+    correct layer, every layer missing the mask, ...): a PNG is kept for what decides its pixels —
+    each cell's colour as the colour map gives it and each cell's label and label colour — so two
+    students whose weights differ only below what the picture resolves share one PNG. (matplotlib
+    rescales an image's values in floating point before colouring it, so a value within ~1e-7 of
+    one of the map's 256 steps could have come out one step apart: invisible, and never a grade.)"""
+
+    REMEMBERED = 256  # PNGs of ~30 kB each
 
     def __init__(self, expected: torch.Tensor, unscaled: torch.Tensor):
         import threading
@@ -97,6 +107,7 @@ class _Figure:
         self.fig = Figure(figsize=(10.5, 3.8), dpi=100)
         axes = self.axes = self.fig.subplots(1, 3)
         self.canvas, self.background = None, None  # the Agg canvas, and everything but the student's panel
+        self.drawn: OrderedDict[tuple, bytes] = OrderedDict()  # what decides the student's panel -> PNG
         panels = (("Your attention_weights", expected), ("Expected (causal, ÷√D)", expected),
                   ("Without ÷√D: sharper", unscaled))
         self.images, self.labels = [], []
@@ -112,12 +123,25 @@ class _Figure:
             self._label(len(self.images) - 1, weights)
         self.fig.tight_layout()
 
+    @staticmethod
+    def _cell_label(value: float) -> tuple[str, str]:
+        """A cell's value label and its colour (white on the dark end of the map)."""
+        return (f"{value:.2f}" if not math.isclose(value, 0.0, abs_tol=5e-3) else "0",
+                "white" if value > 0.55 else "black")
+
     def _label(self, panel: int, weights: torch.Tensor) -> None:
         self.images[panel].set_data(weights.numpy())
         for (row, col), text in self.labels[panel].items():
-            value = float(weights[row, col])
-            text.set_text(f"{value:.2f}" if not math.isclose(value, 0.0, abs_tol=5e-3) else "0")
-            text.set_color("white" if value > 0.55 else "black")
+            label, colour = self._cell_label(float(weights[row, col]))
+            text.set_text(label)
+            text.set_color(colour)
+
+    def looks(self, mine: torch.Tensor) -> tuple:
+        """Everything the student's panel is drawn from: the RGBA bytes the colour map gives each
+        cell (the 6×6 image is scaled up with nearest-neighbour sampling, so a cell is one flat
+        colour) and each cell's label and label colour."""
+        colours = self.images[0].to_rgba(mine.numpy(), bytes=True).tobytes()
+        return colours, tuple(self._cell_label(float(v)) for v in mine.flatten())
 
     def png(self, mine: torch.Tensor) -> bytes:
         """Only the student's panel is drawn again, over the rest rendered once (savefig would
@@ -126,7 +150,11 @@ class _Figure:
         import matplotlib.image
         from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+        looks = self.looks(mine)
         with self.lock:
+            if looks in self.drawn:
+                self.drawn.move_to_end(looks)
+                return self.drawn[looks]
             if self.background is None:  # everything once, the student's panel left out
                 self.canvas = FigureCanvasAgg(self.fig)
                 self.axes[0].set_visible(False)
@@ -139,7 +167,10 @@ class _Figure:
             buffer = io.BytesIO()
             matplotlib.image.imsave(buffer, self.canvas.buffer_rgba(), format="png", origin="upper", dpi=self.fig.dpi,
                                     metadata={"Software": f"Matplotlib version{matplotlib.__version__}, https://matplotlib.org/"})
-            return buffer.getvalue()
+            self.drawn[looks] = png = buffer.getvalue()
+            if len(self.drawn) > self.REMEMBERED:
+                self.drawn.popitem(last=False)
+            return png
 
 
 _FIGURE: _Figure | None = None

@@ -61,15 +61,23 @@ class StudentOutcome:
 
 
 class _Session:
-    """The gradebook's session as nbgrader's preprocessors see it in the batch: their
-    per-cell ``commit()`` becomes a flush; the batch commits once per student, so a
-    student's grades are written all together or not at all."""
+    """The gradebook's session as nbgrader's preprocessors see it in a shared gradebook: their
+    per-cell ``commit()`` only flushes, or (``flush=False``, the batch) does nothing at all, and
+    their ``rollback()`` after a failed write is left to the owner of the transaction (the error
+    reaches it). The owner commits, so a student's grades are written together or not at all.
+    Without the flush per cell (a sixth of the batch's CPU went to SaveAutoGrades' flushes) a
+    student's writes go out in one flush; whatever reads the database first flushes what is
+    pending (the session's autoflush), so every read still sees every write before it."""
 
-    def __init__(self, session):
-        self._session = session
+    def __init__(self, session, *, flush: bool = True):
+        self._session, self._flush = session, flush
 
     def commit(self):
-        self._session.flush()
+        if self._flush:
+            self._session.flush()
+
+    def rollback(self):
+        pass
 
     def __getattr__(self, name):
         return getattr(self._session, name)
@@ -82,9 +90,9 @@ class _SharedGradebook:
     CACHED = ("find_notebook", "find_source_cell", "find_grade_cell", "find_solution_cell", "find_task_cell",
               "find_graded_cell", "find_assignment")
 
-    def __init__(self, gradebook):
+    def __init__(self, gradebook, *, flush_on_commit: bool = True):
         self._gb = gradebook
-        self.db = _Session(gradebook.db)
+        self.db = _Session(gradebook.db, flush=flush_on_commit)
         self._cache: dict = {}
 
     def __call__(self, *args, **kwargs):
@@ -199,7 +207,7 @@ def gradebook_patched(replacement):
 def _shared_gradebook(gradebook):
     """Point every ``Gradebook`` name nbgrader's preprocessors use at one open gradebook,
     and build nbgrader's metadata validator once."""
-    with gradebook_patched(_SharedGradebook(gradebook)) as shared:
+    with gradebook_patched(_SharedGradebook(gradebook, flush_on_commit=False)) as shared:
         yield shared
 
 
@@ -376,7 +384,9 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
             Gradebook(pipeline.db_url, pipeline.coursedir.course_id) as gb, _shared_gradebook(gb) as shared, \
             ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="grade") as pool:
         session = gb.db
-        gb.db = shared.db  # the gradebook API's own commits flush too: one transaction (one fsync) per student
+        session.commit()  # the gradebook's set-up, before its transactions begin with BEGIN
+        nesting_savepoints(gb.engine)
+        gb.db = shared.db  # the gradebook API's own commits are left to the batch's steps (_BatchRun._step)
         # A commit per student must not expire the instructor's rows every student's grading reads
         # (notebooks, cells: ~25 SELECTs a student to load them again); what a student's grading
         # must read fresh, its own submission's computed scores, is expired by hand (_fresh).
@@ -390,7 +400,7 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
             run.finish_some()
         if bar:
             bar.close()
-        session.commit()  # students whose notebooks were all rejected keep their submission row
+        session.commit()  # the last steps
         session.expire_all()  # the scores below as the database computes them now
         gb.db = session
         _read_scores(gb, assignment, run.outcomes)
@@ -417,6 +427,21 @@ def _read_scores(gb, assignment: str, outcomes: dict[str, StudentOutcome]) -> No
         outcome.score, outcome.max_score = float(sub.score or 0), float(sub.max_score or 0)
 
 
+COMMIT_EVERY = 16  # gradebook steps per transaction (a student is two or three) ...
+COMMIT_SECONDS = 0.5  # ... or fewer, if they took this long: the database is locked for writers meanwhile
+
+
+def nesting_savepoints(engine) -> None:
+    """Make savepoints nest on SQLite. Its Python driver opens a transaction only before a write, so
+    a SAVEPOINT issued first opens one of its own, and releasing it commits (SQLAlchemy's SQLite
+    notes, "Serializable isolation / Savepoints"): a BEGIN at the start of every transaction of
+    ``engine`` makes each savepoint a step inside the transaction, as on any other database."""
+    from sqlalchemy import event
+
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "begin", lambda connection: connection.exec_driver_sql("BEGIN"))
+
+
 @dataclass
 class _InFlight:
     """A notebook in the sandbox, and what finishing it needs."""
@@ -440,6 +465,7 @@ class _BatchRun:
         self.notebook_ids = [nb.name for nb in gb.find_assignment(assignment).notebooks]
         self.pending: dict = {}
         self.outcomes: dict[str, StudentOutcome] = {}
+        self.steps, self.since = 0, 0.0  # steps since the last commit, and when the first of them ended
 
     def start(self, student: str) -> None:
         """Stage ``student``'s submission and send each of its notebooks to the pool."""
@@ -448,11 +474,10 @@ class _BatchRun:
         src = self.pipeline.submitted(student, self.assignment)
         dest = self.pipeline.autograded(student, self.assignment)
         try:
-            self.pipeline.stage(self.gb, student, self.assignment, src, dest)
-            self.session.commit()  # the student and the submission exist whatever happens to the notebook
+            with self._step():  # the student and the submission exist whatever happens to the notebook
+                self.pipeline.stage(self.gb, student, self.assignment, src, dest)
         except Exception as exc:  # noqa: BLE001
             outcome.status = f"error: {type(exc).__name__}: {exc}"[:60]
-            self.session.rollback()
             self._count_if_done(student)
             return
         for notebook_id in self.notebook_ids:
@@ -465,15 +490,15 @@ class _BatchRun:
         outcome, path = self.outcomes[student], src / f"{notebook_id}.ipynb"
         resources = self.pipeline.resources(student, self.assignment, notebook_id, dest)
         if not path.exists():
-            self.pipeline.missing(self.gb, student, self.assignment, notebook_id)
-            self.session.commit()
+            with self._step():
+                self.pipeline.missing(self.gb, student, self.assignment, notebook_id)
             outcome.status = f"missing {notebook_id}.ipynb"
             return
         try:
-            nb = self.pipeline.read(path, resources)
+            with self._step():
+                nb = self.pipeline.read(path, resources)
         except Exception as exc:  # noqa: BLE001 - e.g. not JSON: rejected for this student alone
             outcome.status = f"rejected: {type(exc).__name__}"[:60]
-            self.session.rollback()
             shutil.rmtree(dest, ignore_errors=True)
             return
         future = self.pool.submit(grade_notebook, nb, zygote=self.zygote, limits=self.pipeline.limits,
@@ -493,17 +518,37 @@ class _BatchRun:
         outcome, session, student = self.outcomes[flight.student], self.session, flight.student
         try:
             result = future.result()
-            # the late penalty then reads the scores just saved
-            self.pipeline.finish(flight.nb, flight.resources, flight.dest, flight.notebook_id,
-                                 after_save=lambda: _fresh(session, student))
-            session.commit()
+            with self._step():  # the late penalty then reads the scores just saved
+                self.pipeline.finish(flight.nb, flight.resources, flight.dest, flight.notebook_id,
+                                     after_save=lambda: _fresh(session, student))
             outcome.failed += [c.check_id for c in result.checks.values() if not c.passed]
             if result.stopped:
                 outcome.status = f"stopped: {result.stopped}"[:60]
         except Exception as exc:  # noqa: BLE001 - one student's failure never stops the batch
             outcome.status = f"error: {type(exc).__name__}: {exc}"[:60]
-            session.rollback()
         outcome.seconds += time.monotonic() - flight.t0
+
+    @contextlib.contextmanager
+    def _step(self):
+        """One step's gradebook writes (a student's staging, a notebook's sanitising or its grades) in
+        a savepoint of its own: a step that fails takes back its own writes and no one else's. The
+        transaction around the steps is committed every ``COMMIT_EVERY`` steps or ``COMMIT_SECONDS``
+        -- one fsync for several students instead of two per student (a tenth of the batch's time on
+        this machine) -- so a TA saving a manual grade meanwhile waits well under a second for the
+        database; what a crash leaves uncommitted is graded again by the next run."""
+        savepoint = self.session.begin_nested()
+        try:
+            yield
+        except BaseException:
+            savepoint.rollback()
+            raise
+        savepoint.commit()
+        if self.steps == 0:
+            self.since = time.monotonic()
+        self.steps += 1
+        if self.steps >= COMMIT_EVERY or time.monotonic() - self.since >= COMMIT_SECONDS:
+            self.session.commit()
+            self.steps = 0
 
     def _count_if_done(self, student: str) -> None:
         """Advance the progress bar once a student has no notebook left in the sandbox."""

@@ -80,3 +80,16 @@ class SandboxedExecute(NbGraderPreprocessor):
         self.log.info("Sandboxed grading of %s: %d/%d checks passed, %.2f s%s", name, passed, len(result.checks),
                       result.seconds, f" (stopped: {result.stopped})" if result.stopped else "")
         return nb, resources
+
+
+def start_sandbox_early(**_hook_args) -> None:
+    """Start the sandbox zygote (or reach the broker) without waiting for it, from
+    ``Autograde.pre_convert_hook``: its warm-up (importing torch, a first optimizer step, a first
+    figure: ~3 s on 2 cores) then runs while nbgrader copies and sanitises the submission instead
+    of after. A sandbox that cannot start is reported by the first notebook's grading."""
+    from attention_platform.grading.sandbox.client import SandboxUnavailable, get_zygote
+
+    try:
+        get_zygote()
+    except SandboxUnavailable:
+        pass

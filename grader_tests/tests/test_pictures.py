@@ -73,3 +73,28 @@ def test_a_redrawn_picture_is_the_picture_drawn_afresh():
         whole.fig.savefig(buffer, format="png")
         assert png == buffer.getvalue()
     assert len(set(drawn[:5])) == 5  # each student's own picture
+
+
+def test_weights_the_picture_cannot_tell_apart_share_one_png_and_others_do_not():
+    """The PNG memo's key is what the student's panel is drawn from: a difference below it (1e-9)
+    gets the remembered PNG, which is byte for byte the picture drawn afresh for those weights;
+    a difference the picture shows (one cell's label) draws a new one."""
+    import io
+
+    request = pictures.teaching_request()
+    expected, unscaled = pictures.expected_weights(request)
+    mine = _weights(request, scale=False)[0].to(torch.float64)
+    first = pictures.draw(mine, expected, unscaled)
+    hair = mine.clone()
+    hair[3, 1] += 1e-9
+    figure = pictures._FIGURE
+    remembered = len(figure.drawn)
+    assert pictures.draw(hair, expected, unscaled) == first and len(figure.drawn) == remembered
+    whole = pictures._Figure(expected, unscaled)
+    whole._label(0, hair)
+    buffer = io.BytesIO()
+    whole.fig.savefig(buffer, format="png")
+    assert buffer.getvalue() == first
+    visible = mine.clone()
+    visible[3, 1] += 0.05
+    assert pictures.draw(visible, expected, unscaled) != first and len(figure.drawn) == remembered + 1

@@ -1,0 +1,91 @@
+"""The batch grader's gradebook writes (attention_platform/grading/batch.py): steps grouped into
+few transactions, each step taking back its own writes when it fails."""
+
+from __future__ import annotations
+
+import os
+
+import nbformat
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.orm import Session
+
+from attention_platform.course.directory import check_scores, copy_course, nbgrader, write_submission
+from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK, with_answer
+from attention_platform.grading.batch import Pipeline, autograde_batch, nesting_savepoints
+from grader_tests.answers import BUGGY, CORRECT
+from grader_tests.registry import ALL_CHECKS, GRADE_ID_PREFIX
+
+ANSWERS = {a.name: a for a in BUGGY + CORRECT}
+CLASS = {"ada": "reference_style", "bob": "reference_style", "cyd": "mask_after_softmax", "dan": "reference_style"}
+
+
+@pytest.mark.parametrize("nesting, kept_after_outer_rollback", [(False, 1), (True, 0)])
+def test_a_released_savepoint_is_undone_with_its_transaction_only_once_savepoints_nest(
+        tmp_path, nesting, kept_after_outer_rollback):
+    engine = create_engine(f"sqlite:///{tmp_path / 'gradebook.db'}")
+    with engine.begin() as connection:
+        connection.exec_driver_sql("CREATE TABLE grade (score INTEGER)")
+    if nesting:
+        nesting_savepoints(engine)
+    with Session(engine) as session:
+        session.execute(text("SELECT 1"))  # as the batch reads the gradebook before it writes
+        step = session.begin_nested()
+        session.execute(text("INSERT INTO grade VALUES (1)"))
+        step.commit()
+        session.rollback()
+    with engine.connect() as connection:
+        assert connection.exec_driver_sql("SELECT count(*) FROM grade").scalar() == kept_after_outer_rollback
+    engine.dispose()
+
+
+def _expected(answer: str) -> dict[str, float]:
+    from grader_tests import registry
+
+    checks = getattr(registry, "NOTEBOOK_CHECKS", {}).get(NOTEBOOK.removesuffix(".ipynb"), ALL_CHECKS)
+    return {GRADE_ID_PREFIX + c.id: 0.0 if c.id in ANSWERS[answer].fails else float(c.points) for c in checks}
+
+
+def _auto_scores(course, student: str) -> dict:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        submitted = gb.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, student)
+        return {grade.name: grade.auto_score for grade in submitted.grades}
+
+
+@pytest.fixture(scope="module")
+def small_class(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("the batch's own sandbox zygote needs root (CI is root)")
+    course = copy_course(tmp_path_factory.mktemp("batch") / "course")
+    for other in (course / "source" / ASSIGNMENT).glob("*.ipynb"):  # the graded notebook alone
+        if other.name != NOTEBOOK:
+            other.unlink()
+    nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", check=True)
+    release = nbformat.read(course / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    for student, answer in CLASS.items():
+        write_submission(course, student, with_answer(release, ANSWERS[answer].code))
+    return course
+
+
+@pytest.mark.slow
+def test_a_step_that_fails_after_saving_grades_takes_back_those_grades_and_no_one_elses(small_class, monkeypatch):
+    """bob's notebook fails after SaveAutoGrades wrote his scores, inside the transaction that also
+    holds ada's, cyd's and dan's steps: his scores are taken back, theirs are all committed."""
+    original = Pipeline.finish
+
+    def finish_then_fail_for_bob(self, nb, resources, dest, notebook_id, after_save=None):
+        graded = original(self, nb, resources, dest, notebook_id, after_save=after_save)
+        if resources["nbgrader"]["student"] == "bob":
+            raise OSError("the disk filled up after bob's grades were saved")
+        return graded
+
+    monkeypatch.setattr(Pipeline, "finish", finish_then_fail_for_bob)
+    outcomes = {o.student: o for o in autograde_batch(small_class, ASSIGNMENT, jobs=1, progress=False, log=None)}
+    assert outcomes["bob"].status.startswith("error: OSError")
+    assert [s for s, o in outcomes.items() if o.status != "ok"] == ["bob"]
+    assert set(_auto_scores(small_class, "bob").values()) == {None}, "bob's half-finished grading stayed"
+    scores = check_scores(small_class)
+    for student in ("ada", "cyd", "dan"):
+        assert scores[student] == _expected(CLASS[student]), student
