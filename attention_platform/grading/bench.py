@@ -3,13 +3,15 @@
 1. A scratch copy of the course (the ``self_attention`` notebook) gets a generated
    class of N submissions, cycling through every buggy and every correct answer
    of ``grader_tests.answers`` plus untouched stubs.
-2. Two identical copies of that course are graded: one with stock
-   ``nbgrader autograde`` (``ATTENTION_AUTOGRADE_EXECUTE=stock``: nbgrader's
-   in-kernel ``Execute``, one kernel per notebook, in series) and one with
-   ``attention-course autograde-batch`` (a fresh sandbox per submission forked
-   from a warm zygote, in parallel). Both are timed as whole commands, start-up
-   included.
-3. Every student's per-check scores must be identical in the two gradebooks.
+2. Identical copies of that course are graded, each by a whole command timed with
+   its start-up: stock ``nbgrader autograde`` (``ATTENTION_AUTOGRADE_EXECUTE=stock``:
+   nbgrader's in-kernel ``Execute``, one kernel per notebook, in series);
+   ``attention-course autograde-batch`` cold (a fresh sandbox per submission forked
+   from a warm zygote the command starts, in parallel); the same command on one
+   submission (its start-up; the difference is the cost of each further
+   submission); and the batch beside a resident sandbox broker, as a TA's batch on
+   the hub runs (the broker's CPU during the command counts).
+3. Every student's per-check scores must be identical in every gradebook.
 4. Prints both throughputs and their ratio, then the submit-to-feedback latency
    on a warm grader: a student's submission lands in ``submitted/`` and the
    timer stops when its autograded notebook (every check's verdict and message)
@@ -18,12 +20,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -61,13 +65,13 @@ def prepare(workdir: Path, n: int, log=print) -> tuple[Path, Path, dict]:
     roster = generated_class(n)
     for student, answer in roster.items():
         write_submission(base, student, with_answer(release, answers[answer] if answer else None))
-    stock, batch = workdir / "stock", workdir / "batch"
-    for dest in (stock, batch):
+    copies = {label: workdir / label for label in ("stock", "batch", "start-up", "hub")}
+    for dest in copies.values():
         if dest.exists():
             shutil.rmtree(dest)
         shutil.copytree(base, dest)
     log(f"{n} submissions generated ({sum(1 for a in roster.values() if a is None)} empty) in {base}")
-    return stock, batch, roster
+    return copies, roster
 
 
 def _cpu_children() -> float:
@@ -78,90 +82,173 @@ def _cpu_children() -> float:
 CPUACCT = "/sys/fs/cgroup/cpuacct"
 
 
-def _timed(cmd: list[str], cwd: Path, env: dict) -> tuple[float, float, subprocess.CompletedProcess]:
-    """Wall-clock and CPU seconds of one command and every process it started. As root on cgroup v1
-    the command runs in a cpuacct cgroup of its own, which also counts processes nobody waited for
-    (a sandbox's inner process killed with its outer one is reaped by init, and its CPU time never
-    reaches the command's children's rusage); otherwise the rusage of the processes it waited for."""
-    group = None
-    if os.geteuid() == 0 and os.path.isfile(os.path.join(CPUACCT, "cpuacct.usage")):
-        group = os.path.join(CPUACCT, f"attention-bench-{os.getpid()}-{time.monotonic_ns()}")
-        try:
-            os.mkdir(group)
-        except OSError:
-            group = None
+def _cpu_group() -> str | None:
+    """A fresh cpuacct cgroup (cgroup v1, as root), or None where there is none to make."""
+    if os.geteuid() != 0 or not os.path.isfile(os.path.join(CPUACCT, "cpuacct.usage")):
+        return None
+    group = os.path.join(CPUACCT, f"attention-bench-{os.getpid()}-{time.monotonic_ns()}")
+    try:
+        os.mkdir(group)
+    except OSError:
+        return None
+    return group
+
+
+def _group_seconds(group: str) -> float:
+    with open(os.path.join(group, "cpuacct.usage")) as f:
+        return int(f.read()) / 1e9
+
+
+def _remove_group(group: str) -> float:
+    """Wait for the group's last process to leave (a sandbox's may still be exiting: its CPU counts
+    too), remove the group, and return the CPU-seconds it used."""
+    for _ in range(50):
+        with open(os.path.join(group, "cgroup.procs")) as f:
+            if not f.read().strip():
+                break
+        time.sleep(0.1)
+    seconds = _group_seconds(group)
+    try:
+        os.rmdir(group)
+    except OSError:
+        pass
+    return seconds
+
+
+def _joining(group: str | None):
+    """A ``preexec_fn`` that puts the new process into ``group`` (None: nothing to do)."""
+    if group is None:
+        return None
 
     def enter():
         with open(os.path.join(group, "cgroup.procs"), "w") as f:
             f.write(str(os.getpid()))
 
+    return enter
+
+
+def _timed(cmd: list[str], cwd: Path, env: dict) -> tuple[float, float, subprocess.CompletedProcess]:
+    """Wall-clock and CPU seconds of one command and every process it started. As root on cgroup v1
+    the command runs in a cpuacct cgroup of its own, which also counts processes nobody waited for
+    (a sandbox's inner process killed with its outer one is reaped by init, and its CPU time never
+    reaches the command's children's rusage); otherwise the rusage of the processes it waited for."""
+    group = _cpu_group()
     started, cpu = time.monotonic(), _cpu_children()
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
-                          preexec_fn=enter if group else None)
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, preexec_fn=_joining(group))
     wall, seconds = time.monotonic() - started, _cpu_children() - cpu
     if group:
-        for _ in range(50):  # a sandbox's last process may still be exiting: its CPU counts too
-            with open(os.path.join(group, "cgroup.procs")) as f:
-                if not f.read().strip():
-                    break
-            time.sleep(0.1)
-        with open(os.path.join(group, "cpuacct.usage")) as f:
-            seconds = int(f.read()) / 1e9
-        try:
-            os.rmdir(group)
-        except OSError:
-            pass
+        seconds = _remove_group(group)
     return wall, seconds, proc
 
 
+@contextlib.contextmanager
+def resident_broker(workdir: Path, log=print):
+    """The sandbox broker as the hub runs it (started, warmed and listening before any grading),
+    in a cpuacct cgroup of its own: yields ``(socket path, CPU-seconds it has used so far)``, the
+    second a function, so a command's share of the broker's work can be added to the command's."""
+    group = _cpu_group()
+    if group is None:
+        raise RuntimeError("the resident-broker figure needs root and cgroup v1's cpuacct")
+    folder = Path(tempfile.mkdtemp(prefix="attention-bench-broker-"))  # root's, 0700: the broker checks
+    path = folder / "broker.sock"
+    broker = subprocess.Popen([sys.executable, "-m", "attention_platform.grading.sandbox.broker", "--socket", str(path),
+                               "--allow-uid", "0"], cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True, preexec_fn=_joining(group))
+    try:
+        deadline = time.monotonic() + 180
+        while not path.exists():
+            if broker.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the sandbox broker did not start: {broker.stderr.read()[-2000:]}")
+            time.sleep(0.1)
+        yield str(path), lambda: _group_seconds(group)
+    finally:
+        broker.terminate()
+        try:
+            broker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            broker.kill()
+            broker.wait()
+        _remove_group(group)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def run_benchmark(workdir: Path, n: int = 100, *, jobs: int | None = None, latency_runs: int = 20, log=print) -> int:
+    """Stock ``nbgrader autograde`` and ``autograde-batch`` on the same generated class, each a whole
+    command timed with its start-up, in one run: the batch cold (its own sandbox zygote, started and
+    warmed by the command), the batch on one submission (its start-up: what the others add is the
+    cost per submission), and the batch beside a resident sandbox broker (as a TA's batch on the hub
+    runs: the broker's CPU during the command is counted, its start before it is not)."""
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    stock, batch, roster = prepare(workdir, n, log)
+    courses, roster = prepare(workdir, n, log)
     bindir = Path(sys.executable).parent
     env = dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
 
+    def batch_command(course: Path, *extra: str) -> list[str]:
+        cmd = [str(bindir / "attention-course"), "autograde-batch", ASSIGNMENT, "--course", str(course), "--no-progress"]
+        return cmd + (["--jobs", str(jobs)] if jobs else []) + list(extra)
+
+    def failed(label: str, proc: subprocess.CompletedProcess) -> int:
+        errors = [line for line in proc.stdout.splitlines() if "error:" in line]
+        log(f"{label} failed" + (" for:\n" + "\n".join(errors) if errors else "") + "\n" + proc.stderr[-3000:])
+        return 1
+
     load_before = os.getloadavg()[0]
     log(f"stock: nbgrader autograde (in-kernel Execute, one kernel per notebook) over {n} submissions ...")
-    stock_s, stock_cpu, stock_proc = _timed([str(bindir / "nbgrader"), "autograde", ASSIGNMENT, "--force"], stock,
-                                 dict(env, ATTENTION_AUTOGRADE_EXECUTE="stock"))
+    stock_s, stock_cpu, stock_proc = _timed([str(bindir / "nbgrader"), "autograde", ASSIGNMENT, "--force"],
+                                            courses["stock"], dict(env, ATTENTION_AUTOGRADE_EXECUTE="stock"))
     if stock_proc.returncode != 0:
-        log(stock_proc.stderr[-3000:])
-        return 1
+        return failed("stock nbgrader autograde", stock_proc)
     load_batch = os.getloadavg()[0]
     log(f"batch: attention-course autograde-batch (sandbox per submission, parallel) over {n} submissions ...")
-    cmd = [str(bindir / "attention-course"), "autograde-batch", ASSIGNMENT, "--course", str(batch), "--no-progress"]
-    if jobs:
-        cmd += ["--jobs", str(jobs)]
-    batch_s, batch_cpu, batch_proc = _timed(cmd, batch, env)
+    batch_s, batch_cpu, batch_proc = _timed(batch_command(courses["batch"]), courses["batch"], env)
     if batch_proc.returncode != 0:
-        failed = [line for line in batch_proc.stdout.splitlines() if "error:" in line]
-        log("autograde-batch failed for:\n" + "\n".join(failed) + "\n" + batch_proc.stderr[-3000:])
-        return 1
+        return failed("autograde-batch", batch_proc)
+    first = next(iter(roster))
+    log(f"batch start-up: the same command on one submission ({first}) ...")
+    one_s, one_cpu, one_proc = _timed(batch_command(courses["start-up"], "--student", first), courses["start-up"], env)
+    if one_proc.returncode != 0:
+        return failed("autograde-batch on one submission", one_proc)
+    log(f"batch beside a resident sandbox broker (started and warm before, as on the hub) over {n} submissions ...")
+    with resident_broker(workdir, log) as (socket_path, broker_seconds):
+        broker_before = broker_seconds()
+        hub_s, hub_cpu, hub_proc = _timed(batch_command(courses["hub"]), courses["hub"],
+                                          dict(env, ATTENTION_SANDBOX_SOCKET=socket_path))
+        hub_cpu += broker_seconds() - broker_before
+    if hub_proc.returncode != 0:
+        return failed("autograde-batch beside the broker", hub_proc)
 
-    stock_scores, batch_scores = check_scores(stock), check_scores(batch)
-    mismatches = [(s, stock_scores.get(s), batch_scores.get(s)) for s in roster
-                  if stock_scores.get(s) != batch_scores.get(s)]
-    for student, a, b in mismatches[:10]:
-        diff = {k: (a.get(k) if a else None, b.get(k) if b else None) for k in set(a or {}) | set(b or {})
-                if (a or {}).get(k) != (b or {}).get(k)}
-        log(f"MISMATCH {student} ({roster[student]}): stock vs batch {diff}")
-    identical = not mismatches and len(stock_scores) == len(batch_scores) == n
+    stock_scores = check_scores(courses["stock"])
+    mismatches = []
+    for label in ("batch", "hub"):
+        scores = check_scores(courses[label])
+        differ = [(s, stock_scores.get(s), scores.get(s)) for s in roster if stock_scores.get(s) != scores.get(s)]
+        for student, a, b in differ[:10]:
+            diff = {k: (a.get(k) if a else None, b.get(k) if b else None) for k in set(a or {}) | set(b or {})
+                    if (a or {}).get(k) != (b or {}).get(k)}
+            log(f"MISMATCH {label} {student} ({roster[student]}): stock vs {label} {diff}")
+        mismatches += differ + ([("(count)", len(stock_scores), len(scores))] if len(scores) != n else [])
+    identical = not mismatches and len(stock_scores) == n
 
-    latencies = measure_latency(batch, next(iter(roster)), runs=latency_runs)
+    latencies = measure_latency(courses["batch"], first, runs=latency_runs)
     p50 = statistics.median(latencies)
     p90 = sorted(latencies)[max(0, int(round(0.9 * len(latencies))) - 1)]
+    per_wall, per_cpu = (batch_s - one_s) / max(n - 1, 1), (batch_cpu - one_cpu) / max(n - 1, 1)
 
     log("")
     log(f"submissions                     {n} (stock run: {stock_s:.0f} s wall)")
     log(f"grades identical (per check)    {'yes' if identical else f'NO: {len(mismatches)} students differ'}")
-    log(f"stock nbgrader autograde        {stock_s:8.1f} s  {stock_s / n:6.3f} s/submission  {n / stock_s:6.2f} submissions/s")
-    log(f"autograde-batch (sandboxed)     {batch_s:8.1f} s  {batch_s / n:6.3f} s/submission  {n / batch_s:6.2f} submissions/s")
-    log(f"throughput ratio batch/stock    {stock_s / batch_s:8.1f}x (wall clock)")
-    log(f"CPU seconds                     stock {stock_cpu:7.1f} s ({stock_cpu / n:.3f}/submission), "
-        f"batch {batch_cpu:6.1f} s ({batch_cpu / n:.3f}/submission): {stock_cpu / max(batch_cpu, 1e-9):.1f}x less")
-    log(f"targets                         wall {stock_s / batch_s:.1f}x (>= 40x), CPU {stock_cpu / max(batch_cpu, 1e-9):.1f}x "
-        f"(>= 30x), {1000 * batch_cpu / n:.0f} ms CPU per submission (<= 100 ms)")
+    rows = (("stock nbgrader autograde", stock_s, stock_cpu), ("autograde-batch, cold", batch_s, batch_cpu),
+            ("autograde-batch beside broker", hub_s, hub_cpu))
+    for label, wall, cpu in rows:
+        log(f"{label:<31} {wall:7.1f} s wall {wall / n:6.3f} s/submission  {cpu:7.1f} CPU-s {cpu / n:6.3f}/submission"
+            f"  {stock_s / wall:5.1f}x wall  {stock_cpu / max(cpu, 1e-9):5.1f}x CPU")
+    log(f"batch start-up (1 submission)   {one_s:7.1f} s wall {one_cpu:23.1f} CPU-s")
+    log(f"each further submission         {per_wall * 1000:7.0f} ms wall {per_cpu * 1000:20.0f} ms CPU")
+    log(f"targets                         wall >= 40x, CPU >= 30x, <= 100 ms CPU per submission: cold "
+        f"{stock_s / batch_s:.1f}x / {stock_cpu / max(batch_cpu, 1e-9):.1f}x / {1000 * batch_cpu / n:.0f} ms; beside the broker "
+        f"{stock_s / hub_s:.1f}x / {stock_cpu / max(hub_cpu, 1e-9):.1f}x / {1000 * hub_cpu / n:.0f} ms; "
+        f"{per_cpu * 1000:.0f} ms per further submission")
     log(f"submit->feedback, warm grader   p50 {p50 * 1000:6.0f} ms   p90 {p90 * 1000:6.0f} ms   ({len(latencies)} runs)")
     log(f"machine: {os.cpu_count()} cores; load average before stock {load_before:.2f}, "
         f"before batch {load_batch:.2f}, at the end {os.getloadavg()[0]:.2f} (other work shares these cores)")

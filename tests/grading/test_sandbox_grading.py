@@ -156,3 +156,52 @@ def test_forged_image_outputs_are_dropped(zygote):
     (outputs,) = _run_cells(zygote, FORGED_IMAGE_CELL)
     assert not any("image/png" in o.get("data", {}) for o in outputs), outputs
     assert "<script>" not in str(outputs)
+
+
+def test_graders_that_start_together_build_the_probe_payload_without_tripping_over_each_other(monkeypatch):
+    """A batch's first submissions are graded on several threads at once, and each asks for the probe
+    payload, which parses the probe modules. CPython 3.11 keeps ast.parse's recursion depth in state
+    shared by every thread (python/cpython#106905): when one parse is paused -- a garbage collection
+    running a finaliser that lets another thread in -- and another starts, one of them raises
+    ``SystemError: AST constructor recursion depth mismatch`` and that student's grading failed.
+    Here collections run often and every finaliser lets other threads in."""
+    import gc
+    import threading
+    import time
+
+    from attention_platform.grading.sandbox import grading
+
+    class YieldsWhenCollected:
+        def __init__(self):
+            self.cycle = self
+
+        def __del__(self):
+            time.sleep(0)  # the GIL goes to another thread, mid-parse
+
+    errors, payloads = [], []
+
+    def grader(start):
+        start.wait()
+        try:
+            for _ in range(3):
+                YieldsWhenCollected()
+                payloads.append(grading.probe_payload())
+        except Exception as exc:  # noqa: BLE001 - what a student's grading would have failed with
+            errors.append(repr(exc))
+
+    threshold = gc.get_threshold()
+    gc.set_threshold(50, 1, 1)
+    try:
+        for _ in range(20):
+            monkeypatch.setattr(grading, "_PROBE_PAYLOAD", {})
+            start = threading.Barrier(4)
+            threads = [threading.Thread(target=grader, args=(start,)) for _ in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+    finally:
+        gc.set_threshold(*threshold)
+        gc.collect()
+    assert errors == []
+    assert all(payload == payloads[0] for payload in payloads) and payloads[0]["modules"]

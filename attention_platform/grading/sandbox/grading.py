@@ -33,6 +33,7 @@ import ast
 import atexit
 import base64
 import gc
+import threading
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -97,6 +98,10 @@ def seed_function(secret: str = "") -> Callable[[Check], int]:
 
 
 _PROBE_PAYLOAD: dict = {}
+# Built by one thread while the others wait: CPython 3.11's ast.parse keeps its recursion depth in
+# state every thread shares, so two parses at once can fail with "AST constructor recursion depth
+# mismatch" (python/cpython#106905) -- a batch's first graders all ask for the payload together.
+_PROBE_PAYLOAD_LOCK = threading.Lock()
 
 
 def _local_imports(name: str, source: str) -> set[str]:
@@ -117,17 +122,21 @@ def _local_imports(name: str, source: str) -> set[str]:
 def probe_payload() -> dict:
     """What phase 2 sends into a sandbox: the source of ``PROBE_MODULE`` and of every
     ``grader_tests`` module it imports, directly or not (the probe side only)."""
-    if not _PROBE_PAYLOAD:
-        sources: dict[str, str] = {}
-        todo = [PROBE_MODULE]
-        while todo:
-            name = todo.pop()
-            if name in sources or name in STUB_MODULES:
-                continue
-            sources[name] = (GRADER_TESTS / (name.split(".", 1)[1] + ".py")).read_text()
-            todo.extend(_local_imports(name, sources[name]))
-        _PROBE_PAYLOAD.update(op="probes", modules=sorted(sources.items()), stubs=list(STUB_MODULES),
-                              checks_modules=[PROBE_MODULE])
+    with _PROBE_PAYLOAD_LOCK:
+        return _PROBE_PAYLOAD or _build_probe_payload()
+
+
+def _build_probe_payload() -> dict:
+    sources: dict[str, str] = {}
+    todo = [PROBE_MODULE]
+    while todo:
+        name = todo.pop()
+        if name in sources or name in STUB_MODULES:
+            continue
+        sources[name] = (GRADER_TESTS / (name.split(".", 1)[1] + ".py")).read_text()
+        todo.extend(_local_imports(name, sources[name]))
+    _PROBE_PAYLOAD.update(op="probes", modules=sorted(sources.items()), stubs=list(STUB_MODULES),
+                          checks_modules=[PROBE_MODULE])
     return _PROBE_PAYLOAD
 
 
