@@ -151,11 +151,19 @@ class _CachedJsonschema:
 
     def __init__(self, real):
         self._real, self._cache, self._verdicts = real, {}, {}
+        self._keys: dict[int, tuple] = {}  # id(schema) -> (schema, its key): one validator's schema is one object
 
     def validate(self, instance, schema, *args, **kwargs):
         import json
 
-        key = json.dumps(schema, sort_keys=True)
+        known = self._keys.get(id(schema))
+        if known is not None and known[0] is schema:
+            key = known[1]
+        else:
+            key = json.dumps(schema, sort_keys=True)
+            if len(self._keys) >= 64:
+                self._keys.clear()
+            self._keys[id(schema)] = (schema, key)  # the schema kept alive, so its id is not reused
         validator = self._cache.get(key)
         if validator is None:
             cls = self._real.validators.validator_for(schema)
