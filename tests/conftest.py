@@ -7,8 +7,8 @@
   behind never meets the walk-through's expectations.
 
 Helpers (plain modules, imported by name): ``hub_helpers`` (launch a hub, log in, sessions),
-``e2e_class`` (a graded sample class), ``fault_helpers``, ``gradebooks``; ``cheats/`` is the
-cheat-attempt catalogue.
+``e2e_class`` (a graded sample class), ``fault_helpers``, ``gradebooks``, ``broker_helpers`` (a
+sandbox broker and the accounts that talk to it); ``cheats/`` is the cheat-attempt catalogue.
 
 Where each part's tests are: one folder per package of ``attention_platform/`` (a test keeps
 the folders and this list whole, tests/test_test_map.py); the hidden checks' own proofs are in

@@ -50,7 +50,7 @@ from .fairqueue import FairQueue
 from .intake import Intake, IntakeError, collector, take
 from .ledger import Ledger
 from .pages import PageMaker
-from .policy import FeedbackOnSubmit, Policy, PolicyError, aware, iso, now, until
+from .policy import FeedbackOnSubmit, Policy, PolicyError, iso, now, until
 
 OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 COUNTING = ("queued", "grading", "graded")  # states that use up one of the student's graded attempts

@@ -319,7 +319,7 @@ def test_the_round_trip_through_the_published_port(stack, record_property):
     buggy = next(a for a in BUGGY if a.name == "no_scale")
     s2.save_notebook(NOTEBOOK, answer_notebook(buggy.code, MEMORY_BOMB))
     assert s2.assignment_action("submit", ASSIGNMENT)["success"]
-    for path in (f"/user/jane.doe/api/contents/{NOTEBOOK}", f"/user/jane.doe/lab", f"/services/{COURSE}/formgrader"):
+    for path in (f"/user/jane.doe/api/contents/{NOTEBOOK}", "/user/jane.doe/lab", f"/services/{COURSE}/formgrader"):
         assert s2.get(path).status_code == 403, path
     db_ip = next(iter(json.loads(docker("inspect", sh(["docker", "compose", "ps", "-q", "db"], quiet=True).stdout.strip()))
                       [0]["NetworkSettings"]["Networks"].values()))["IPAddress"]

@@ -152,7 +152,7 @@ def test_two_students_submit_at_once_and_each_sees_their_own_result(hub, student
     assert "script-src" not in policy
     assert "scores must be divided by √D" in mine.text and "BEGIN HIDDEN TESTS" not in mine.text  # message, no code
     assert s1.get(f"/user/student1/attention/feedback-on-submit/page/{ASSIGNMENT}/{page}").status_code == 404
-    assert s1.get(f"/user/student2/attention/feedback-on-submit").status_code == 403
+    assert s1.get("/user/student2/attention/feedback-on-submit").status_code == 403
 
 
 def test_what_the_students_saw_equals_the_batch_grader_the_gradebook_and_the_tas_autograde(hub, students, tmp_path):

@@ -6,14 +6,11 @@ other Unix accounts in their own processes and reach it only through that socket
 
 from __future__ import annotations
 
-import json
 import os
-import pwd
 import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
@@ -21,34 +18,9 @@ import pytest
 
 from attention_platform.grading.sandbox import cgroups
 from attention_platform.grading.sandbox.limits import BROKER_CAPS, UID_BASE, UID_SPAN
-
-GRADER = "attention-sbx-grader"  # stands in for the course's grader account
-STRANGER = "attention-sbx-other"  # any other account on the machine
+from broker_helpers import GRADER, STRANGER, as_user, ensure_user, start_broker
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the broker runs as root")
-
-
-def ensure_user(name: str) -> pwd.struct_passwd:
-    try:
-        return pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
-        return pwd.getpwnam(name)
-
-
-def start_broker(folder: Path, allow: pwd.struct_passwd, env: dict | None = None,
-                 extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, Path]:
-    socket_path = folder / "sandbox.sock"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "attention_platform.grading.sandbox.broker", "--socket", str(socket_path),
-         "--allow-uid", str(allow.pw_uid), "--allow-gid", str(allow.pw_gid), *extra],
-        env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 120
-    while not socket_path.exists():
-        assert process.poll() is None, process.stdout.read()
-        assert time.monotonic() < deadline, "the broker did not start"
-        time.sleep(0.1)
-    return process, socket_path
 
 
 @pytest.fixture
@@ -70,15 +42,6 @@ def broker():
     process.terminate()
     process.wait(20)
     shutil.rmtree(folder, ignore_errors=True)
-
-
-def as_user(user: pwd.struct_passwd, code: str, env: dict | None = None, timeout: float = 120) -> dict:
-    """Run ``code`` as ``user`` in a fresh interpreter; it prints one JSON line, returned here."""
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], user=user.pw_uid, group=user.pw_gid,
-                          extra_groups=[], env={"PATH": "/usr/bin:/bin", **(env or {})}, cwd="/",
-                          capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 CLIENT = """

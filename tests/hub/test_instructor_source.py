@@ -16,8 +16,6 @@ import sys
 
 import pytest
 
-from hub_helpers import COURSE
-
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="the hub's real Unix users need root (CI is root)")]
 

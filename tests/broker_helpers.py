@@ -1,0 +1,47 @@
+"""The sandbox broker as tests start it, and the accounts they talk to it as: shared by the broker's
+own tests (tests/grading/test_sandbox_broker.py) and the validate service's (tests/hub/test_validate_service.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+GRADER = "attention-sbx-grader"  # stands in for the course's grader account
+STRANGER = "attention-sbx-other"  # any other account on the machine
+
+def ensure_user(name: str) -> pwd.struct_passwd:
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+        return pwd.getpwnam(name)
+
+
+def start_broker(folder: Path, allow: pwd.struct_passwd, env: dict | None = None,
+                 extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, Path]:
+    socket_path = folder / "sandbox.sock"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "attention_platform.grading.sandbox.broker", "--socket", str(socket_path),
+         "--allow-uid", str(allow.pw_uid), "--allow-gid", str(allow.pw_gid), *extra],
+        env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not socket_path.exists():
+        assert process.poll() is None, process.stdout.read()
+        assert time.monotonic() < deadline, "the broker did not start"
+        time.sleep(0.1)
+    return process, socket_path
+
+
+def as_user(user: pwd.struct_passwd, code: str, env: dict | None = None, timeout: float = 120) -> dict:
+    """Run ``code`` as ``user`` in a fresh interpreter; it prints one JSON line, returned here."""
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], user=user.pw_uid, group=user.pw_gid,
+                          extra_groups=[], env={"PATH": "/usr/bin:/bin", **(env or {})}, cwd="/",
+                          capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
