@@ -1,6 +1,6 @@
 """Feedback on submit, the parts that need no hub: the instructor's policy and its rule, the fair
 queue, taking a submission out of an inbound folder, the student's status file and the refusal
-their submit gives."""
+their submit gives, when pages are made and what happens when their process dies."""
 
 from __future__ import annotations
 
@@ -302,3 +302,31 @@ def test_the_attempts_export_lists_every_attempt_with_its_times_and_the_one_that
 ])
 def test_feedback_pages_wait_while_a_result_is_being_graded(grading, finishing, waited, expected):
     assert may_finish(grading=grading, finishing=finishing, oldest_waited=waited) is expected
+
+
+@pytest.mark.slow
+def test_a_pages_process_that_dies_costs_one_page_and_a_new_process_makes_the_next(tmp_path):
+    """The pages' worker process dies (as nbconvert crashing on a hostile notebook would take it):
+    the attempt whose page it was making gets a note instead of a page, and the next attempt's page
+    comes from a fresh worker, started with the same engine."""
+    import logging
+    from types import SimpleNamespace
+
+    from attention_platform.course.directory import copy_course
+    from attention_platform.feedback_on_submit.pages import PageMaker, _ready
+
+    course = copy_course(tmp_path / "course")
+    maker = PageMaker(SimpleNamespace(course=course, work=tmp_path / "work", exchange_feedback=None),
+                      logging.getLogger("test-pages"))
+    try:
+        assert maker.pool.submit(_ready).result(timeout=120) is True
+        first = maker.pool
+        first.submit(os._exit, 3)  # the worker goes
+        result = SimpleNamespace(pages={}, notes=[])
+        maker.make(SimpleNamespace(id="attempt-1"), result)
+        assert result.pages == {}
+        assert result.notes == ["the feedback page could not be made; your results above are complete"]
+        assert maker.pool is not first
+        assert maker.pool.submit(_ready).result(timeout=120) is True  # the new worker started its engine
+    finally:
+        maker.close()
