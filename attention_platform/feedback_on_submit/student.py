@@ -6,7 +6,9 @@
 * ``GET <base>attention/feedback-on-submit/page/<assignment>/<page>.html``: one of their feedback
   pages, straight from that folder, with a policy that lets no script run;
 * the Assignments tab's Submit (nbgrader's ``AssignmentList.submit_assignment``, in this server)
-  answers with :func:`submit_refusal` instead of handing in an attempt the grader would not grade.
+  answers with :func:`submit_refusal` instead of handing in an attempt the grader would not grade;
+  the exchange's submit (``attention_platform.hub.submit.AtomicSubmit``) asks it too, for a
+  terminal's ``nbgrader submit``.
 
 This side only ever reads what the grader wrote; nothing here decides anything the grader relies
 on. A student who edits this server's code gains nothing: the grader applies the policy again to

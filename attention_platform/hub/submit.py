@@ -250,6 +250,16 @@ class AtomicSubmit(ReadOnlyViewRoot, ExchangeSubmit):
         # <student>+<assignment>+<timestamp>+<random>: newest timestamp first.
         return sorted(glob.glob(pattern), key=lambda p: os.path.basename(p).split("+")[2], reverse=True)
 
+    def _feedback_on_submit_refusal(self) -> str | None:
+        """Feedback on submit's answer to an attempt that would count for nothing (the policy counts
+        graded attempts and none is left): the Assignments tab asks before it submits, a terminal's
+        ``nbgrader submit`` gets the same answer here. The grader applies the policy again anyway."""
+        from attention_platform.feedback_on_submit.student import submit_refusal
+
+        student = self.assignment_filename.split("+")[0]
+        return submit_refusal(self.root, self.coursedir.course_id, self.coursedir.assignment_id,
+                              self.inbound_path, student)
+
     def _sweep_stale_partials(self) -> None:
         student = self.assignment_filename.split("+")[0]
         pattern = os.path.join(self.inbound_path, "{}{}+{}+*".format(PARTIAL_PREFIX, student,
@@ -288,6 +298,10 @@ class AtomicSubmit(ReadOnlyViewRoot, ExchangeSubmit):
                 self.log.info("Submitted as: {} {} {}".format(
                     self.coursedir.course_id, self.coursedir.assignment_id, received))
                 return
+
+        refusal = self._feedback_on_submit_refusal()
+        if refusal:
+            self.fail(refusal)
 
         import secrets
         from stat import S_IRGRP, S_IROTH, S_IRUSR, S_IWUSR, S_IXGRP, S_IXOTH, S_IXUSR

@@ -1,6 +1,7 @@
 """Feedback on submit, the parts that need no hub: the instructor's policy and its rule, the fair
 queue, taking a submission out of an inbound folder, the student's status file and the refusal
-their submit gives, when pages are made and what happens when their process dies."""
+their submit gives (the Assignments tab's and a terminal's), when pages are made and what happens
+when their process dies."""
 
 from __future__ import annotations
 
@@ -330,3 +331,24 @@ def test_a_pages_process_that_dies_costs_one_page_and_a_new_process_makes_the_ne
         assert maker.pool.submit(_ready).result(timeout=120) is True  # the new worker started its engine
     finally:
         maker.close()
+
+
+@pytest.mark.slow
+def test_nbgrader_submit_in_a_terminal_is_refused_as_the_assignments_tab_is(tmp_path):
+    """The Assignments tab asks for the refusal before it submits; a student typing ``nbgrader submit``
+    in a terminal reaches the exchange directly, and the exchange's submit gives the same answer:
+    nothing handed in, the reason and the next possible time said."""
+    import subprocess
+
+    from fault_helpers import ASSIGNMENT, COURSE, make_exchange
+
+    exchange = make_exchange(tmp_path, ["ann"])
+    recent = dt.datetime.now(UTC) - dt.timedelta(minutes=5)
+    policy = Policy(ASSIGNMENT, feedback="checks", attempts=1, counts="last")
+    _write(exchange.course / "feedback" / "ann", ASSIGNMENT, _status(policy, [_graded(recent, "s1")]))
+    done = subprocess.run(["nbgrader", "submit", ASSIGNMENT, "--course", COURSE], cwd=exchange.home("ann"),
+                          env=exchange.student_env("ann"), capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert "Not submitted: you have had 1 graded attempt in the last 24 hours" in done.stderr, done.stderr[-2000:]
+    assert "nothing was handed in" in done.stderr
+    assert exchange.submissions("ann") == []
