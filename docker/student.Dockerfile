@@ -27,7 +27,7 @@ RUN jupyter server extension disable --sys-prefix nbgrader.server_extensions.for
  && jupyter labextension disable --level=sys_prefix @jupyter/nbgrader:create-assignment
 
 # The all-or-nothing submit that hub/student/nbgrader_config.py names
-# (attention_platform.hub.submit.AtomicSubmit), and nothing else of our package.
+# (attention_platform.hub.submit.AtomicSubmit; its feedback-on-submit refusal is copied below).
 COPY attention_platform/__init__.py /opt/dl-attention/student-lib/attention_platform/
 COPY attention_platform/hub/__init__.py attention_platform/hub/submit.py /opt/dl-attention/student-lib/attention_platform/hub/
 # The course's Lab (hub/student/jupyter_server_config.py): its server side, what Validate says, the

@@ -116,7 +116,7 @@ def _fsync_tree(folder: str) -> None:
 class ExchangeLimits(LoggingConfigurable):
     """What a student may keep in the exchange, and what collect copies from one submission.
 
-    Here because the student's image carries this module alone. Read by both sides: ``AtomicSubmit`` refuses a submission over a per-submission limit
+    Here because the student's image carries this module (and only a few others). Read by both sides: ``AtomicSubmit`` refuses a submission over a per-submission limit
     and prunes the student's own oldest submissions beyond the per-student quota;
     ``PerStudentCollect`` enforces the same numbers on whatever is actually in the
     student's folder, which the student can also write by hand. Configure as

@@ -521,14 +521,47 @@ def test_an_unprivileged_grader_lists_and_releases_without_writing_the_exchange_
     assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o755)
 
 
-def test_the_student_side_imports_nothing_of_our_package_but_its_own_module():
-    """The student image carries attention_platform/hub/submit.py alone (docker/student.Dockerfile):
-    whatever submit imports from our package must be in that module."""
+def _our_imports(module: str) -> set[str]:
+    """The modules of our package that ``module`` imports, directly or not (relative imports resolved)."""
     import ast
 
-    tree = ast.parse((REPO / "attention_platform" / "hub" / "submit.py").read_text())
-    ours = [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-            and (node.module or "").startswith("attention_platform")]
-    ours += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
-             for alias in node.names if alias.name.startswith("attention_platform")]
-    assert ours == [], ours
+    found, todo = set(), [module]
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        found.add(name)
+        path = REPO / (name.replace(".", "/") + ".py")
+        if not path.exists():
+            path = REPO / name.replace(".", "/") / "__init__.py"
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+                target = ".".join(part for part in (base, node.module or "") if part)
+                if target.startswith("attention_platform"):
+                    todo.append(target)
+            elif isinstance(node, ast.Import):
+                todo += [alias.name for alias in node.names if alias.name.startswith("attention_platform")]
+    return found
+
+
+def test_the_student_image_carries_every_module_its_submit_imports():
+    """The student image carries a few files of our package, named one by one in
+    docker/student.Dockerfile: whatever the exchange's submit imports from our package, directly or
+    not (feedback on submit's refusal, for a terminal's ``nbgrader submit``), must be among them,
+    with the ``__init__.py`` of each package on the way."""
+    import re
+
+    dockerfile = (REPO / "docker" / "student.Dockerfile").read_text()
+    copied = set()
+    for sources in re.findall(r"^COPY (.+) /opt/dl-attention/student-lib/", dockerfile, flags=re.M):
+        copied.update(sources.split())
+    needed = set()
+    for module in _our_imports("attention_platform.hub.submit"):
+        parts = module.split(".")
+        needed.update("/".join(parts[:i]) + "/__init__.py" for i in range(1, len(parts)))
+        as_file = "/".join(parts) + ".py"
+        needed.add(as_file if (REPO / as_file).exists() else "/".join(parts) + "/__init__.py")
+    assert "attention_platform/feedback_on_submit/student.py" in needed  # the check sees the refusal's import
+    assert needed <= copied, sorted(needed - copied)
