@@ -515,8 +515,12 @@ class _BatchRun:
         self.pending[future] = _InFlight(student, notebook_id, nb, resources, dest, t0)
 
     def finish_some(self) -> None:
-        """Wait for at least one graded notebook and finish every one that is back."""
-        done, _ = wait(list(self.pending), return_when=FIRST_COMPLETED)
+        """Wait for at least one graded notebook and finish every one that is back. Before blocking,
+        the steps so far are committed: the gradebook is never locked for a sandbox's sake."""
+        done, _ = wait(list(self.pending), timeout=0)
+        if not done:
+            self._commit()
+            done, _ = wait(list(self.pending), return_when=FIRST_COMPLETED)
         for future in done:
             flight = self.pending.pop(future)
             self._finish(future, flight)
@@ -542,8 +546,9 @@ class _BatchRun:
         a savepoint of its own: a step that fails takes back its own writes and no one else's. The
         transaction around the steps is committed every ``COMMIT_EVERY`` steps or ``COMMIT_SECONDS``
         -- one fsync for several students instead of two per student (a tenth of the batch's time on
-        this machine) -- so a TA saving a manual grade meanwhile waits well under a second for the
-        database; what a crash leaves uncommitted is graded again by the next run."""
+        this machine) -- and before the batch waits for a sandbox (:meth:`finish_some`), so a TA
+        saving a manual grade meanwhile waits well under a second for the database; what a crash
+        leaves uncommitted is graded again by the next run."""
         savepoint = self.session.begin_nested()
         try:
             yield
@@ -555,6 +560,10 @@ class _BatchRun:
             self.since = time.monotonic()
         self.steps += 1
         if self.steps >= COMMIT_EVERY or time.monotonic() - self.since >= COMMIT_SECONDS:
+            self._commit()
+
+    def _commit(self) -> None:
+        if self.steps:
             self.session.commit()
             self.steps = 0
 

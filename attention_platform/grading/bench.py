@@ -142,7 +142,7 @@ def _timed(cmd: list[str], cwd: Path, env: dict) -> tuple[float, float, subproce
 
 
 @contextlib.contextmanager
-def resident_broker(workdir: Path, log=print):
+def resident_broker(workdir: Path):
     """The sandbox broker as the hub runs it (started, warmed and listening before any grading),
     in a cpuacct cgroup of its own: yields ``(socket path, CPU-seconds it has used so far)``, the
     second a function, so a command's share of the broker's work can be added to the command's."""
@@ -210,7 +210,7 @@ def run_benchmark(workdir: Path, n: int = 100, *, jobs: int | None = None, laten
     if one_proc.returncode != 0:
         return failed("autograde-batch on one submission", one_proc)
     log(f"batch beside a resident sandbox broker (started and warm before, as on the hub) over {n} submissions ...")
-    with resident_broker(workdir, log) as (socket_path, broker_seconds):
+    with resident_broker(workdir) as (socket_path, broker_seconds):
         broker_before = broker_seconds()
         hub_s, hub_cpu, hub_proc = _timed(batch_command(courses["hub"]), courses["hub"],
                                           dict(env, ATTENTION_SANDBOX_SOCKET=socket_path))

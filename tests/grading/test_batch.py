@@ -4,6 +4,10 @@ few transactions, each step taking back its own writes when it fails."""
 from __future__ import annotations
 
 import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -13,10 +17,8 @@ from sqlalchemy.orm import Session
 from attention_platform.course.directory import check_scores, copy_course, nbgrader, write_submission
 from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK, with_answer
 from attention_platform.grading.batch import Pipeline, autograde_batch, nesting_savepoints
-from grader_tests.answers import BUGGY, CORRECT
-from grader_tests.registry import ALL_CHECKS, GRADE_ID_PREFIX
+from gradebooks import ANSWERS, scores_for
 
-ANSWERS = {a.name: a for a in BUGGY + CORRECT}
 CLASS = {"ada": "reference_style", "bob": "reference_style", "cyd": "mask_after_softmax", "dan": "reference_style"}
 
 
@@ -39,13 +41,6 @@ def test_a_released_savepoint_is_undone_with_its_transaction_only_once_savepoint
     engine.dispose()
 
 
-def _expected(answer: str) -> dict[str, float]:
-    from grader_tests import registry
-
-    checks = getattr(registry, "NOTEBOOK_CHECKS", {}).get(NOTEBOOK.removesuffix(".ipynb"), ALL_CHECKS)
-    return {GRADE_ID_PREFIX + c.id: 0.0 if c.id in ANSWERS[answer].fails else float(c.points) for c in checks}
-
-
 def _auto_scores(course, student: str) -> dict:
     from nbgrader.api import Gradebook
 
@@ -54,19 +49,26 @@ def _auto_scores(course, student: str) -> dict:
         return {grade.name: grade.auto_score for grade in submitted.grades}
 
 
-@pytest.fixture(scope="module")
-def small_class(tmp_path_factory):
+def _course_with(tmp_path_factory, name: str, notebooks: dict) -> Path:
+    """A course of the core notebook alone, released, with ``notebooks`` ({student: release -> notebook}) submitted."""
     if os.geteuid() != 0:
         pytest.skip("the batch's own sandbox zygote needs root (CI is root)")
-    course = copy_course(tmp_path_factory.mktemp("batch") / "course")
+    course = copy_course(tmp_path_factory.mktemp(name) / "course")
     for other in (course / "source" / ASSIGNMENT).glob("*.ipynb"):  # the graded notebook alone
         if other.name != NOTEBOOK:
             other.unlink()
     nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", check=True)
     release = nbformat.read(course / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
-    for student, answer in CLASS.items():
-        write_submission(course, student, with_answer(release, ANSWERS[answer].code))
+    for student, make in notebooks.items():
+        write_submission(course, student, make(release))
     return course
+
+
+@pytest.fixture(scope="module")
+def small_class(tmp_path_factory):
+    return _course_with(tmp_path_factory, "batch", {
+        student: (lambda release, code=ANSWERS[answer].code: with_answer(release, code))
+        for student, answer in CLASS.items()})
 
 
 @pytest.mark.slow
@@ -88,4 +90,50 @@ def test_a_step_that_fails_after_saving_grades_takes_back_those_grades_and_no_on
     assert set(_auto_scores(small_class, "bob").values()) == {None}, "bob's half-finished grading stayed"
     scores = check_scores(small_class)
     for student in ("ada", "cyd", "dan"):
-        assert scores[student] == _expected(CLASS[student]), student
+        assert scores[student] == scores_for(CLASS[student]), student
+
+
+@pytest.fixture(scope="module")
+def slow_class(tmp_path_factory):
+    def sleeping(release):
+        nb = with_answer(release, ANSWERS["reference_style"].code)
+        nb.cells.append(nbformat.v4.new_code_cell(f"import time\ntime.sleep({SLEEP})"))
+        return nb
+
+    return _course_with(tmp_path_factory, "slow-batch", {
+        "ada": lambda release: with_answer(release, ANSWERS["reference_style"].code), "zed": sleeping})
+
+
+SLEEP = 8  # seconds zed's notebook sleeps in its sandbox
+
+
+@pytest.mark.slow
+def test_the_gradebook_is_not_held_while_the_batch_waits_for_a_sandbox(slow_class, monkeypatch):
+    """Grades are committed a few steps at a time; while the batch waits for a sandbox (zed's notebook
+    sleeps 8 s) nothing it wrote may stay uncommitted, or a TA saving a manual grade in the formgrader
+    meanwhile would find the database locked. Here the step thresholds are out of reach, so only the
+    wait itself can commit ada's grades."""
+    from attention_platform.grading import batch
+
+    monkeypatch.setattr(batch, "COMMIT_SECONDS", 3600.0)
+    monkeypatch.setattr(batch, "COMMIT_EVERY", 10_000)
+    grading = threading.Thread(target=autograde_batch, args=(slow_class, ASSIGNMENT),
+                               kwargs=dict(jobs=1, progress=False, log=None))
+    grading.start()
+    try:
+        ada = slow_class / "autograded" / "ada" / ASSIGNMENT / NOTEBOOK
+        deadline = time.monotonic() + 120
+        while not ada.exists():
+            assert time.monotonic() < deadline, "ada was never graded"
+            time.sleep(0.1)
+        time.sleep(1)  # ada's grades saved, zed still asleep in the sandbox
+        writer = sqlite3.connect(slow_class / "gradebook.db", timeout=1)
+        try:
+            writer.execute("BEGIN IMMEDIATE")  # what a formgrader's save needs
+            writer.rollback()
+        finally:
+            writer.close()
+        assert grading.is_alive(), "zed's notebook was meant to be still running"
+    finally:
+        grading.join(timeout=300)
+    assert scores_for("reference_style") == check_scores(slow_class)["ada"]
