@@ -48,6 +48,7 @@ import traceback
 import warnings
 
 from . import cgroups
+from .huge_pages import HugePages
 from .limits import BROKER_CAPS, UID_BASE, UID_SPAN, SandboxLimits, asdict, clamp
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
@@ -521,12 +522,14 @@ class ZygoteServer:
     sandboxes it forked itself."""
 
     MAX_LIVE = 64  # sandboxes at once per grader connection
+    HUGE_PAGES_AFTER = 4  # sandboxes forked before the zygote's memory moves onto huge pages (huge_pages.py)
 
     def __init__(self, ctrl: socket.socket, groups: cgroups.Cgroups, caps: SandboxLimits, root: str):
         self.ctrl, self.groups, self.caps, self.root = ctrl, groups, caps, root
         self.live: dict[int, str] = {}  # pid of process A -> its cgroup name
         self.dying: set[str] = set()  # cgroups killed, not yet removed
         self.count = 0
+        self.huge_pages = HugePages()
 
     def spec_for(self, requested: dict) -> dict:
         self.count += 1
@@ -617,9 +620,12 @@ class ZygoteServer:
 
         try:
             while True:
-                ready, _, _ = select.select([self.ctrl], [], [], 0.02 if self.dying else None)
+                collapsing = self.count >= self.HUGE_PAGES_AFTER and not self.huge_pages.done
+                ready, _, _ = select.select([self.ctrl], [], [], 0 if collapsing else 0.02 if self.dying else None)
                 self.reap()
                 if not ready:
+                    if collapsing:  # a chunk at a time, between requests
+                        self.huge_pages.step()
                     continue
                 try:
                     _, msg = recv_frame(self.ctrl, max_bytes=1 << 16)
