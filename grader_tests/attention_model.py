@@ -27,6 +27,7 @@ computation costs more than fixing the bug.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 
@@ -68,6 +69,14 @@ FILLS = (-math.inf, 0.0)
 VALUE_PATHS = (("v_proj", True), ("v_proj", False), ("k_proj", True), ("q_proj", True), ("x", True), ("x", False))
 
 
+@functools.lru_cache(maxsize=256)
+def _blocked(mask: str, axis: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(where ``mask`` blocks a position, where a whole softmax slice along ``axis`` is blocked),
+    made once per shape: a fit tries some forty candidates per judged tensor. Shared, so only read."""
+    blocked = MASKS[mask](seq_len)
+    return blocked, blocked.all(dim=axis, keepdim=True).expand_as(blocked)
+
+
 @dataclass(frozen=True)
 class Attention:
     scores: str = "q·k"
@@ -82,8 +91,7 @@ class Attention:
         return SCALE_RULES[self.scale](dim, seq_len) if isinstance(self.scale, str) else float(self.scale)
 
     def _blocked(self, seq_len: int):
-        blocked = MASKS[self.mask](seq_len)
-        return blocked, blocked.all(dim=self.axis, keepdim=True).expand_as(blocked)
+        return _blocked(self.mask, self.axis, seq_len)
 
     def from_scores(self, scores: torch.Tensor, dim: int) -> torch.Tensor:
         """The weights for raw (unscaled) ``scores`` of D-dimensional tokens; differentiable."""

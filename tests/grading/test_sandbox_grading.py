@@ -205,3 +205,51 @@ def test_graders_that_start_together_build_the_probe_payload_without_tripping_ov
         gc.collect()
     assert errors == []
     assert all(payload == payloads[0] for payload in payloads) and payloads[0]["modules"]
+
+
+def test_a_request_is_built_once_per_seed_and_every_judge_gets_its_own_copy():
+    """Requests are remembered per (check, seed); a judge that changed its request in place (none
+    should) must not change what the next submission is judged against, nor what its probe gets."""
+    import torch
+
+    from attention_platform.grading.sandbox.grading import built_request
+    from grader_tests import wire
+
+    check = CHECKS["sqrt_d_scale"]
+    seed = seed_function("a course secret")(check)
+    first, payload = built_request(check, seed)
+    fresh = check.build_request(seed)
+    assert first.keys() == fresh.keys()
+    assert all(torch.equal(first[k], fresh[k]) if isinstance(fresh[k], torch.Tensor) else first[k] == fresh[k]
+               for k in fresh)
+    assert payload == wire.encode(fresh)
+    for value in first.values():
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            value.mul_(0)  # a careless judge
+    second, again = built_request(check, seed)
+    assert again == payload
+    assert all(torch.equal(second[k], fresh[k]) for k in fresh if isinstance(fresh[k], torch.Tensor))
+    other, _ = built_request(check, seed + 1)
+    assert not all(torch.equal(other[k], fresh[k]) for k in fresh if isinstance(fresh[k], torch.Tensor))
+
+
+OUTPUTS = [  # (output type, fields) as grade_notebook writes them
+    ("stream", {"name": "stdout", "text": "✓ Passed: shapes\n"}),
+    ("stream", {"name": "stderr", "text": ""}),
+    ("error", {"ename": "CheckFailed", "evalue": "a message", "traceback": ["CheckFailed: a message"]}),
+    ("display_data", {"data": {"text/plain": "<Figure>", "image/png": "iVBORw0KGgo="},
+                      "metadata": {"image/png": {"alt": "words"}}}),
+    ("execute_result", {"data": {"text/plain": "3"}, "execution_count": None}),
+]
+
+
+@pytest.mark.parametrize("kind, fields", OUTPUTS, ids=[f"{kind}-{i}" for i, (kind, _) in enumerate(OUTPUTS)])
+def test_outputs_are_what_nbformat_makes_and_valid(kind, fields):
+    import nbformat
+    from nbformat.v4 import new_output
+
+    from attention_platform.grading.sandbox.grading import _output
+
+    ours = _output(kind, **fields)
+    assert ours == new_output(kind, **fields)  # new_output validates its result
+    nbformat.validate(ours, ref=kind, version=4)

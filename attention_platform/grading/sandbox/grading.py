@@ -32,6 +32,7 @@ from __future__ import annotations
 import ast
 import atexit
 import base64
+import copy
 import gc
 import threading
 import time
@@ -41,7 +42,9 @@ from pathlib import Path
 from typing import Callable
 
 import nbformat
-from nbformat.v4 import new_output
+import torch
+from nbformat import NotebookNode
+from nbformat.v4 import nbjson
 
 import grader_tests
 from grader_tests import pictures, wire
@@ -83,6 +86,21 @@ class NotebookResult:
     @property
     def score(self) -> float:
         return sum(c.points for c in self.checks.values() if c.passed)
+
+
+def _output(output_type: str, data: dict | None = None, **fields) -> NotebookNode:
+    """An output as ``nbformat.v4.new_output`` makes it, without its schema validation (a third of
+    a millisecond each, twenty per notebook): every field here is text, a list of text or a bundle
+    of text and checked PNG that this process built itself."""
+    defaults = {"stream": {"name": "stdout", "text": ""},
+                "display_data": {"metadata": {}, "data": {}},
+                "execute_result": {"metadata": {}, "data": {}, "execution_count": None},
+                "error": {"ename": "NotImplementedError", "evalue": "", "traceback": []}}[output_type]
+    output = dict(output_type=output_type, **defaults)
+    output.update(fields)
+    if data is not None:
+        output["data"] = data
+    return nbformat.from_dict(output)
 
 
 def is_test_cell(cell) -> bool:
@@ -171,7 +189,7 @@ def _clean_outputs(items, limit: int, images: int = 0, image_bytes: int = 0) -> 
         kind = item.get("output_type")
         if kind == "stream" and item.get("name") in ("stdout", "stderr"):
             body = text(item.get("text"), room)
-            outputs.append(new_output("stream", name=item["name"], text=body))
+            outputs.append(_output("stream", name=item["name"], text=body))
         elif kind in ("execute_result", "display_data"):
             data = item.get("data")
             body = text(data.get("text/plain") if isinstance(data, dict) else None, room)
@@ -182,26 +200,26 @@ def _clean_outputs(items, limit: int, images: int = 0, image_bytes: int = 0) -> 
                 if png is None:
                     continue  # forged or too big: dropped, with its caption
                 bundle["image/png"], images = png, images - 1
-            outputs.append(new_output(kind, data=bundle, **extra))
+            outputs.append(_output(kind, data=bundle, **extra))
         elif kind == "error":
             ename = text(item.get("ename"), 200) or "Error"
             evalue = text(item.get("evalue"), min(room, 4000))
             tb = [line[:2000] for line in item.get("traceback", [])[:200] if isinstance(line, str)] \
                 if isinstance(item.get("traceback"), list) else []
-            outputs.append(new_output("error", ename=ename, evalue=evalue, traceback=tb or [f"{ename}: {evalue}"]))
+            outputs.append(_output("error", ename=ename, evalue=evalue, traceback=tb or [f"{ename}: {evalue}"]))
             body = evalue + "".join(tb)
         else:
             continue
         used += len(body)
     if used >= limit:
-        outputs.append(new_output("stream", name="stdout", text=f"\n[output truncated by the grader after {limit} characters]\n"))
+        outputs.append(_output("stream", name="stdout", text=f"\n[output truncated by the grader after {limit} characters]\n"))
     return outputs
 
 
 def _verdict_output(check: Check, verdict: Verdict):
     if verdict.passed:
-        return new_output("stream", name="stdout", text=f"✓ Passed: {check.title}\n")
-    return new_output("error", ename="CheckFailed", evalue=verdict.message,
+        return _output("stream", name="stdout", text=f"✓ Passed: {check.title}\n")
+    return _output("error", ename="CheckFailed", evalue=verdict.message,
                       traceback=[f"CheckFailed: {verdict.message}"])
 
 
@@ -233,8 +251,30 @@ def _teaching_picture(sandbox) -> list:
     if picture is None:
         return []
     png, alt = picture
-    return [new_output("display_data", data={"image/png": png, "text/plain": alt},
+    return [_output("display_data", data={"image/png": png, "text/plain": alt},
                        metadata={"image/png": {"alt": alt}, "attention_course": {"teaching_picture": True}})]
+
+
+_REQUESTS: dict[tuple[str, int], tuple[dict, bytes]] = {}
+_REQUESTS_KEPT = 512  # (check, seed) pairs: a course grades with one seed per check
+
+
+def built_request(check: Check, seed: int) -> tuple[dict, bytes]:
+    """``check``'s request for ``seed`` and its wire encoding. A request depends on nothing but its
+    seed, and a course grades every submission with the same seeds, so each is built once per
+    process (some draw hundreds of candidates: a tenth of a submission's grading CPU in all); every
+    caller gets its own copy of the tensors, so no judge can change another's."""
+    key = (check.id, seed)
+    built = _REQUESTS.get(key)
+    if built is None:
+        request = check.build_request(seed)
+        built = (request, wire.encode(request))
+        if len(_REQUESTS) >= _REQUESTS_KEPT:
+            _REQUESTS.clear()
+        _REQUESTS[key] = built
+    request = {name: value.clone() if isinstance(value, torch.Tensor) else copy.deepcopy(value)
+               for name, value in built[0].items()}  # flat (grader_tests/judging.py); deepcopy is 20x slower
+    return request, built[1]
 
 
 def _stopped_verdict(reason: str, cell_source: str | None) -> Verdict:
@@ -253,7 +293,7 @@ def working_copy(nb) -> str:
         if is_test_cell(cell):
             cell.source = ""
             cell.outputs = []
-    return nbformat.writes(copy)
+    return nbjson.writes(copy)  # nbformat.writes without re-validating what nbgrader read
 
 
 def grade_notebook(nb, *, zygote: Zygote | None = None, limits: SandboxLimits | None = None,
@@ -289,7 +329,7 @@ def grade_notebook(nb, *, zygote: Zygote | None = None, limits: SandboxLimits | 
                 grade_id = str(cell["metadata"]["nbgrader"].get("grade_id", ""))
                 check = check_for_grade_id(grade_id)
                 if check is None:
-                    cell.outputs = [new_output("error", ename="CheckFailed",
+                    cell.outputs = [_output("error", ename="CheckFailed",
                                                evalue=f"{grade_id!r} is not a registered hidden check, so the sandboxed grader cannot score it.",
                                                traceback=[f"CheckFailed: {grade_id!r} is not a registered hidden check"])]
                     continue
@@ -305,9 +345,9 @@ def grade_notebook(nb, *, zygote: Zygote | None = None, limits: SandboxLimits | 
                 if result.stopped is not None:
                     verdict = _stopped_verdict(result.stopped, stopped_at)
                 else:
-                    request = check.build_request(seed_for(check))
+                    request, payload = built_request(check, seed_for(check))
                     try:
-                        kind, reply = sandbox.call({"op": "probe", "check": check.id}, wire_payload=wire.encode(request))
+                        kind, reply = sandbox.call({"op": "probe", "check": check.id}, wire_payload=payload)
                         verdict = _judge(check, request, kind, reply)
                     except SandboxError as exc:
                         result.stopped = exc.reason
@@ -323,13 +363,13 @@ def grade_notebook(nb, *, zygote: Zygote | None = None, limits: SandboxLimits | 
                 kind, reply = sandbox.call({"op": "cell", "source": cell.source})
                 items = reply.get("outputs") if kind == b"J" and isinstance(reply, dict) else None
                 if probes_loaded:
-                    cell.outputs = [new_output("stream", name="stdout", text=WITHHELD)]
+                    cell.outputs = [_output("stream", name="stdout", text=WITHHELD)]
                 else:
                     cell.outputs = _clean_outputs(items, limits.output_chars, limits.images_per_cell, limits.image_bytes)
             except SandboxError as exc:
                 result.stopped, stopped_at = exc.reason, cell.source
                 ename = "CellTimeoutError" if isinstance(exc, SandboxTimeout) else "DeadKernelError"
-                cell.outputs = [new_output("error", ename=ename, evalue=exc.reason, traceback=[f"{ename}: {exc.reason}"])]
+                cell.outputs = [_output("error", ename=ename, evalue=exc.reason, traceback=[f"{ename}: {exc.reason}"])]
     finally:
         if sandbox is not None:
             sandbox.close()
@@ -374,7 +414,7 @@ def execute_notebook(nb, *, zygote: Zygote | None = None, limits: SandboxLimits 
             except SandboxError as exc:
                 result.stopped = exc.reason
                 ename = "CellTimeoutError" if isinstance(exc, SandboxTimeout) else "DeadKernelError"
-                cell.outputs = [new_output("error", ename=ename, evalue=exc.reason, traceback=[f"{ename}: {exc.reason}"])]
+                cell.outputs = [_output("error", ename=ename, evalue=exc.reason, traceback=[f"{ename}: {exc.reason}"])]
     finally:
         sandbox.close()
     result.seconds = time.monotonic() - started
