@@ -191,13 +191,18 @@ class _CachedJsonschema:
 @contextlib.contextmanager
 def gradebook_patched(replacement):
     """Point every ``Gradebook`` name nbgrader's preprocessors use at ``replacement`` (called as
-    ``Gradebook(db_url, course_id)``), and build nbgrader's metadata validator once."""
+    ``Gradebook(db_url, course_id)``), and build nbgrader's metadata validator once: OverwriteCells
+    and CheckCellMetadata make a ``MetadataValidator`` per cell, which reads and parses its schema
+    file each time (2 ms a submission); it keeps nothing but that schema, so one serves them all."""
     import nbgrader.api
     import nbgrader.nbgraderformat.common as nbgrader_format
     import nbgrader.preprocessors  # noqa: F401 - loads every preprocessor module
+    from nbgrader.preprocessors import checkcellmetadata, overwritecells
 
+    validator = overwritecells.MetadataValidator()
     patched = [(nbgrader.api, "Gradebook", replacement),
                (nbgrader_format, "jsonschema", _CachedJsonschema(nbgrader_format.jsonschema))]
+    patched += [(module, "MetadataValidator", lambda: validator) for module in (overwritecells, checkcellmetadata)]
     for module_name, module in list(sys.modules.items()):
         if module_name.startswith("nbgrader.preprocessors.") and hasattr(module, "Gradebook"):
             patched.append((module, "Gradebook", replacement))

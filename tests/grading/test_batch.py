@@ -137,3 +137,16 @@ def test_the_gradebook_is_not_held_while_the_batch_waits_for_a_sandbox(slow_clas
     finally:
         grading.join(timeout=300)
     assert scores_for("reference_style") == check_scores(slow_class)["ada"]
+
+
+def test_one_metadata_validator_serves_every_cell_while_patched_and_the_real_class_comes_back():
+    from nbgrader.nbgraderformat import MetadataValidator
+    from nbgrader.preprocessors import checkcellmetadata, overwritecells
+
+    from attention_platform.grading.batch import gradebook_patched
+
+    with gradebook_patched(object()):
+        shared = overwritecells.MetadataValidator()
+        assert shared is overwritecells.MetadataValidator() is checkcellmetadata.MetadataValidator()
+        assert isinstance(shared, MetadataValidator)
+    assert overwritecells.MetadataValidator is checkcellmetadata.MetadataValidator is MetadataValidator
