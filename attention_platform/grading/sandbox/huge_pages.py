@@ -10,8 +10,9 @@ splits the shared huge page on a copy-on-write fault).
 ``madvise(MADV_COLLAPSE)`` (Linux 6.1) does it synchronously, whatever the machine's THP setting,
 without marking the memory for huge pages later: what a student's code allocates in a sandbox is
 left on ordinary pages. It copies the memory once (~2.5 ms per MB here), so it is done a chunk at a
-time while the zygote waits for requests, and only once the zygote has forked a few sandboxes: a
-one-notebook ``nbgrader autograde`` never pays for it. Where the kernel refuses (older kernels,
+time while the zygote waits for requests, and only once the zygote has forked several sandboxes
+(``ZygoteServer.HUGE_PAGES_AFTER``): a submission's ``nbgrader autograde``, six notebooks at most,
+never pays for it; a class's batch and a resident broker do, once, and it pays back after ~25. Where the kernel refuses (older kernels,
 ``PR_SET_THP_DISABLE``, seccomp), nothing changes but the speed.
 """
 

@@ -522,7 +522,7 @@ class ZygoteServer:
     sandboxes it forked itself."""
 
     MAX_LIVE = 64  # sandboxes at once per grader connection
-    HUGE_PAGES_AFTER = 4  # sandboxes forked before the zygote's memory moves onto huge pages (huge_pages.py)
+    HUGE_PAGES_AFTER = 8  # sandboxes forked before the zygote's memory moves onto huge pages (huge_pages.py)
 
     def __init__(self, ctrl: socket.socket, groups: cgroups.Cgroups, caps: SandboxLimits, root: str):
         self.ctrl, self.groups, self.caps, self.root = ctrl, groups, caps, root
