@@ -253,3 +253,42 @@ def test_outputs_are_what_nbformat_makes_and_valid(kind, fields):
     ours = _output(kind, **fields)
     assert ours == new_output(kind, **fields)  # new_output validates its result
     nbformat.validate(ours, ref=kind, version=4)
+
+
+def test_a_reply_seen_before_gets_its_verdict_again_without_judging_and_others_are_judged(monkeypatch):
+    """Verdicts are remembered by (check, seed, the reply's exact bytes): a byte-identical reply
+    gets the same verdict, any other reply, seed or check is judged; a judge that raised is not
+    remembered (what failed may have been the grader)."""
+    import dataclasses
+
+    from attention_platform.grading.sandbox import grading
+    from attention_platform.grading.sandbox.protocol import WIRE
+    from grader_tests import wire
+
+    monkeypatch.setattr(grading, "_VERDICTS", grading.OrderedDict())
+    calls = []
+    real = grading._judge
+
+    def counting(check, request, kind, reply):
+        calls.append(reply)
+        return real(check, request, kind, reply)
+
+    monkeypatch.setattr(grading, "_judge", counting)
+    check, seed = CHECKS["softmax_dim"], 7
+    request, _ = grading.built_request(check, seed)
+    namespace = class_namespace(with_answer(release_notebook(), CORRECT[0].code))
+    reply = wire.encode(check.probe(namespace, request))
+    first = grading.judged(check, seed, request, WIRE, reply)
+    assert first.passed and len(calls) == 1
+    again = grading.judged(check, seed, request, WIRE, bytes(reply))
+    assert again == first and len(calls) == 1  # the same bytes: not judged again
+    wrong_code = next(a for a in BUGGY if a.name == "softmax_over_queries").code
+    wrong = wire.encode(check.probe(class_namespace(with_answer(release_notebook(), wrong_code)), request))
+    assert not grading.judged(check, seed, request, WIRE, wrong).passed and len(calls) == 2
+    grading.judged(check, seed + 1, grading.built_request(check, seed + 1)[0], WIRE, reply)
+    assert len(calls) == 3  # another seed: another request, judged
+    broken = dataclasses.replace(check, judge_response=lambda request, response: 1 / 0)
+    for _ in range(2):  # a judge that raises
+        verdict = grading.judged(broken, seed, request, WIRE, wire.encode({"weights": 1.0}))
+        assert not verdict.passed and "could not judge" in verdict.message
+    assert len(calls) == 5
