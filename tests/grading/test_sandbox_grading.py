@@ -10,6 +10,8 @@ messages as ``Check.run_in_process`` (the stock kernel path) produces.
 from __future__ import annotations
 
 import ast
+import base64
+import marshal
 import re
 from pathlib import Path
 
@@ -82,6 +84,9 @@ def test_only_probe_code_reaches_the_sandbox():
     assert shipped == probe_side
     assert payload["checks_modules"] == ["grader_tests.sandbox_probes"]
     assert payload["stubs"] == ["grader_tests.reference"]
+    assert set(payload["compiled"]) == shipped  # and each is exactly its shipped source, compiled
+    for name, source in payload["modules"]:
+        assert marshal.loads(base64.b64decode(payload["compiled"][name])) == compile(source, f"<grader:{name}>", "exec")
     text = "\n".join(source for _, source in payload["modules"])
     probe_names = set().union(*(_defined_names(GRADER_TESTS / (name.split(".")[1] + ".py")) for name in shipped))
     judge_side = [path for path in GRADER_TESTS.glob("*.py")
@@ -292,3 +297,29 @@ def test_a_reply_seen_before_gets_its_verdict_again_without_judging_and_others_a
         verdict = grading.judged(broken, seed, request, WIRE, wire.encode({"weights": 1.0}))
         assert not verdict.passed and "could not judge" in verdict.message
     assert len(calls) == 5
+
+
+def test_a_sandbox_runs_the_compiled_probes_of_its_own_python_and_compiles_the_sources_otherwise(zygote):
+    payload = probe_payload()
+    broken = {name: base64.b64encode(marshal.dumps(compile("raise ImportError('compiled copy')", name, "exec"))).decode()
+              for name in payload["compiled"]}
+    for magic, expected in ((payload["magic"], False), ("00000000", True)):  # this Python's bytecode, another's
+        sandbox = zygote.spawn(LIMITS)
+        try:
+            _, reply = sandbox.call(dict(payload, compiled=broken, magic=magic))
+        finally:
+            sandbox.close()
+        assert reply["ok"] is expected, reply
+
+
+def test_the_workers_warm_up_leaves_torchs_random_state_as_it_found_it():
+    """The sandbox worker trains, seeds and prints once before it forks (zygote._first_use); a
+    notebook must find the seed and the generator's state the worker started with."""
+    import torch
+
+    from attention_platform.grading.sandbox import zygote as worker
+
+    seed, state = torch.initial_seed(), torch.get_rng_state()
+    worker._first_use()
+    assert torch.initial_seed() == seed
+    assert torch.equal(torch.get_rng_state(), state)
