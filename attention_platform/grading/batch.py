@@ -384,10 +384,13 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
     from nbgrader.api import Gradebook
 
     from attention_platform.grading.course_lock import course_grading_lock
+    from attention_platform.grading.sandbox import first_use
     from attention_platform.grading.sandbox.client import get_zygote
 
     started = time.monotonic()
-    zygote = get_zygote()  # from the main thread: it lives as long as this process
+    # From the main thread (it lives as long as this process); already started by the command line,
+    # which warms the same first uses: the ones the assignment's notebooks need.
+    zygote = get_zygote(first_use.needed_by_assignment(course, assignment))
     pipeline = Pipeline(Path(course).resolve())
     found = submitted_students(pipeline, assignment, students)
     jobs = max(1, jobs or (os.cpu_count() or 2) + 1)

@@ -55,9 +55,12 @@ def without_iri_checker() -> None:
 
 def _autograde_batch(args: argparse.Namespace) -> int:
     without_iri_checker()
+    from attention_platform.grading.sandbox import first_use
     from attention_platform.grading.sandbox.client import get_zygote
 
-    get_zygote()  # starts importing torch in the warm worker while this process imports nbgrader
+    # The warm worker imports torch (and pays the first uses the notebooks need) while this
+    # process imports nbgrader and the course's configuration.
+    get_zygote(first_use.needed_by_assignment(args.course, args.assignment))
     from attention_platform.grading.batch import autograde_batch
 
     outcomes = autograde_batch(args.course, args.assignment, jobs=args.jobs, students=args.student,

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from attention_platform.course.notebooks import class_namespace, release_notebook, with_answer
-from attention_platform.grading.sandbox import SandboxLimits, Zygote
+from attention_platform.grading.sandbox import SandboxLimits, Zygote, first_use
 from attention_platform.grading.sandbox.grading import GRADER_TESTS, grade_notebook, probe_payload, seed_function
 from grader_tests.answers import BUGGY, CORRECT
 from grader_tests.registry import CHECKS
@@ -312,7 +312,8 @@ def test_a_sandbox_runs_the_compiled_probes_of_its_own_python_and_compiles_the_s
         assert reply["ok"] is expected, reply
 
 
-def test_the_workers_warm_up_leaves_torchs_random_state_as_it_found_it():
+@pytest.mark.parametrize("first_uses", [(), first_use.ALL])
+def test_the_workers_warm_up_leaves_torchs_random_state_as_it_found_it(first_uses):
     """The sandbox worker trains, seeds and prints once before it forks (zygote._first_use); a
     notebook must find the seed and the generator's state the worker started with."""
     import torch
@@ -320,6 +321,6 @@ def test_the_workers_warm_up_leaves_torchs_random_state_as_it_found_it():
     from attention_platform.grading.sandbox import zygote as worker
 
     seed, state = torch.initial_seed(), torch.get_rng_state()
-    worker._first_use()
+    worker._first_use(first_uses)
     assert torch.initial_seed() == seed
     assert torch.equal(torch.get_rng_state(), state)

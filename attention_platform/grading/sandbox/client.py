@@ -59,14 +59,19 @@ class Zygote:
     cgroup and visible paths and clamps the limits asked for to its own caps.
     """
 
-    def __init__(self, python: str | None = None, start_timeout: float = 180.0):
+    def __init__(self, python: str | None = None, start_timeout: float = 180.0,
+                 first_uses: tuple[str, ...] | None = None):
+        """``first_uses``: the optional warm-ups (``first_use.ALL`` names) to pay before forking; all if None."""
         ours, theirs = socket.socketpair()
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
                "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         if "PYTHONPATH" in os.environ:  # where this grader's copy of grader_tests (the wire codec) lives
             env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+        command = [python or sys.executable, "-m", "attention_platform.grading.sandbox.zygote", str(theirs.fileno())]
+        if first_uses is not None:
+            command.append(",".join(first_uses))
         self.process = subprocess.Popen(
-            [python or sys.executable, "-m", "attention_platform.grading.sandbox.zygote", str(theirs.fileno())],
+            command,
             pass_fds=[theirs.fileno()], cwd=str(PACKAGE_PARENT), env=env, stdin=subprocess.DEVNULL,
         )
         theirs.close()
@@ -165,9 +170,10 @@ _ZYGOTE: Zygote | None = None
 _ZYGOTE_LOCK = threading.Lock()
 
 
-def get_zygote() -> Zygote:
+def get_zygote(first_uses: tuple[str, ...] | None = None) -> Zygote:
     """The process-wide zygote, started or connected on first use (and again if it died):
-    the broker named by ATTENTION_SANDBOX_SOCKET if set, else a private one when root."""
+    the broker named by ATTENTION_SANDBOX_SOCKET if set, else a private one when root.
+    ``first_uses`` is passed to a private zygote this call starts (the broker warms everything)."""
     global _ZYGOTE
     with _ZYGOTE_LOCK:
         if _ZYGOTE is None or not _ZYGOTE.alive():
@@ -175,7 +181,7 @@ def get_zygote() -> Zygote:
             if path:
                 _ZYGOTE = Zygote.connect(path)
             elif os.geteuid() == 0:
-                _ZYGOTE = Zygote()
+                _ZYGOTE = Zygote(first_uses=first_uses)
             else:
                 raise SandboxUnavailable(
                     "grading needs the sandbox broker: this process is not root and "

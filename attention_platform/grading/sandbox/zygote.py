@@ -1,7 +1,8 @@
 """The warm worker: imports torch once, then forks one confined sandbox per submission.
 
-Run by ``client.Zygote`` as root: ``python -m attention_platform.grading.sandbox.zygote FD``
-where FD is its control socket. It imports torch (and the pickle-free wire codec)
+Run by ``client.Zygote`` as root: ``python -m attention_platform.grading.sandbox.zygote FD [WARM]``
+where FD is its control socket and WARM the optional warm-ups of ``first_use`` to pay before
+forking ("optimizers,figures"; all of them when absent). It imports torch (and the pickle-free wire codec)
 but nothing of the hidden checks, the reference or the course: whatever a
 sandbox inherits from it by ``fork`` holds no secret.
 
@@ -47,7 +48,7 @@ import time
 import traceback
 import warnings
 
-from . import cgroups
+from . import cgroups, first_use
 from .huge_pages import HugePages
 from .limits import BROKER_CAPS, UID_BASE, UID_SPAN, SandboxLimits, asdict, clamp
 
@@ -458,8 +459,9 @@ def _reap_children(signum, frame) -> None:
             return
 
 
-def warm_up() -> None:
-    """Import what every sandbox needs once, before any fork: torch, matplotlib, the wire codec."""
+def warm_up(first_uses: tuple[str, ...] = first_use.ALL) -> None:
+    """Import what every sandbox needs once, before any fork: torch, matplotlib, the wire codec;
+    pay the first-use costs named in ``first_uses`` (see ``first_use``)."""
     global _WIRE
     import torch
 
@@ -470,7 +472,7 @@ def warm_up() -> None:
     import matplotlib.pyplot  # noqa: F401
 
     warnings.filterwarnings("ignore", message=r".*(non-interactive|non-GUI backend).*", category=UserWarning)
-    _first_use()
+    _first_use(first_uses)
     import grader_tests.wire as wire  # the codec only; no check, judge or reference
 
     _WIRE = wire
@@ -483,14 +485,14 @@ def warm_up() -> None:
     gc.freeze()
 
 
-def _first_use() -> None:
+def _first_use(first_uses: tuple[str, ...]) -> None:
     """Pay once, here, what every sandbox paid on its own the first time a notebook trained or drew:
-    torch's first optimizer step imports ``torch._dynamo`` (~2 s on this machine), and matplotlib's
-    first figure loads fonts and the PNG writer (~0.4 s); seeding and printing a tensor the first time,
-    a few ms. A sandbox forked afterwards finds them loaded. Nothing a notebook can observe changes
+    seeding and printing a tensor, a forward and backward pass (always: a few ms); with
+    "optimizers", a step of each common optimizer (the first imports ``torch._dynamo``, ~0.9 s on
+    this machine); with "figures", a figure drawn and saved (fonts and the PNG writer, ~0.3 s).
+    A sandbox forked afterwards finds them loaded. Nothing a notebook can observe changes
     (sandboxes have no GPU, so seeding touches the CPU generator only): torch's seed and generator
     state are restored to the worker's own, no figure stays open, no setting is touched."""
-    import matplotlib.pyplot as plt
     import torch
     from torch import nn
     from torch.nn import functional as F
@@ -498,22 +500,31 @@ def _first_use() -> None:
     with torch.random.fork_rng(devices=[]):
         model = nn.Sequential(nn.Embedding(8, 4), nn.Linear(4, 4), nn.LayerNorm(4), nn.Linear(4, 8))
         tokens = torch.randint(0, 8, (2, 3))
-        for optimizer in (torch.optim.AdamW(model.parameters()), torch.optim.Adam(model.parameters()),
-                          torch.optim.SGD(model.parameters(), lr=0.1)):
+        optimizers = [torch.optim.AdamW(model.parameters()), torch.optim.Adam(model.parameters()),
+                      torch.optim.SGD(model.parameters(), lr=0.1)] if "optimizers" in first_uses else [None]
+        for optimizer in optimizers:
             logits = model(tokens)
             scores = (logits @ logits.transpose(-2, -1)) / math.sqrt(8)
             mask = torch.tril(torch.ones(3, 3, dtype=torch.bool))
             weights = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
             loss = F.cross_entropy(logits.reshape(-1, 8), tokens.reshape(-1)) + weights.sum() * 0
-            optimizer.zero_grad()
+            model.zero_grad()
             loss.backward()
-            optimizer.step()
+            if optimizer is not None:
+                optimizer.step()
         with torch.no_grad():
             F.scaled_dot_product_attention(scores[:, None], scores[:, None], scores[:, None], is_causal=True)
         # Nearly every notebook seeds torch and prints a tensor; their first calls set up torch's
         # dynamo-disabled wrapper and the tensor printer: 4 ms a sandbox when each pays it.
         torch.manual_seed(0)
         repr(weights.detach().round(decimals=2))
+    if "figures" in first_uses:
+        _first_figure()
+
+
+def _first_figure() -> None:
+    import matplotlib.pyplot as plt
+
     figure, axes = plt.subplots(1, 2)
     axes[0].imshow([[0.0, 1.0], [1.0, 0.0]], cmap="viridis")
     figure.colorbar(axes[0].images[0], ax=axes[0])
@@ -704,7 +715,7 @@ def _zygote_alive(name: str) -> bool:
 def main(argv: list[str]) -> int:
     """A zygote for the grader process that started it (as root), on the control socket FD."""
     ctrl = socket.socket(fileno=int(argv[1]))  # the zygote exits when the grader closes this
-    warm_up()
+    warm_up(first_use.parse(argv[2]) if len(argv) > 2 else first_use.ALL)
     groups, problem = limit_groups()
     problem = problem or hidden_checks_problem()
     signal.signal(signal.SIGCHLD, _reap_children)  # reaped here, so their CPU time is accounted to us

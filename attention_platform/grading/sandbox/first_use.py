@@ -1,0 +1,53 @@
+"""Which first-time costs a warm worker pays before it forks, chosen from the notebooks it will run.
+
+Some of torch's and matplotlib's work happens only the first time a feature is used: the
+first optimizer step imports ``torch._dynamo`` (~0.9 CPU-s here), the first figure loads
+fonts and the PNG writer (~0.3 CPU-s). A worker that pays them once, before forking, spares
+every sandbox that uses the feature; a worker that pays them for notebooks that never use
+the feature only delays its own start. The choice is a speed hint and nothing else: a
+sandbox that meets a feature its worker did not warm pays the first use itself and gets
+the same result.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+# Each optional warm-up, and the words in a notebook that say it will be needed.
+NEEDED_WHEN = {
+    "optimizers": re.compile(r"\boptim\b"),  # torch.optim, `from torch import optim`, optim.AdamW
+    "figures": re.compile(r"\bmatplotlib\b|\bplt\b"),
+}
+ALL = tuple(sorted(NEEDED_WHEN))
+
+
+def needed_by(texts: Iterable[str]) -> tuple[str, ...]:
+    """The optional warm-ups that any of ``texts`` (notebook files as text) would use."""
+    texts = list(texts)
+    return tuple(name for name in ALL if any(NEEDED_WHEN[name].search(text) for text in texts))
+
+
+def needed_by_folder(folder: Path) -> tuple[str, ...]:
+    """The warm-ups the notebooks in ``folder`` need; all of them if it holds none (unknown work)."""
+    notebooks = sorted(Path(folder).glob("*.ipynb"))
+    if not notebooks:
+        return ALL
+    return needed_by(path.read_text(encoding="utf-8", errors="replace") for path in notebooks)
+
+
+def needed_by_assignment(course: Path, assignment: str) -> tuple[str, ...]:
+    """The warm-ups ``assignment``'s source notebooks need, looked for in nbgrader's default source
+    directory: reading the course's configuration to find another would take the ~2 s the early
+    start saves (it imports the course's preprocessors), and a course that moved it gets them all."""
+    return needed_by_folder(Path(course) / "source" / assignment)
+
+
+def parse(argument: str) -> tuple[str, ...]:
+    """The zygote's command-line form ("optimizers,figures", or "" for none) back to names."""
+    names = tuple(name for name in argument.split(",") if name)
+    unknown = sorted(set(names) - set(ALL))
+    if unknown:
+        raise ValueError(f"unknown warm-up(s) {', '.join(unknown)}; known: {', '.join(ALL)}")
+    return names

@@ -1,0 +1,84 @@
+"""The warm worker's optional first uses (attention_platform/grading/sandbox/first_use.py): which
+notebooks ask for which, and a real zygote paying exactly those before it forks while a sandbox
+that meets one it did not pay still gets the right answer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from attention_platform.grading.sandbox import SandboxLimits, Zygote, first_use
+
+REPO = Path(__file__).resolve().parents[2]
+
+NOTEBOOK_TEXTS = [  # (case, the notebooks' text, the warm-ups they need)
+    ("no training, no figure", ['"source": ["weights = scores.softmax(dim=-1)"]'], ()),
+    ("torch.optim", ['"opt = torch.optim.AdamW(model.parameters())"'], ("optimizers",)),
+    ("optim imported from torch", ['"from torch import optim\\n", "opt = optim.SGD(p, lr=0.1)"'], ("optimizers",)),
+    ("pyplot as plt", ['"import matplotlib.pyplot as plt"'], ("figures",)),
+    ("plt alone", ['"plt.imshow(weights)"'], ("figures",)),
+    ("one notebook of several trains and draws", ['"x = 1"', '"plt.plot(losses)\\n", "torch.optim.Adam(p)"'],
+     ("figures", "optimizers")),
+    ("words that only contain the names", ['"optimal = 3\\n", "pltx = 2\\n", "optimizer_state = {}"'], ()),
+]
+
+
+@pytest.mark.parametrize("texts, expected", [row[1:] for row in NOTEBOOK_TEXTS], ids=[row[0] for row in NOTEBOOK_TEXTS])
+def test_which_warm_ups_a_notebook_needs(texts, expected):
+    assert first_use.needed_by(texts) == expected
+
+
+def test_the_course_needs_both_and_its_core_notebook_neither(tmp_path):
+    assert first_use.needed_by_assignment(REPO, "self_attention") == ("figures", "optimizers")  # 05_experiments
+    folder = tmp_path / "source" / "self_attention"
+    folder.mkdir(parents=True)
+    (folder / "self_attention.ipynb").write_bytes((REPO / "source/self_attention/self_attention.ipynb").read_bytes())
+    assert first_use.needed_by_assignment(tmp_path, "self_attention") == ()
+
+
+def test_work_nobody_described_gets_every_warm_up(tmp_path):
+    assert first_use.needed_by_folder(tmp_path / "missing") == first_use.ALL
+    assert first_use.needed_by_folder(tmp_path) == first_use.ALL
+
+
+@pytest.mark.parametrize("argument, expected", [("", ()), ("optimizers", ("optimizers",)),
+                                                ("optimizers,figures", ("optimizers", "figures"))])
+def test_the_zygotes_argument_is_read_back(argument, expected):
+    assert first_use.parse(argument) == expected
+
+
+def test_an_unknown_warm_up_is_refused_by_name():
+    with pytest.raises(ValueError, match="unknown warm-up.*compile.*known: figures, optimizers"):
+        first_use.parse("optimizers,compile")
+
+
+PROBE = ("import sys\n"
+         "print('dynamo' if 'torch._dynamo' in sys.modules else 'no dynamo', "
+         "'font' if 'matplotlib.backends.backend_agg' in sys.modules else 'no font')")
+TRAIN = ("import torch\n"
+         "torch.manual_seed(0)\n"
+         "w = torch.nn.Parameter(torch.tensor([1.0, -2.0]))\n"
+         "opt = torch.optim.AdamW([w], lr=0.5, weight_decay=0.0)\n"
+         "(w ** 2).sum().backward(); opt.step()\n"
+         "print([round(v, 4) for v in w.tolist()])")
+
+
+def _run(sandbox, source: str) -> str:
+    _, reply = sandbox.call({"op": "cell", "source": source})
+    return "".join(out.get("text", "") or str(out.get("evalue", "")) for out in reply["outputs"])
+
+
+@pytest.mark.parametrize("first_uses, before", [((), "no dynamo no font\n"),
+                                                (first_use.ALL, "dynamo font\n")])
+def test_a_zygote_pays_the_first_uses_it_was_asked_for_and_its_sandboxes_train_either_way(first_uses, before):
+    zygote = Zygote(first_uses=first_uses)
+    try:
+        sandbox = zygote.spawn(SandboxLimits())
+        try:
+            assert _run(sandbox, PROBE) == before  # what the worker loaded before forking
+            assert _run(sandbox, TRAIN) == "[0.5, -1.5]\n"  # AdamW's first step moves each weight by lr
+        finally:
+            sandbox.close()
+    finally:
+        zygote.close()
