@@ -37,6 +37,12 @@ def test_the_course_needs_both_and_its_core_notebook_neither(tmp_path):
     assert first_use.needed_by_assignment(tmp_path, "self_attention") == ()
 
 
+def test_every_warm_up_a_notebook_can_ask_for_is_one_the_worker_can_pay():
+    from attention_platform.grading.sandbox import zygote
+
+    assert tuple(sorted(zygote.FIRST_USES)) == first_use.ALL
+
+
 def test_work_nobody_described_gets_every_warm_up(tmp_path):
     assert first_use.needed_by_folder(tmp_path / "missing") == first_use.ALL
     assert first_use.needed_by_folder(tmp_path) == first_use.ALL

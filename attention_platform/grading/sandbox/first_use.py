@@ -4,9 +4,9 @@ Some of torch's and matplotlib's work happens only the first time a feature is u
 first optimizer step imports ``torch._dynamo`` (~0.9 CPU-s here), the first figure loads
 fonts and the PNG writer (~0.3 CPU-s). A worker that pays them once, before forking, spares
 every sandbox that uses the feature; a worker that pays them for notebooks that never use
-the feature only delays its own start. The choice is a speed hint and nothing else: a
-sandbox that meets a feature its worker did not warm pays the first use itself and gets
-the same result.
+the feature only delays its own start (the hub's broker, serving every notebook, pays them all).
+The choice is a speed hint and nothing else: a sandbox that meets a feature its worker did not
+warm pays the first use itself and gets the same result.
 """
 
 from __future__ import annotations

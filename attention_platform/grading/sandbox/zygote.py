@@ -486,13 +486,18 @@ def warm_up(first_uses: tuple[str, ...] = first_use.ALL) -> None:
 
 
 def _first_use(first_uses: tuple[str, ...]) -> None:
-    """Pay once, here, what every sandbox paid on its own the first time a notebook trained or drew:
-    seeding and printing a tensor, a forward and backward pass (always: a few ms); with
-    "optimizers", a step of each common optimizer (the first imports ``torch._dynamo``, ~0.9 s on
-    this machine); with "figures", a figure drawn and saved (fonts and the PNG writer, ~0.3 s).
-    A sandbox forked afterwards finds them loaded. Nothing a notebook can observe changes
-    (sandboxes have no GPU, so seeding touches the CPU generator only): torch's seed and generator
-    state are restored to the worker's own, no figure stays open, no setting is touched."""
+    """Pay once, here, what every sandbox paid on its own the first time a notebook computed, trained
+    or drew: seeding and printing a tensor, a forward and backward pass (always: a few ms), then each
+    optional warm-up named in ``first_uses`` (``first_use``). A sandbox forked afterwards finds them
+    loaded."""
+    _first_tensor_ops()
+    for name in first_uses:
+        FIRST_USES[name]()
+
+
+def _first_tensor_ops() -> None:
+    """Nothing a notebook can observe changes (sandboxes have no GPU, so seeding touches the CPU
+    generator only): torch's seed and generator state are restored to the worker's own."""
     import torch
     from torch import nn
     from torch.nn import functional as F
@@ -500,29 +505,37 @@ def _first_use(first_uses: tuple[str, ...]) -> None:
     with torch.random.fork_rng(devices=[]):
         model = nn.Sequential(nn.Embedding(8, 4), nn.Linear(4, 4), nn.LayerNorm(4), nn.Linear(4, 8))
         tokens = torch.randint(0, 8, (2, 3))
-        optimizers = [torch.optim.AdamW(model.parameters()), torch.optim.Adam(model.parameters()),
-                      torch.optim.SGD(model.parameters(), lr=0.1)] if "optimizers" in first_uses else [None]
-        for optimizer in optimizers:
-            logits = model(tokens)
-            scores = (logits @ logits.transpose(-2, -1)) / math.sqrt(8)
-            mask = torch.tril(torch.ones(3, 3, dtype=torch.bool))
-            weights = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-            loss = F.cross_entropy(logits.reshape(-1, 8), tokens.reshape(-1)) + weights.sum() * 0
-            model.zero_grad()
-            loss.backward()
-            if optimizer is not None:
-                optimizer.step()
+        logits = model(tokens)
+        scores = (logits @ logits.transpose(-2, -1)) / math.sqrt(8)
+        mask = torch.tril(torch.ones(3, 3, dtype=torch.bool))
+        weights = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        (F.cross_entropy(logits.reshape(-1, 8), tokens.reshape(-1)) + weights.sum() * 0).backward()
         with torch.no_grad():
             F.scaled_dot_product_attention(scores[:, None], scores[:, None], scores[:, None], is_causal=True)
         # Nearly every notebook seeds torch and prints a tensor; their first calls set up torch's
         # dynamo-disabled wrapper and the tensor printer: 4 ms a sandbox when each pays it.
         torch.manual_seed(0)
         repr(weights.detach().round(decimals=2))
-    if "figures" in first_uses:
-        _first_figure()
+
+
+def _first_optimizer_steps() -> None:
+    """A step of each common optimizer: the first imports ``torch._dynamo`` (~0.9 s on this machine).
+    Seed and generator state restored as in ``_first_tensor_ops``."""
+    import torch
+    from torch import nn
+
+    with torch.random.fork_rng(devices=[]):
+        model = nn.Linear(4, 2)
+        for optimizer in (torch.optim.AdamW(model.parameters()), torch.optim.Adam(model.parameters()),
+                          torch.optim.SGD(model.parameters(), lr=0.1)):
+            model.zero_grad()
+            model(torch.ones(3, 4)).square().mean().backward()
+            optimizer.step()
 
 
 def _first_figure() -> None:
+    """A figure drawn and saved as a notebook's would be (fonts and the PNG writer, ~0.3 s); no figure
+    stays open and no setting is touched."""
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(1, 2)
@@ -534,6 +547,9 @@ def _first_figure() -> None:
     axes[1].legend()
     figure.savefig(io.BytesIO(), format="png", bbox_inches="tight")
     plt.close("all")
+
+
+FIRST_USES = {"optimizers": _first_optimizer_steps, "figures": _first_figure}  # first_use.ALL, by name
 
 
 def send_reply(ctrl: socket.socket, message: dict, fds: list[int] = ()) -> None:
