@@ -108,11 +108,13 @@ class _SharedGradebook:
         pass
 
     def _submitted(self, kind: str, name: str, notebook: str, assignment: str, student: str):
-        """A student's grade or comment rows of one notebook, loaded in one query."""
+        """A student's grade or comment rows of one notebook, loaded in one query each (the
+        submission they belong to found once for both)."""
         key = (kind, notebook, assignment, student)
         if key not in self._cache:
             submitted = self._gb.find_submission_notebook(notebook, assignment, student)
-            self._cache[key] = {row.name: row for row in getattr(submitted, kind)}
+            for each in ("grades", "comments"):
+                self._cache[(each, notebook, assignment, student)] = {row.name: row for row in getattr(submitted, each)}
         rows = self._cache[key]
         if name not in rows:
             return getattr(self._gb, "find_grade" if kind == "grades" else "find_comment")(name, notebook, assignment, student)

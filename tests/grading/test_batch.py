@@ -4,6 +4,7 @@ few transactions, each step taking back its own writes when it fails."""
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -150,3 +151,32 @@ def test_one_metadata_validator_serves_every_cell_while_patched_and_the_real_cla
         assert shared is overwritecells.MetadataValidator() is checkcellmetadata.MetadataValidator()
         assert isinstance(shared, MetadataValidator)
     assert overwritecells.MetadataValidator is checkcellmetadata.MetadataValidator is MetadataValidator
+
+
+def _gradebook_rows(course) -> dict:
+    """Every submission's grade scores and automatic comments, as the formgrader shows them."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        rows = {}
+        for student in gb.students:
+            submitted = gb.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, student.id)
+            rows[student.id] = ({grade.name: (grade.auto_score, grade.needs_manual_grade) for grade in submitted.grades},
+                                {comment.name: comment.auto_comment for comment in submitted.comments})
+        return rows
+
+
+@pytest.mark.slow
+def test_the_batch_writes_the_rows_nbgrader_autograde_writes(tmp_path_factory):
+    """Scores and automatic comments ("No response." for an answer cell left as released) are the
+    gradebook rows the batch writes through nbgrader's own steps, from rows it loads once per student."""
+    course = _course_with(tmp_path_factory, "rows", {
+        "ann": lambda release: with_answer(release, ANSWERS["mask_after_softmax"].code),
+        "una": lambda release: release})  # handed in untouched
+    twin = course.parent / "twin"
+    shutil.copytree(course, twin)
+    nbgrader(course, "autograde", ASSIGNMENT, "--force", check=True)
+    autograde_batch(twin, ASSIGNMENT, progress=False, log=None)
+    expected = _gradebook_rows(course)
+    assert "No response." in expected["una"][1].values() and "No response." not in expected["ann"][1].values()
+    assert _gradebook_rows(twin) == expected
