@@ -4,6 +4,7 @@ that meets one it did not pay still gets the right answer."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,25 @@ def test_every_warm_up_a_notebook_can_ask_for_is_one_the_worker_can_pay():
 
 def test_work_nobody_described_gets_every_warm_up(tmp_path):
     assert first_use.needed_by_folder(tmp_path / "missing") == first_use.ALL
+    assert first_use.needed_by_folder(tmp_path) == first_use.ALL
+
+
+@pytest.mark.parametrize("plant", ["a named pipe", "a link to a notebook", "a directory", "too large"])
+def test_a_source_folder_holding_something_odd_is_not_read_but_gets_every_warm_up(tmp_path, plant):
+    """The grader may be root: a name in source/ that is not a plain notebook file is neither
+    followed nor read (a named pipe would block the read forever), and the work counts as unknown."""
+    plain = '{"cells": [{"source": "weights = scores.softmax(dim=-1)"}]}'
+    (tmp_path / "plain.ipynb").write_text(plain)
+    assert first_use.needed_by_folder(tmp_path) == ()
+    odd = tmp_path / "odd.ipynb"
+    if plant == "a named pipe":
+        os.mkfifo(odd)
+    elif plant == "a link to a notebook":
+        odd.symlink_to(tmp_path / "plain.ipynb")
+    elif plant == "a directory":
+        odd.mkdir()
+    else:
+        odd.write_text(plain + " " * first_use.MAX_NOTEBOOK_BYTES)
     assert first_use.needed_by_folder(tmp_path) == first_use.ALL
 
 

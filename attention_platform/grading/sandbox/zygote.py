@@ -2,9 +2,9 @@
 
 Run by ``client.Zygote`` as root: ``python -m attention_platform.grading.sandbox.zygote FD [WARM]``
 where FD is its control socket and WARM the optional warm-ups of ``first_use`` to pay before
-forking ("optimizers,figures"; all of them when absent). It imports torch (and the pickle-free wire codec)
-but nothing of the hidden checks, the reference or the course: whatever a
-sandbox inherits from it by ``fork`` holds no secret.
+forking ("optimizers,figures"; all of them when absent). It imports torch (and the pickle-free
+wire codec) but nothing of the hidden checks, the reference or the course: whatever a sandbox
+inherits from it by ``fork`` holds no secret.
 
 For every ``spawn`` request it forks process A, which
 
