@@ -15,6 +15,7 @@ $(VENV)/.installed: requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --require-hashes -r requirements.lock
 	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
+	$(BIN)/python -c 'from attention_platform import deferred_iri_syntax as d; d.main([])'  # jsonschema's IRI parser built on first use
 	touch $@
 
 venv: $(VENV)/.installed

@@ -10,9 +10,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-# Before nbformat or nbgrader import jsonschema: see grading/commands.py's without_iri_checker
-# (1.1 CPU-s per command).
-sys.modules.setdefault("rfc3987_syntax", None)
+from attention_platform import deferred_iri_syntax
+
+# Before nbformat or nbgrader import jsonschema (~1 CPU-s per command otherwise; the venv's .pth
+# does the same, this covers an install without it).
+deferred_iri_syntax.install()
 
 from attention_platform.course import commands as course_commands  # noqa: E402
 from attention_platform.feedback_on_submit import commands as feedback_on_submit_commands  # noqa: E402

@@ -42,19 +42,10 @@ def register(commands) -> None:
     full.set_defaults(run=_bench_submission)
 
 
-def without_iri_checker() -> None:
-    """nbgrader imports jsonschema, which imports the optional IRI checker ``rfc3987_syntax`` when it is
-    installed (jupyter-events pulls it in): 1.1 CPU-s spent building a grammar parser at import, once per
-    command. nbgrader's metadata schema checks no IRI, and jsonschema goes without the module where it
-    is not installed, as here (an ImportError for it). ``attention_platform.cli`` does the same on its
-    first lines; this is for callers that import the commands themselves."""
-    import sys
-
-    sys.modules.setdefault("rfc3987_syntax", None)
-
-
 def _autograde_batch(args: argparse.Namespace) -> int:
-    without_iri_checker()
+    from attention_platform import deferred_iri_syntax
+
+    deferred_iri_syntax.install()  # before nbgrader imports jsonschema, for callers not from the CLI
     from attention_platform.grading.sandbox import first_use
     from attention_platform.grading.sandbox.client import get_zygote
 

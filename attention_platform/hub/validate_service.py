@@ -231,9 +231,9 @@ def executed_for_validate(nb, folder: str, *, name: str = "notebook.ipynb", sock
 # --------------------------------------------------------------------------- the command
 
 def main(args) -> int:
-    from attention_platform.grading.commands import without_iri_checker
+    from attention_platform import deferred_iri_syntax
 
-    without_iri_checker()
+    deferred_iri_syntax.install()  # before nbformat imports jsonschema
     logging.basicConfig(level=logging.INFO, format="[ValidateService %(asctime)s] %(message)s")
     service = ValidateService(Path(args.course), Path(args.socket), (args.uid_min, args.uid_max),
                               workers=args.workers)

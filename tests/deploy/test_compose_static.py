@@ -174,9 +174,11 @@ def test_student_image_holds_nothing_of_the_grader_side():
     for secret in ("grader_tests", "source", "nbgrader_config.py", "hub/grader"):
         assert not any(p.startswith(secret) for p in sources), secret
     # of our package only the student's submit, the course's Lab (its server side, Validate's words,
-    # the notebooks' order, the Lab extension), feedback on submit's reading side and the package markers
+    # the notebooks' order, the Lab extension), feedback on submit's reading side, the deferred IRI
+    # parser (the server's start-up) and the package markers
     ours = {p for p in sources if p.startswith("attention_platform")}
-    assert ours == {"attention_platform/__init__.py", "attention_platform/hub/__init__.py", "attention_platform/hub/submit.py",
+    assert ours == {"attention_platform/__init__.py", "attention_platform/deferred_iri_syntax.py",
+                    "attention_platform/hub/__init__.py", "attention_platform/hub/submit.py",
                     "attention_platform/hub/course_lab.py", "attention_platform/course/__init__.py",
                     "attention_platform/course/notebooks.py", "attention_platform/course/settings.py",
                     "attention_platform/course/validation.py",
