@@ -12,10 +12,10 @@ stand-in whose ``is_valid_syntax`` and ``parse`` (and any other name) import the
 their first call and hand over to it, so a format check gives the same answer, 0.8 s later. It is
 called from ``attention_course_deferred_imports.pth`` in the environment's site-packages, which
 ``main`` writes (the Makefile's venv and the grader's Docker image run it; the student's image adds
-its line to its own .pth), so it covers processes
-started by commands we do not own (``nbgrader``, ``jupyterhub-singleuser``, the formgrader);
-``attention-course`` and the other entry points also call ``install()`` first, for an
-environment without the file.
+its line to its own .pth), so it covers processes started by commands we do not own (``nbgrader``,
+``jupyterhub-singleuser``, the formgrader); ``attention-course`` and the other entry points also
+call ``install()`` first, for an environment without the file. Left out of the hub's images: the
+hub pays the second once per start.
 """
 
 from __future__ import annotations

@@ -162,7 +162,9 @@ class _Figure:
                 canvas.draw()
                 background = canvas.copy_from_bbox(self.fig.bbox)
                 self.axes[0].set_visible(True)
-                self.panel = PanelRedraw(canvas, background, self.axes[0], self.images[0], self.labels[0])
+                next_panel = self.axes[1].get_tightbbox(canvas.get_renderer())  # its tick labels included
+                self.panel = PanelRedraw(canvas, background, self.axes[0], self.images[0], self.labels[0],
+                                         right_edge=math.floor(next_panel.x0))
             colours, labels = looks
             cells = np.frombuffer(colours, dtype=np.uint8).reshape(TEACHING_TOKENS, TEACHING_TOKENS, 4)
             drawn = [((row, col), text, to_rgb(colour))

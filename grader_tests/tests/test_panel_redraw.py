@@ -77,3 +77,21 @@ def test_the_png_holds_exactly_the_pixels_given():
     png = panel_redraw.png_bytes(rgb)
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert np.array_equal(_pixels(png), rgb.astype(np.int16))
+
+
+def test_labels_too_long_for_the_panel_never_reach_the_other_panels(monkeypatch):
+    """Garbage weights make labels of any length (a finite 1e300 prints 300 digits). They are cut
+    where the next panel begins (matplotlib would run them over it), the reference panels stay as
+    they are for every student, and the glyph masks kept stay within their memory budget."""
+    monkeypatch.setattr(panel_redraw, "MASK_BYTES_KEPT", 400_000)
+    expected, unscaled = pictures.expected_weights(pictures.teaching_request())
+    reference = _pixels(pictures.draw(expected, expected, unscaled))
+    edge = pictures._FIGURE.panel.right_edge
+    assert 300 < edge < 400  # the second panel's tick labels begin about a third of the way across
+    for exponent in (100, 200, 300):
+        huge = torch.full((6, 6), 10.0 ** exponent, dtype=torch.float64)
+        got = _pixels(pictures.draw(huge, expected, unscaled))
+        assert pictures._FIGURE.panel.mask_bytes <= 400_000
+        assert np.array_equal(got[:, edge:], reference[:, edge:])
+        assert np.abs(got[:, :edge] - reference[:, :edge]).max() > 100  # their labels are drawn
+    assert np.abs(got - rendered_whole(huge)).max() > 100  # what matplotlib alone would have drawn
