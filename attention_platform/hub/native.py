@@ -12,6 +12,7 @@ written synchronously by nbgrader, so none is lost half-way.
 
 from __future__ import annotations
 
+import contextlib
 import grp
 import json
 import os
@@ -478,7 +479,8 @@ def stop(hub: NativeHub, timeout: float = 20) -> float:
     """Stop the hub (which stops every user server) and the formgrader; seconds taken.
 
     The hub gets SIGINT, as on Ctrl-C; the formgrader SIGTERM (Jupyter Server ignores
-    a lone SIGINT without a terminal) and, should it hang, SIGKILL with its kernels.
+    a lone SIGINT without a terminal) and, should it hang, SIGKILL with its kernels. Then what
+    the users' servers left behind (``stop_leftovers``).
     """
     started = time.monotonic()
     if hub.process and hub.process.poll() is None:
@@ -494,7 +496,47 @@ def stop(hub: NativeHub, timeout: float = 20) -> float:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+    accounts = [hub_uid_range()]
+    if hub.grader_user:
+        with contextlib.suppress(KeyError):
+            accounts.append({pwd.getpwnam(hub.grader_user).pw_uid})
+    stop_leftovers(hub.state, accounts)
     return time.monotonic() - started
+
+
+def _leftovers(state: Path, uids) -> list[int]:
+    """Live processes of the accounts in ``uids`` (containers of uids) whose command line names a
+    path in ``state`` (a kernel's connection file is in its user's home there)."""
+    folder = os.fsencode(str(state.resolve()))
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if not any(entry.stat().st_uid in group for group in uids):
+                continue
+            with open(os.path.join(entry.path, "cmdline"), "rb") as cmdline:
+                words = cmdline.read().split(b"\0")
+        except OSError:  # gone meanwhile
+            continue
+        if any(word == folder or word.startswith(folder + b"/") for word in words):
+            found.append(int(entry.name))
+    return found
+
+
+def stop_leftovers(state: Path, uids, grace: float = 5.0) -> list[int]:
+    """Wait up to ``grace`` seconds for what the hub's users' servers left behind to end, then kill
+    it; the pids killed. A kernel outlives its server when the hub stops the server before the
+    server has shut its kernels down; it ends itself about a second later, once it notices."""
+    deadline = time.monotonic() + grace
+    while (left := _leftovers(state, uids)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return left
 
 
 def hub_ports(port: int, formgrader_port: int) -> dict[str, int]:

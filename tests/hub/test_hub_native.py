@@ -48,3 +48,43 @@ def test_a_busy_port_is_named_before_the_hub_prepares_anything(tmp_path, offset,
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"{named}: {port + offset}" in done.stderr
     assert not (tmp_path / "state").exists()  # no accounts, no course: nothing was prepared
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="processes of other uids need root (CI is root)")
+def test_stopping_ends_what_a_users_server_left_behind(tmp_path):
+    """A student's kernel outlives its server when the hub stops the server first (it exits a second
+    later, when it notices its parent is gone): stopping the hub waits for such a process of a hub
+    user that names this hub's folder, and kills it if it lingers. Processes of other accounts, and
+    of hub users that do not belong to this hub, are left alone."""
+    import sys
+    import time
+
+    from attention_platform.hub.accounts import UidRange
+    from attention_platform.hub.native import stop_leftovers
+
+    state = tmp_path / "hub-state"
+    state.mkdir()
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+    in_range = UidRange().last - 7
+
+    def process(uid: int, *argv: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-S", "-c", stubborn, *argv], user=uid, cwd="/")
+
+    cases = [  # (process, must be ended)
+        (process(in_range, str(state / "runtime" / "kernel-1.json")), True),
+        (process(in_range, str(tmp_path / "hub-state-2" / "kernel-1.json")), False),  # another hub's
+        (process(65534, str(state / "runtime" / "kernel-2.json")), False),  # not a hub user (nobody)
+        (process(in_range), False),
+    ]
+    try:
+        time.sleep(0.5)  # each has exec'd: its command line is the one above
+        started = time.monotonic()
+        ended = stop_leftovers(state, [UidRange()], grace=1.0)
+        assert time.monotonic() - started < 5
+        assert ended == [cases[0][0].pid]
+        time.sleep(0.2)
+        assert [proc.poll() is not None for proc, _ in cases] == [must for _, must in cases]
+    finally:
+        for proc, _ in cases:
+            proc.kill()
+            proc.wait()
