@@ -504,39 +504,49 @@ def stop(hub: NativeHub, timeout: float = 20) -> float:
     return time.monotonic() - started
 
 
-def _leftovers(state: Path, uids) -> list[int]:
-    """Live processes of the accounts in ``uids`` (containers of uids) whose command line names a
-    path in ``state`` (a kernel's connection file is in its user's home there)."""
-    folder = os.fsencode(str(state.resolve()))
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            if not any(entry.stat().st_uid in group for group in uids):
-                continue
-            with open(os.path.join(entry.path, "cmdline"), "rb") as cmdline:
-                words = cmdline.read().split(b"\0")
-        except OSError:  # gone meanwhile
-            continue
-        if any(word == folder or word.startswith(folder + b"/") for word in words):
-            found.append(int(entry.name))
-    return found
+def _is_leftover(proc_dir: str, folder: bytes, uids) -> bool:
+    """Whether the process of ``/proc/PID`` belongs to an account in ``uids`` (containers of uids)
+    and its command line names a path in ``folder`` (a kernel's connection file is in its user's
+    home there)."""
+    try:
+        if not any(os.stat(proc_dir).st_uid in group for group in uids):
+            return False
+        with open(os.path.join(proc_dir, "cmdline"), "rb") as cmdline:
+            words = cmdline.read().split(b"\0")
+    except OSError:  # gone meanwhile
+        return False
+    return any(word == folder or word.startswith(folder + b"/") for word in words)
 
 
 def stop_leftovers(state: Path, uids, grace: float = 5.0) -> list[int]:
     """Wait up to ``grace`` seconds for what the hub's users' servers left behind to end, then kill
     it; the pids killed. A kernel outlives its server when the hub stops the server before the
-    server has shut its kernels down; it ends itself about a second later, once it notices."""
+    server has shut its kernels down; it ends itself about a second later, once it notices. Each
+    is checked again through a pidfd before it is killed, so a pid reused meanwhile is never hit."""
+    folder = os.fsencode(str(state.resolve()))
+
+    def leftovers() -> list[int]:
+        return [int(entry.name) for entry in os.scandir("/proc")
+                if entry.name.isdigit() and _is_leftover(entry.path, folder, uids)]
+
     deadline = time.monotonic() + grace
-    while (left := _leftovers(state, uids)) and time.monotonic() < deadline:
+    while (left := leftovers()) and time.monotonic() < deadline:
         time.sleep(0.1)
+    killed = []
     for pid in left:
         try:
-            os.kill(pid, signal.SIGKILL)
+            pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            continue
+        try:
+            if _is_leftover(f"/proc/{pid}", folder, uids):  # the same process as pidfd's, or gone
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                killed.append(pid)
         except ProcessLookupError:
             pass
-    return left
+        finally:
+            os.close(pidfd)
+    return killed
 
 
 def hub_ports(port: int, formgrader_port: int) -> dict[str, int]:
