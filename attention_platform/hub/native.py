@@ -12,7 +12,6 @@ written synchronously by nbgrader, so none is lost half-way.
 
 from __future__ import annotations
 
-import contextlib
 import grp
 import json
 import os
@@ -479,8 +478,7 @@ def stop(hub: NativeHub, timeout: float = 20) -> float:
     """Stop the hub (which stops every user server) and the formgrader; seconds taken.
 
     The hub gets SIGINT, as on Ctrl-C; the formgrader SIGTERM (Jupyter Server ignores
-    a lone SIGINT without a terminal) and, should it hang, SIGKILL with its kernels. Then what
-    the users' servers left behind (``stop_leftovers``).
+    a lone SIGINT without a terminal) and, should it hang, SIGKILL with its kernels.
     """
     started = time.monotonic()
     if hub.process and hub.process.poll() is None:
@@ -496,57 +494,7 @@ def stop(hub: NativeHub, timeout: float = 20) -> float:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    accounts = [hub_uid_range()]
-    if hub.grader_user:
-        with contextlib.suppress(KeyError):
-            accounts.append({pwd.getpwnam(hub.grader_user).pw_uid})
-    stop_leftovers(hub.state, accounts)
     return time.monotonic() - started
-
-
-def _is_leftover(proc_dir: str, folder: bytes, uids) -> bool:
-    """Whether the process of ``/proc/PID`` belongs to an account in ``uids`` (containers of uids)
-    and its command line names a path in ``folder`` (a kernel's connection file is in its user's
-    home there)."""
-    try:
-        if not any(os.stat(proc_dir).st_uid in group for group in uids):
-            return False
-        with open(os.path.join(proc_dir, "cmdline"), "rb") as cmdline:
-            words = cmdline.read().split(b"\0")
-    except OSError:  # gone meanwhile
-        return False
-    return any(word == folder or word.startswith(folder + b"/") for word in words)
-
-
-def stop_leftovers(state: Path, uids, grace: float = 5.0) -> list[int]:
-    """Wait up to ``grace`` seconds for what the hub's users' servers left behind to end, then kill
-    it; the pids killed. A kernel outlives its server when the hub stops the server before the
-    server has shut its kernels down; it ends itself about a second later, once it notices. Each
-    is checked again through a pidfd before it is killed, so a pid reused meanwhile is never hit."""
-    folder = os.fsencode(str(state.resolve()))
-
-    def leftovers() -> list[int]:
-        return [int(entry.name) for entry in os.scandir("/proc")
-                if entry.name.isdigit() and _is_leftover(entry.path, folder, uids)]
-
-    deadline = time.monotonic() + grace
-    while (left := leftovers()) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    killed = []
-    for pid in left:
-        try:
-            pidfd = os.pidfd_open(pid)
-        except ProcessLookupError:
-            continue
-        try:
-            if _is_leftover(f"/proc/{pid}", folder, uids):  # the same process as pidfd's, or gone
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-                killed.append(pid)
-        except ProcessLookupError:
-            pass
-        finally:
-            os.close(pidfd)
-    return killed
 
 
 def hub_ports(port: int, formgrader_port: int) -> dict[str, int]:
