@@ -44,6 +44,8 @@ import uuid
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
+from attention_platform import start_up_gc
+
 from . import status as status_file
 from .engine import Attempt, Engine
 from .fairqueue import FairQueue
@@ -466,6 +468,8 @@ class Service:
             self.engine.warm([a for a, p in self.policies.items() if p.on])
         except SandboxUnavailable as exc:
             self.log.error("the sandbox broker cannot be reached yet (%s); attempts wait in the queue", exc.reason)
+        finally:
+            start_up_gc.resume()  # paused by main()
         self.recover()
         self.log.info("feedback on submit: watching %s (%d workers)", self.exchange / "inbound", self.workers)
         last_reload = 0.0
@@ -506,6 +510,7 @@ def may_finish(*, grading: int, finishing: int, oldest_waited: float) -> bool:
 
 
 def main(course: Path, exchange: Path) -> int:
+    start_up_gc.pause()  # until the grader is warm (Service.run)
     logging.basicConfig(level=logging.INFO, format="[%(levelname)1.1s %(asctime)s feedback-on-submit] %(message)s")
     log = logging.getLogger("feedback-on-submit")
     for noisy in ("traitlets", "nbgrader"):

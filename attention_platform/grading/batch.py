@@ -47,6 +47,7 @@ from pathlib import Path
 import nbformat
 from nbformat.v4.rwbase import rejoin_lines
 
+from attention_platform import start_up_gc
 from attention_platform.console import progress_bar
 
 
@@ -549,6 +550,9 @@ class _BatchRun:
         except Exception as exc:  # noqa: BLE001 - one student's failure never stops the batch
             outcome.status = f"error: {type(exc).__name__}: {exc}"[:60]
         outcome.seconds += time.monotonic() - flight.t0
+        # The process's first notebook finished (imports, configuration, the first picture): the
+        # end of its start-up, if its command paused the collector for it (start_up_gc).
+        start_up_gc.resume()
 
     @contextlib.contextmanager
     def _step(self):

@@ -43,8 +43,9 @@ def register(commands) -> None:
 
 
 def _autograde_batch(args: argparse.Namespace) -> int:
-    from attention_platform import deferred_iri_syntax
+    from attention_platform import deferred_iri_syntax, start_up_gc
 
+    start_up_gc.pause()  # until the first notebook is finished (_BatchRun._finish)
     deferred_iri_syntax.install()  # before nbgrader imports jsonschema, for callers not from the CLI
     from attention_platform.grading.sandbox import first_use
     from attention_platform.grading.sandbox.client import get_zygote

@@ -10,6 +10,8 @@ import json
 import os
 import shutil
 import stat
+import subprocess
+import sys
 
 import pytest
 
@@ -352,3 +354,46 @@ def test_nbgrader_submit_in_a_terminal_is_refused_as_the_assignments_tab_is(tmp_
     assert "Not submitted: you have had 1 graded attempt in the last 24 hours" in done.stderr, done.stderr[-2000:]
     assert "nothing was handed in" in done.stderr
     assert exchange.submissions("ann") == []
+
+
+# --------------------------------------------------------------------------- the grader's start-up
+
+SERVICE_WATCHED = """
+import gc, json, os, signal, sys, threading
+from pathlib import Path
+from attention_platform.feedback_on_submit import engine, service
+
+collector_on = {{}}
+warm = engine.Engine.warm
+
+
+def watched(self, assignments):
+    collector_on["warming"] = gc.isenabled()
+    try:
+        warm(self, assignments)
+    finally:
+        threading.Timer(0.1, lambda: (collector_on.setdefault("serving", gc.isenabled()),
+                                      os.kill(os.getpid(), signal.SIGTERM))).start()
+
+
+engine.Engine.warm = watched
+status = service.main(Path({course!r}), Path({exchange!r}))
+print(json.dumps({{"status": status, **collector_on, "frozen": gc.get_freeze_count()}}))
+"""
+
+
+def test_the_grader_warms_up_without_collections_and_serves_with_its_start_up_frozen(tmp_path):
+    """The feedback-on-submit grader pauses the cyclic collector until it is warm (torch, the
+    checks, the first picture), then freezes what that made (attention_platform/start_up_gc.py):
+    a full collection walking it would otherwise cost some attempt ~0.1 s every few dozen."""
+    from attention_platform.course.directory import copy_course
+
+    course, exchange = copy_course(tmp_path / "course"), tmp_path / "exchange"
+    exchange.mkdir()
+    code = SERVICE_WATCHED.format(course=str(course), exchange=str(exchange))
+    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}  # nbgrader runs alembic
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (seen["status"], seen["warming"], seen["serving"]) == (0, False, True), done.stderr[-2000:]
+    assert seen["frozen"] > 100_000

@@ -3,9 +3,12 @@ few transactions, each step taking back its own writes when it fails."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -92,6 +95,42 @@ def test_a_step_that_fails_after_saving_grades_takes_back_those_grades_and_no_on
     scores = check_scores(small_class)
     for student in ("ada", "cyd", "dan"):
         assert scores[student] == scores_for(CLASS[student]), student
+
+
+START_UP_WATCHED = """
+import gc, json
+from attention_platform.cli import main
+from attention_platform.grading import batch
+
+collector_on_at_finish = []
+finish = batch._BatchRun._finish
+
+
+def watched(self, *args):
+    collector_on_at_finish.append(gc.isenabled())
+    finish(self, *args)
+
+
+batch._BatchRun._finish = watched
+status = main(["autograde-batch", {assignment!r}, "--course", {course!r}, "--no-progress", "--jobs", "1"])
+print(json.dumps({{"status": status, "collector_on_at_finish": collector_on_at_finish,
+                  "collector_on": gc.isenabled(), "frozen": gc.get_freeze_count()}}))
+"""
+
+
+@pytest.mark.slow
+def test_the_batch_command_collects_no_garbage_until_its_first_notebook_is_finished(small_class):
+    """``autograde-batch`` pauses the cyclic collector for its start-up (imports, configuration, the
+    first notebook and its picture) and resumes it, start-up's objects frozen, once the first
+    notebook is finished (attention_platform/start_up_gc.py)."""
+    code = START_UP_WATCHED.format(assignment=ASSIGNMENT, course=str(small_class))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["status"] == 0
+    assert seen["collector_on_at_finish"] == [False] + [True] * (len(CLASS) - 1)
+    assert seen["collector_on"]
+    assert seen["frozen"] > 100_000, "start-up's objects (torch, nbgrader, SQLAlchemy) were not frozen"
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,10 @@ that meets one it did not pay still gets the right answer."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -36,6 +39,29 @@ def test_the_course_needs_both_and_its_core_notebook_neither(tmp_path):
     folder.mkdir(parents=True)
     (folder / "self_attention.ipynb").write_bytes((REPO / "source/self_attention/self_attention.ipynb").read_bytes())
     assert first_use.needed_by_assignment(tmp_path, "self_attention") == ()
+
+
+WARM_UP_WATCHED = """
+import gc, json
+from attention_platform.grading.sandbox import zygote
+
+collector_on = []
+zygote.FIRST_USES["watch"] = lambda: collector_on.append(gc.isenabled())
+zygote.warm_up(("watch",))
+print(json.dumps({"during": collector_on, "after": gc.isenabled(), "frozen": gc.get_freeze_count()}))
+"""
+
+
+def test_the_worker_warms_up_without_collections_and_forks_with_everything_frozen():
+    """Importing torch and paying the first uses make ~300,000 objects every sandbox inherits: no
+    collection walks them during the warm-up, and none in a sandbox afterwards (frozen, so a
+    sandbox's collections do not write to their pages either) -- attention_platform/start_up_gc.py."""
+    done = subprocess.run([sys.executable, "-c", WARM_UP_WATCHED], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout)
+    assert seen["during"] == [False]
+    assert seen["after"]
+    assert seen["frozen"] > 100_000
 
 
 def test_every_warm_up_a_notebook_can_ask_for_is_one_the_worker_can_pay():

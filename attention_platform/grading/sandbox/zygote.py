@@ -48,6 +48,8 @@ import time
 import traceback
 import warnings
 
+from attention_platform import start_up_gc
+
 from . import cgroups, first_use
 from .huge_pages import HugePages
 from .limits import BROKER_CAPS, UID_BASE, UID_SPAN, SandboxLimits, asdict, clamp
@@ -463,6 +465,7 @@ def warm_up(first_uses: tuple[str, ...] = first_use.ALL) -> None:
     """Import what every sandbox needs once, before any fork: torch, matplotlib, the wire codec;
     pay the first-use costs named in ``first_uses`` (see ``first_use``)."""
     global _WIRE
+    start_up_gc.pause()
     import torch
 
     torch.set_num_threads(1)
@@ -479,10 +482,7 @@ def warm_up(first_uses: tuple[str, ...] = first_use.ALL) -> None:
     assert "grader_tests.reference" not in sys.modules and "grader_tests.registry" not in sys.modules
     # Every object imported so far outlives every sandbox: out of the collector's reach, a sandbox's
     # garbage collection no longer writes to (and so copies) each of their pages after the fork.
-    import gc
-
-    gc.collect()
-    gc.freeze()
+    start_up_gc.resume()
 
 
 def _first_use(first_uses: tuple[str, ...]) -> None:
