@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import subprocess
 import sys
 
@@ -75,6 +76,10 @@ def test_submit_over_http_and_the_protections(hub, record_property):
     # may belong to another hub's state directory)
     servers = _singleuser_processes("student3")
     assert servers and {os.readlink(f"/proc/{pid}/cwd") for pid in servers} == {str(hub.state / "home" / "student3")}
+    # it started with the garbage collector paused and froze what start-up made (hub/student/jupyterhub-singleuser)
+    frozen = re.findall(r"student3's server started: (\d+) objects kept out",
+                        (hub.state / "jupyterhub.log").read_text(errors="replace"))
+    assert frozen and int(frozen[-1]) > 100_000, frozen
 
     # student3's server: no formgrader, and it refuses to be framed
     assert s3.get("/user/student3/formgrader").status_code == 404
