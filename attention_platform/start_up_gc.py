@@ -1,9 +1,10 @@
-"""The cyclic garbage collector during a grading process's start-up, and start-up's objects kept
-out of its reach afterwards.
+"""The cyclic garbage collector during a long start-up, and start-up's objects kept out of its reach
+afterwards.
 
 A grading process (the ``autograde-batch`` command, the feedback-on-submit grader, the sandbox
 worker) starts by importing torch, nbgrader, SQLAlchemy and matplotlib: some 300,000 tracked
-objects that live as long as the process. With the collector on, every full collection walks all of
+objects that live as long as the process (a student's Jupyter server, started by
+``hub/student/jupyterhub-singleuser``, makes ~290,000 the same way). With the collector on, every full collection walks all of
 them again: five during a cold ``autograde-batch``'s start-up (~0.4 of its 2.8 CPU-seconds on this
 machine), four during the sandbox worker's warm-up (~0.25 of 1.4), and one every few dozen
 submissions afterwards (~0.1 s each). Start-up makes little cyclic garbage (~11,000 objects, a
