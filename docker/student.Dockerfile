@@ -28,7 +28,7 @@ RUN jupyter server extension disable --sys-prefix nbgrader.server_extensions.for
 
 # The all-or-nothing submit that hub/student/nbgrader_config.py names
 # (attention_platform.hub.submit.AtomicSubmit; its feedback-on-submit refusal is copied below).
-COPY attention_platform/__init__.py attention_platform/deferred_iri_syntax.py /opt/dl-attention/student-lib/attention_platform/
+COPY attention_platform/__init__.py attention_platform/deferred_iri_syntax.py attention_platform/start_up_gc.py /opt/dl-attention/student-lib/attention_platform/
 COPY attention_platform/hub/__init__.py attention_platform/hub/submit.py /opt/dl-attention/student-lib/attention_platform/hub/
 # The course's Lab (hub/student/jupyter_server_config.py): its server side, what Validate says, the
 # notebooks' order, and the Lab extension itself (plain JavaScript).
@@ -47,6 +47,9 @@ RUN pth=$(python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 
 # Student-side nbgrader + server settings; the hub sets JUPYTER_CONFIG_PATH to this folder.
 COPY hub/student/ /etc/dl-attention/jupyter/
+# The spawners' `jupyterhub-singleuser` is the course's launcher (hub/student/jupyterhub-singleuser: the
+# same server, its start-up without garbage collections), as natively.
+RUN ln -sf /etc/dl-attention/jupyter/jupyterhub-singleuser "$(command -v jupyterhub-singleuser)"
 
 # Every student container runs as jovyan (uid 1000); the exchange view is mounted
 # under /srv/nbgrader/exchange (outbound read-only, their own inbound and feedback).

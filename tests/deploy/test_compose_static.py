@@ -10,6 +10,7 @@ executed. tests/deploy/test_compose_roundtrip.py builds and runs all of it for r
 
 from __future__ import annotations
 
+import os
 import re
 import runpy
 import shlex
@@ -175,9 +176,10 @@ def test_student_image_holds_nothing_of_the_grader_side():
         assert not any(p.startswith(secret) for p in sources), secret
     # of our package only the student's submit, the course's Lab (its server side, Validate's words,
     # the notebooks' order, the Lab extension), feedback on submit's reading side, the deferred IRI
-    # parser (the server's start-up) and the package markers
+    # parser and the collector's pause (the server's start-up) and the package markers
     ours = {p for p in sources if p.startswith("attention_platform")}
     assert ours == {"attention_platform/__init__.py", "attention_platform/deferred_iri_syntax.py",
+                    "attention_platform/start_up_gc.py",
                     "attention_platform/hub/__init__.py", "attention_platform/hub/submit.py",
                     "attention_platform/hub/course_lab.py", "attention_platform/course/__init__.py",
                     "attention_platform/course/notebooks.py", "attention_platform/course/settings.py",
@@ -189,6 +191,21 @@ def test_student_image_holds_nothing_of_the_grader_side():
     for extension in ("formgrader", "course_list", "@jupyter/nbgrader:create-assignment"):
         assert re.search(rf"disable .*{re.escape(extension)}", text)
     assert "USER 1000" in text
+
+
+def test_student_image_starts_servers_with_the_course_launcher_and_holds_what_it_imports():
+    """The spawners run ``jupyterhub-singleuser``; in the student image that name is the course's
+    launcher (hub/student/jupyterhub-singleuser), whose imports from our package are copied in."""
+    launcher = REPO / "hub" / "student" / "jupyterhub-singleuser"
+    assert launcher.read_text().startswith("#!/usr/bin/env python3\n") and os.access(launcher, os.X_OK)
+    runs = [rest for word, rest in instructions(DOCKERFILES["student"]) if word == "RUN"]
+    assert any(re.search(r"ln -sf /etc/dl-attention/jupyter/jupyterhub-singleuser .*command -v jupyterhub-singleuser", r)
+               for r in runs)
+    copied = " ".join(rest for word, rest in instructions(DOCKERFILES["student"]) if word == "COPY")
+    imported = re.findall(r"^from attention_platform import ([\w, ]+)", launcher.read_text(), re.M)
+    assert imported
+    for module in ", ".join(imported).split(", "):
+        assert f"attention_platform/{module.strip()}.py" in copied, module
 
 
 def test_student_image_contains_every_class_its_nbgrader_config_names():
