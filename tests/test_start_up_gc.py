@@ -1,7 +1,9 @@
 """The collector paused for a grading process's start-up, start-up's objects frozen afterwards
 (attention_platform/start_up_gc.py). Each case runs in a fresh interpreter: what is frozen stays
-frozen for the process's life. Where the grading processes call it is tested beside each of them
-(tests/grading/test_batch.py, tests/grading/test_first_use.py, tests/feedback_on_submit/)."""
+frozen for the process's life. Each caller is tested beside it: the batch command
+(tests/grading/test_batch.py), the sandbox worker (tests/grading/test_first_use.py), the feedback
+grader (tests/feedback_on_submit/), students' servers natively (tests/hub/test_hub_api.py) and in
+the student image (tests/deploy/test_compose_roundtrip.py)."""
 
 from __future__ import annotations
 
