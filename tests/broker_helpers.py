@@ -1,5 +1,6 @@
-"""The sandbox broker as tests start it, and the accounts they talk to it as: shared by the broker's
-own tests (tests/grading/test_sandbox_broker.py) and the validate service's (tests/hub/test_validate_service.py)."""
+"""The sandbox broker as tests start it, the accounts they talk to it as, and what a zygote leaves
+behind: shared by the broker's own tests (tests/grading/test_sandbox_broker.py), the sandbox's
+(tests/grading/test_sandbox_isolation.py) and the validate service's (tests/hub/test_validate_service.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,20 @@ from pathlib import Path
 
 GRADER = "attention-sbx-grader"  # stands in for the course's grader account
 STRANGER = "attention-sbx-other"  # any other account on the machine
+
+def sandbox_cgroups(zygote_pid: int, wait: float = 3.0) -> list[str]:
+    """The sandbox cgroups a zygote (a private one, or the broker's server for one connection) still
+    has, after giving it ``wait`` s to remove them."""
+    from attention_platform.grading.sandbox import cgroups
+
+    deadline = time.monotonic() + wait
+    while True:
+        found = [os.path.join(folder, name) for folder in map(os.path.dirname, cgroups.locate().dirs("-"))
+                 if os.path.isdir(folder) for name in os.listdir(folder) if name.startswith(f"sbx-{zygote_pid}-")]
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
 
 def ensure_user(name: str) -> pwd.struct_passwd:
     try:

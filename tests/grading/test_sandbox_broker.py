@@ -18,7 +18,7 @@ import pytest
 
 from attention_platform.grading.sandbox import cgroups
 from attention_platform.grading.sandbox.limits import BROKER_CAPS, UID_BASE, UID_SPAN
-from broker_helpers import GRADER, STRANGER, as_user, ensure_user, start_broker
+from broker_helpers import GRADER, STRANGER, as_user, ensure_user, sandbox_cgroups, start_broker
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the broker runs as root")
 
@@ -118,14 +118,15 @@ from attention_platform.grading.sandbox import Zygote
 zygote = Zygote.connect({path!r})
 sb = zygote.spawn()
 sb.call({{"op": "cell", "source": "import os, time\\nfor _ in range(3):\\n    os.fork() == 0 and time.sleep(120)"}})
-print(json.dumps({{"uid": sb.spec["uid"]}}), flush=True)
-os._exit(0)  # the grader dies without closing anything
+print(json.dumps({{"uid": sb.spec["uid"], "zygote": zygote.pid}}), flush=True)
+os._exit(0)  # the grader dies without closing anything (and the broker has forked the next sandbox ahead)
 """
 
 
 def test_a_grader_that_dies_takes_its_sandboxes_with_it(broker):
     path, grader = broker
-    uid = as_user(grader, ABANDON.format(path=str(path)))["uid"]
+    abandoned = as_user(grader, ABANDON.format(path=str(path)))
+    uid = abandoned["uid"]
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         alive = [pid for pid in filter(str.isdigit, os.listdir("/proc"))
@@ -134,6 +135,7 @@ def test_a_grader_that_dies_takes_its_sandboxes_with_it(broker):
             break
         time.sleep(0.1)
     assert alive == []
+    assert sandbox_cgroups(abandoned["zygote"]) == []  # the one forked ahead included
 
 
 def test_without_root_and_without_a_broker_grading_refuses_instead_of_scoring_zero():

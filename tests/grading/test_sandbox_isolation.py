@@ -18,6 +18,7 @@ import pytest
 from attention_platform.grading.sandbox import SandboxDied, SandboxLimits, SandboxTimeout, Zygote
 from attention_platform.grading.sandbox import cgroups
 from attention_platform.course.notebooks import COURSE_ROOT
+from broker_helpers import sandbox_cgroups
 
 LIMITS = SandboxLimits(cell_timeout=3, notebook_timeout=8, cpu_seconds=4, memory_mb=256, nproc=16, tmpfs_mb=8,
                        output_chars=10_000)
@@ -63,6 +64,105 @@ def uid_processes(uid: int, wait: float = 2.0) -> list[int]:
         if not found or time.monotonic() > deadline:
             return found
         time.sleep(0.05)
+
+
+def descendants(pid: int, expected: int | None = None, wait: float = 3.0) -> dict[int, int]:
+    """{pid: uid} of every live (non-zombie) process below ``pid``; with ``expected``, polled until
+    there are that many (killed sandboxes take a moment to exit)."""
+    deadline = time.monotonic() + wait
+    while True:
+        found = _descendants(pid)
+        if expected is None or len(found) == expected or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+def _descendants(pid: int) -> dict[int, int]:
+    found, parents = {}, [pid]
+    while parents:
+        parent = parents.pop()
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                children = [int(c) for c in open(f"/proc/{parent}/task/{task}/children").read().split()]
+            except OSError:
+                continue
+            for child in children:
+                status = process_status(child)
+                if status and not status["State"].strip().startswith("Z"):
+                    found[child] = int(status["Uid"].split()[0])
+                    parents.append(child)
+    return found
+
+
+def process_status(pid: int) -> dict | None:
+    try:
+        return dict(line.split(":", 1) for line in open(f"/proc/{pid}/status") if ":" in line)
+    except OSError:
+        return None
+
+
+def gone(processes: dict[int, int], wait: float = 3.0) -> bool:
+    """Whether none of ``processes`` ({pid: uid}) is alive any more (a reused pid of another uid is not ours)."""
+    deadline = time.monotonic() + wait
+    while True:
+        alive = [pid for pid, uid in processes.items()
+                 if (status := process_status(pid)) and not status["State"].strip().startswith("Z")
+                 and int(status["Uid"].split()[0]) == uid]
+        if not alive or time.monotonic() > deadline:
+            return not alive
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def fresh_zygote():
+    """A zygote of this test's own (no warm-ups: these tests run no student code worth warming)."""
+    z = Zygote(first_uses=())
+    yield z
+    z.close()
+
+
+def test_the_next_sandbox_is_forked_ahead_and_is_one_like_any_other(fresh_zygote):
+    first = fresh_zygote.spawn(LIMITS)
+    assert not first.forked_ahead  # nothing was asked for before
+    put(first, "secret.txt", "alice's work")
+    run(first, "open('/tmp/x', 'w').write('alice tmp')")
+    second = fresh_zygote.spawn(LIMITS)  # forked while the first one was being used
+    try:
+        assert second.forked_ahead
+        assert second.spec["uid"] != first.spec["uid"] and second.spec["cgroup"] != first.spec["cgroup"]
+        same_but_uid = lambda sb: [layer for layer in sb.layers if not layer.startswith("uid:")]  # noqa: E731
+        assert same_but_uid(second) == same_but_uid(first) and f"uid:{second.spec['uid']}" in second.layers
+        assert second.limits == first.limits
+        out = run(second, "import os\nprint(os.getuid(), os.listdir('.'), os.listdir('/tmp'), "
+                          "sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))")
+        assert out.strip() == f"{second.spec['uid']} [] [] [1]"
+    finally:
+        first.close()
+        second.close()
+    # What the zygote still holds: the one sandbox forked ahead (its processes A, root, and B, its
+    # own uid), not yet handed out; it dies with the zygote.
+    ahead = descendants(fresh_zygote.process.pid, expected=2)
+    assert len(ahead) == 2 and sorted(ahead.values())[0] == 0 and sorted(ahead.values())[1] >= 1000, ahead
+    zygote_pid = fresh_zygote.pid
+    fresh_zygote.close()
+    assert gone(ahead) and sandbox_cgroups(zygote_pid) == []
+
+
+def test_a_sandbox_forked_ahead_for_other_limits_is_killed_not_handed_out(fresh_zygote):
+    fresh_zygote.spawn(LIMITS).close()
+    ahead = descendants(fresh_zygote.process.pid, expected=2)  # forked for LIMITS
+    assert len(ahead) == 2
+    bigger = SandboxLimits(**{**LIMITS.__dict__, "memory_mb": 2 * LIMITS.memory_mb})
+    with fresh_zygote.spawn(bigger) as sb:
+        assert not sb.forked_ahead and sb.limits.memory_mb == bigger.memory_mb
+        assert run(sb, "print(6 * 7)") == "42\n"
+    assert gone(ahead)
+    with fresh_zygote.spawn(bigger) as sb:  # and the next one is forked ahead for the new limits
+        assert sb.forked_ahead and sb.limits.memory_mb == bigger.memory_mb
 
 
 def test_runs_as_an_unprivileged_uid_with_no_capabilities(zygote):

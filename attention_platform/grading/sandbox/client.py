@@ -138,7 +138,8 @@ class Zygote:
             raise SandboxUnavailable(f"the sandbox zygote refused a sandbox: {str(reply.get('error'))[:500]}")
         spec = reply["spec"]
         granted = SandboxLimits(**{k: spec[k] for k in asdict(SandboxLimits())})
-        return Sandbox(socket.socket(fileno=fds[0]), reply["pid"], spec, granted, zygote=self)
+        return Sandbox(socket.socket(fileno=fds[0]), reply["pid"], spec, granted, zygote=self,
+                       forked_ahead=bool(reply.get("forked_ahead")))
 
     def kill_sandbox(self, pid: int) -> bool | None:
         """Have the zygote kill one of its sandboxes; whether it ran out of memory (None: unknown)."""
@@ -199,6 +200,7 @@ class Sandbox:
     spec: dict
     limits: SandboxLimits
     zygote: Zygote | None = None
+    forked_ahead: bool = False  # forked by the zygote before this sandbox was asked for (ZygoteServer)
     layers: list = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     closed: bool = False

@@ -6,7 +6,8 @@ forking ("optimizers,figures"; all of them when absent). It imports torch (and t
 wire codec) but nothing of the hidden checks, the reference or the course: whatever a sandbox
 inherits from it by ``fork`` holds no secret.
 
-For every ``spawn`` request it forks process A, which
+For every ``spawn`` request it hands out a sandbox, forked ahead of the request (``ZygoteServer``)
+or on it; each sandbox is a fork, process A, which
 
 1. leaves the zygote's session, dies with it (``PR_SET_PDEATHSIG``), joins a fresh
    pids cgroup (``pids.max``) and memory cgroup (``memory.limit_in_bytes``);
@@ -559,10 +560,21 @@ def send_reply(ctrl: socket.socket, message: dict, fds: list[int] = ()) -> None:
     socket.send_fds(ctrl, [frame(JSON, json.dumps(message).encode())], list(fds))
 
 
+class _Refused(Exception):
+    """Why no sandbox can be made now: the grader is told this sentence."""
+
+
 class ZygoteServer:
     """Serves one grader's control connection: ``spawn`` a sandbox (limits clamped to
     ``caps``, everything else chosen here), ``kill`` one of ours. It only ever acts on
-    sandboxes it forked itself."""
+    sandboxes it forked itself.
+
+    After each ``spawn`` it forks the next sandbox ahead of the next request, with the same
+    limits: a new sandbox's first ~20 ms go to waiting, not computing (joining its cgroups waits
+    for an RCU grace period of the kernel's cgroup lock, 10-20 ms here), and that wait then
+    passes while the grader uses the sandbox it has. The sandbox forked ahead is one like any
+    other (its own uid, cgroups, namespaces and root; no student's data until a grader asks for
+    it), handed out only on this connection and only for the same limits, else killed."""
 
     MAX_LIVE = 64  # sandboxes at once per grader connection
     HUGE_PAGES_AFTER = 8  # sandboxes forked before the zygote's memory moves onto huge pages (huge_pages.py)
@@ -571,12 +583,13 @@ class ZygoteServer:
         self.ctrl, self.groups, self.caps, self.root = ctrl, groups, caps, root
         self.live: dict[int, str] = {}  # pid of process A -> its cgroup name
         self.dying: set[str] = set()  # cgroups killed, not yet removed
+        self.ahead: tuple[dict, int, dict, socket.socket] | None = None  # (limits, pid, spec, our end)
         self.count = 0
         self.huge_pages = HugePages()
 
-    def spec_for(self, requested: dict) -> dict:
+    def spec_for(self, limits: dict) -> dict:
         self.count += 1
-        spec = asdict(clamp(requested if isinstance(requested, dict) else {}, self.caps))
+        spec = dict(limits)
         spec.update(
             uid=UID_BASE + (os.getpid() * 7 + self.count) % UID_SPAN,
             cgroup=f"sbx-{os.getpid()}-{self.count}",
@@ -586,18 +599,47 @@ class ZygoteServer:
         return spec
 
     def spawn(self, requested: dict) -> None:
-        if len(self.live) >= self.MAX_LIVE:
+        limits = asdict(clamp(requested if isinstance(requested, dict) else {}, self.caps))
+        ahead, self.ahead = self.ahead, None
+        if ahead is not None and ahead[0] != limits:
+            self._discard(ahead)
+            ahead = None
+        if ahead is None and len(self.live) >= self.MAX_LIVE:
             send_reply(self.ctrl, {"op": "refused", "error": f"more than {self.MAX_LIVE} sandboxes at once"})
             return
-        spec = self.spec_for(requested)
+        try:
+            _, pid, spec, ours = ahead or self._fork(limits)
+        except _Refused as refused:
+            send_reply(self.ctrl, {"op": "refused", "error": str(refused)})
+            return
+        self.live[pid] = spec["cgroup"]
+        send_reply(self.ctrl, {"op": "spawned", "pid": pid, "spec": spec, "forked_ahead": ahead is not None},
+                   [ours.fileno()])
+        ours.close()
+        if len(self.live) < self.MAX_LIVE:
+            try:
+                self.ahead = self._fork(limits)
+            except _Refused:
+                pass  # the next spawn forks its own and says why it cannot
+
+    def _fork(self, limits: dict) -> tuple[dict, int, dict, socket.socket]:
+        """Fork a sandbox with ``limits``: (limits, pid of its process A, spec, our end of its socket)."""
+        spec = self.spec_for(limits)
         try:
             self.groups.create(spec["cgroup"], spec["memory_mb"] << 20, spec["nproc"])
         except OSError as exc:
-            send_reply(self.ctrl, {"op": "refused", "error": f"cannot create the sandbox's {self.groups.version} "
-                                                             f"cgroup: {exc.strerror or exc}"})
-            return
-        parent_end, child_end = socket.socketpair()
-        pid = os.fork()
+            raise _Refused(f"cannot create the sandbox's {self.groups.version} cgroup: {exc.strerror or exc}") from None
+        try:
+            parent_end, child_end = socket.socketpair()
+            try:
+                pid = os.fork()
+            except OSError:
+                parent_end.close()
+                child_end.close()
+                raise
+        except OSError as exc:
+            self.groups.remove(spec["cgroup"])
+            raise _Refused(f"cannot start a sandbox process: {exc.strerror or exc}") from None
         if pid == 0:
             code = 0
             try:
@@ -617,9 +659,18 @@ class ZygoteServer:
                     pass
             os._exit(code)
         child_end.close()
-        self.live[pid] = spec["cgroup"]
-        send_reply(self.ctrl, {"op": "spawned", "pid": pid, "spec": spec}, [parent_end.fileno()])
-        parent_end.close()
+        return limits, pid, spec, parent_end
+
+    def _discard(self, ahead: tuple[dict, int, dict, socket.socket]) -> None:
+        """Kill a sandbox forked ahead that no one will use."""
+        _, pid, spec, ours = ahead
+        ours.close()
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.groups.kill(spec["cgroup"])
+        self.dying.add(spec["cgroup"])
 
     def kill(self, pid) -> None:
         name = self.live.pop(pid, None) if isinstance(pid, int) else None
@@ -644,6 +695,9 @@ class ZygoteServer:
                 self.dying.discard(name)
 
     def close(self) -> None:
+        if self.ahead is not None:
+            self._discard(self.ahead)
+            self.ahead = None
         for pid in list(self.live):
             name = self.live.pop(pid)
             try:
