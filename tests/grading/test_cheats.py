@@ -123,29 +123,31 @@ def test_the_reference_never_enters_the_sandbox(world):
 
 
 def test_fork_bomb_leaves_nothing_behind(world):
+    """Every process the fork bomb made runs as its sandbox's uid (no capabilities, ``no_new_privs``),
+    and none is left once its notebook is graded. (The next sandbox, forked ahead of the next request
+    under another uid, waits idle meanwhile: not the bomb's.)"""
     ctx, zygote, release, _, _, _ = world
     cheat = next(c for c in CHEATS if c.name == "fork_bomb")
     nb = cheat.build(release, ctx)
-    grade_notebook(nb, zygote=zygote, limits=LIMITS)
+    result = grade_notebook(nb, zygote=zygote, limits=LIMITS)
     assert "fork refused" in nbformat.writes(nb)
+    [bomb_uid] = [int(layer.removeprefix("uid:")) for layer in result.layers if layer.startswith("uid:")]
     deadline = time.monotonic() + 3
     while True:
-        live = [pid for pid in filter(str.isdigit, os.listdir("/proc")) if _sandbox_uid(pid)]
+        live = [pid for pid in filter(str.isdigit, os.listdir("/proc")) if _process_uid(pid) == bomb_uid]
         if not live or time.monotonic() > deadline:
             break
         time.sleep(0.05)
     assert live == []
 
 
-def _sandbox_uid(pid: str) -> bool:
-    from attention_platform.grading.sandbox.limits import UID_BASE, UID_SPAN
-
+def _process_uid(pid: str) -> int | None:
+    """The real uid of a live (non-zombie) process, None if there is none."""
     try:
         status = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status") if ":" in line)
     except OSError:
-        return False
-    uid = int(status["Uid"].split()[0])
-    return UID_BASE <= uid < UID_BASE + UID_SPAN and not status["State"].strip().startswith("Z")
+        return None
+    return None if status["State"].strip().startswith("Z") else int(status["Uid"].split()[0])
 
 
 # --------------------------------------------------------------------------- the real nbgrader path
