@@ -227,20 +227,15 @@ def _shared_gradebook(gradebook):
         yield shared
 
 
-def _fresh(session, student: str) -> None:
-    """Expire ``student``'s submitted assignment and notebooks: their scores and lateness are
-    computed by the database (column properties), so they are read again after grades change."""
-    from nbgrader.api import SubmittedAssignment, SubmittedNotebook
-
-    objects = list(session.identity_map.values())
-    ids = set()
-    for obj in objects:
-        if isinstance(obj, SubmittedAssignment) and obj.__dict__.get("student_id") == student:
-            ids.add(obj.__dict__.get("id"))
-            session.expire(obj)
-    for obj in objects:
-        if isinstance(obj, SubmittedNotebook) and obj.__dict__.get("assignment_id") in ids:
-            session.expire(obj)
+def _fresh(session, rows) -> None:
+    """Expire one student's submitted assignment and notebooks (``rows``): their scores and lateness
+    are computed by the database (column properties), so they are read again after grades change.
+    The rows are the ones staging made or found for the student (``_BatchRun.start``), not looked for
+    among every row the session holds: those grow with each student graded, which made a class's
+    batch quadratic in its size."""
+    for row in rows:
+        if row in session:  # a step rolled back may have taken it out
+            session.expire(row)
 
 
 def load_course_config(course: Path):
@@ -312,9 +307,10 @@ class Pipeline:
                 and not any(fnmatch(part, pat) for part in p.relative_to(source_dir).parts for pat in self.ignore)]
         return self._source_files[assignment]
 
-    def stage(self, gb, student: str, assignment: str, src: Path, dest: Path, timestamp=None) -> None:
+    def stage(self, gb, student: str, assignment: str, src: Path, dest: Path, timestamp=None):
         """Student and submission rows, and ``dest`` holding the submission's other files and the
-        instructor's (as nbgrader's autograde prepares ``autograded/``). The caller commits."""
+        instructor's (as nbgrader's autograde prepares ``autograded/``). The caller commits. Returns
+        the submitted assignment (nbgrader's ``SubmittedAssignment``)."""
         from nbgrader.utils import parse_utc
 
         gb.update_or_create_student(student)
@@ -323,9 +319,9 @@ class Pipeline:
             stamp = stamp_file.read_text().strip() if stamp_file.exists() else ""
             timestamp = parse_utc(stamp) if stamp else None
         if timestamp is not None:
-            gb.update_or_create_submission(assignment, student, timestamp=timestamp)
+            submission = gb.update_or_create_submission(assignment, student, timestamp=timestamp)
         else:
-            gb.update_or_create_submission(assignment, student)
+            submission = gb.update_or_create_submission(assignment, student)
         if dest.exists():
             shutil.rmtree(dest)
         dest.mkdir(parents=True)
@@ -340,6 +336,7 @@ class Pipeline:
             rel = path.relative_to(source_dir)
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(path, dest / rel)
+        return submission
 
     def resources(self, student: str, assignment: str, notebook_id: str, dest: Path) -> dict:
         return {"unique_key": notebook_id, "output_files_dir": f"{notebook_id}_files",
@@ -484,6 +481,7 @@ class _BatchRun:
         self.notebook_ids = [nb.name for nb in gb.find_assignment(assignment).notebooks]
         self.pending: dict = {}
         self.outcomes: dict[str, StudentOutcome] = {}
+        self.rows: dict[str, list] = {}  # each student's submitted assignment and its notebooks (for _fresh)
         self.steps, self.since = 0, 0.0  # steps since the last commit, and when the first of them ended
 
     def start(self, student: str) -> None:
@@ -494,7 +492,8 @@ class _BatchRun:
         dest = self.pipeline.autograded(student, self.assignment)
         try:
             with self._step():  # the student and the submission exist whatever happens to the notebook
-                self.pipeline.stage(self.gb, student, self.assignment, src, dest)
+                submission = self.pipeline.stage(self.gb, student, self.assignment, src, dest)
+                self.rows[student] = [submission, *submission.notebooks]  # made with it, or loaded once if found
         except Exception as exc:  # noqa: BLE001
             outcome.status = f"error: {type(exc).__name__}: {exc}"[:60]
             self._count_if_done(student)
@@ -539,11 +538,12 @@ class _BatchRun:
 
     def _finish(self, future, flight: _InFlight) -> None:
         outcome, session, student = self.outcomes[flight.student], self.session, flight.student
+        rows = self.rows.get(student, [])
         try:
             result = future.result()
             with self._step():  # the late penalty then reads the scores just saved
                 self.pipeline.finish(flight.nb, flight.resources, flight.dest, flight.notebook_id,
-                                     after_save=lambda: _fresh(session, student))
+                                     after_save=lambda: _fresh(session, rows))
             outcome.failed += [c.check_id for c in result.checks.values() if not c.passed]
             if result.stopped:
                 outcome.status = f"stopped: {result.stopped}"[:60]

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import nbformat
@@ -219,3 +220,45 @@ def test_the_batch_writes_the_rows_nbgrader_autograde_writes(tmp_path_factory):
     expected = _gradebook_rows(course)
     assert "No response." in expected["una"][1].values() and "No response." not in expected["ann"][1].values()
     assert _gradebook_rows(twin) == expected
+
+
+def _late_penalties(course) -> dict:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        return {student: (notebook.score, notebook.late_submission_penalty)
+                for student in ("ann", "bo", "cy")
+                for notebook in [gb.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, student)]}
+
+
+@pytest.mark.slow
+def test_late_penalties_are_nbgraders_computed_from_the_scores_just_saved(tmp_path_factory):
+    """A course whose late work scores zero (nbgrader's ``penalty_method = "zero"``: the penalty is the
+    notebook's score), graded, then graded again after two students swapped answers: the batch's late
+    penalties are stock ``nbgrader autograde``'s both times, each computed from the score just saved.
+    (nbgrader loads a notebook's score when first read, after its grades are written; ``_fresh`` only
+    matters to a penalty plugin that reads a score twice in one batch.)"""
+    answers = {"ann": "reference_style", "bo": "mask_after_softmax", "cy": "reference_style"}
+    course = _course_with(tmp_path_factory, "late", {
+        student: (lambda release, code=ANSWERS[answer].code: with_answer(release, code))
+        for student, answer in answers.items()})
+    with (course / "nbgrader_config.py").open("a") as config:
+        config.write('\nc.LateSubmissionPlugin.penalty_method = "zero"\n')
+    due = datetime.now(timezone.utc) - timedelta(days=1)
+    nbgrader(course, "db", "assignment", "add", ASSIGNMENT, "--duedate", due.strftime("%Y-%m-%d %H:%M:%S UTC"),
+             check=True)
+    twin = course.parent / "twin"
+    shutil.copytree(course, twin)
+    release = nbformat.read(course / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    for round_ in (1, 2):
+        if round_ == 2:  # ann and bo swap answers: both scores change
+            answers.update(ann="mask_after_softmax", bo="reference_style")
+            for where in (course, twin):
+                for student in ("ann", "bo"):
+                    write_submission(where, student, with_answer(release, ANSWERS[answers[student]].code))
+        nbgrader(course, "autograde", ASSIGNMENT, "--force", check=True)
+        autograde_batch(twin, ASSIGNMENT, jobs=1, progress=False, log=None)
+        expected = _late_penalties(course)
+        assert all(score > 0 and penalty == score for score, penalty in expected.values()), (round_, expected)
+        assert _late_penalties(twin) == expected, round_
+    assert expected["ann"][0] < expected["bo"][0], expected  # the answers did swap
