@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import os
+import signal
 import socket
 import threading
 import time
@@ -163,6 +164,17 @@ def test_a_sandbox_forked_ahead_for_other_limits_is_killed_not_handed_out(fresh_
     assert gone(ahead)
     with fresh_zygote.spawn(bigger) as sb:  # and the next one is forked ahead for the new limits
         assert sb.forked_ahead and sb.limits.memory_mb == bigger.memory_mb
+
+
+def test_a_sandbox_forked_ahead_that_died_meanwhile_is_replaced_by_a_fresh_one(fresh_zygote):
+    fresh_zygote.spawn(LIMITS).close()
+    ahead = descendants(fresh_zygote.process.pid, expected=2)
+    [process_a] = [pid for pid, uid in ahead.items() if uid == 0]
+    os.kill(process_a, signal.SIGKILL)  # as an administrator's clean-up or the OOM killer might, while it waits
+    assert gone(ahead)
+    with fresh_zygote.spawn(LIMITS) as sb:
+        assert not sb.forked_ahead
+        assert run(sb, "print(6 * 7)") == "42\n"
 
 
 def test_runs_as_an_unprivileged_uid_with_no_capabilities(zygote):

@@ -560,6 +560,15 @@ def send_reply(ctrl: socket.socket, message: dict, fds: list[int] = ()) -> None:
     socket.send_fds(ctrl, [frame(JSON, json.dumps(message).encode())], list(fds))
 
 
+def _running(pid: int) -> bool:
+    """Whether our child ``pid`` has not exited (a sandbox forked ahead may wait for hours; if
+    something killed it meanwhile, the next request gets a fresh one instead of a dead one)."""
+    try:
+        return os.waitpid(pid, os.WNOHANG) == (0, 0)
+    except ChildProcessError:  # exited and already reaped (_reap_children)
+        return False
+
+
 class _Refused(Exception):
     """Why no sandbox can be made now: the grader is told this sentence."""
 
@@ -574,7 +583,8 @@ class ZygoteServer:
     for an RCU grace period of the kernel's cgroup lock, 10-20 ms here), and that wait then
     passes while the grader uses the sandbox it has. The sandbox forked ahead is one like any
     other (its own uid, cgroups, namespaces and root; no student's data until a grader asks for
-    it), handed out only on this connection and only for the same limits, else killed."""
+    it), handed out only on this connection, only for the same limits and only if still running,
+    else killed."""
 
     MAX_LIVE = 64  # sandboxes at once per grader connection
     HUGE_PAGES_AFTER = 8  # sandboxes forked before the zygote's memory moves onto huge pages (huge_pages.py)
@@ -601,7 +611,7 @@ class ZygoteServer:
     def spawn(self, requested: dict) -> None:
         limits = asdict(clamp(requested if isinstance(requested, dict) else {}, self.caps))
         ahead, self.ahead = self.ahead, None
-        if ahead is not None and ahead[0] != limits:
+        if ahead is not None and (ahead[0] != limits or not _running(ahead[1])):
             self._discard(ahead)
             ahead = None
         if ahead is None and len(self.live) >= self.MAX_LIVE:
