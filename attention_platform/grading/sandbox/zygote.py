@@ -675,10 +675,8 @@ class ZygoteServer:
         """Kill a sandbox forked ahead that no one will use."""
         _, pid, spec, ours = ahead
         ours.close()
-        try:
+        if _running(pid):  # a pid already reaped may be someone else's by now
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         self.groups.kill(spec["cgroup"])
         self.dying.add(spec["cgroup"])
 
