@@ -16,6 +16,26 @@ from pathlib import Path
 GRADER = "attention-sbx-grader"  # stands in for the course's grader account
 STRANGER = "attention-sbx-other"  # any other account on the machine
 
+def process_status(pid: int) -> dict | None:
+    """``/proc/PID/status`` as a dict, None if there is no such process."""
+    try:
+        return dict(line.split(":", 1) for line in open(f"/proc/{pid}/status") if ":" in line)
+    except OSError:
+        return None
+
+
+def uid_processes(uid: int, wait: float = 2.0) -> list[int]:
+    """Live (non-zombie) processes of ``uid``, after giving the kernel ``wait`` s to finish kills."""
+    deadline = time.monotonic() + wait
+    while True:
+        found = [int(pid) for pid in filter(str.isdigit, os.listdir("/proc"))
+                 if (status := process_status(int(pid))) and int(status["Uid"].split()[0]) == uid
+                 and not status["State"].strip().startswith("Z")]
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
 def sandbox_cgroups(zygote_pid: int, wait: float = 3.0) -> list[str]:
     """The sandbox cgroups a zygote (a private one, or the broker's server for one connection) still
     has, after giving it ``wait`` s to remove them."""

@@ -31,6 +31,7 @@ from attention_platform.course.directory import check_scores, copy_course, write
 from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK, release_notebook, with_answer
 from attention_platform.grading.sandbox import SandboxLimits, Zygote
 from attention_platform.grading.sandbox.grading import grade_notebook
+from broker_helpers import uid_processes
 from cheats import ANSWERS, BASE, CHEATS, Cheat, Context
 from grader_tests.registry import ALL_CHECKS, GRADE_ID_PREFIX
 
@@ -132,22 +133,7 @@ def test_fork_bomb_leaves_nothing_behind(world):
     result = grade_notebook(nb, zygote=zygote, limits=LIMITS)
     assert "fork refused" in nbformat.writes(nb)
     [bomb_uid] = [int(layer.removeprefix("uid:")) for layer in result.layers if layer.startswith("uid:")]
-    deadline = time.monotonic() + 3
-    while True:
-        live = [pid for pid in filter(str.isdigit, os.listdir("/proc")) if _process_uid(pid) == bomb_uid]
-        if not live or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    assert live == []
-
-
-def _process_uid(pid: str) -> int | None:
-    """The real uid of a live (non-zombie) process, None if there is none."""
-    try:
-        status = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status") if ":" in line)
-    except OSError:
-        return None
-    return None if status["State"].strip().startswith("Z") else int(status["Uid"].split()[0])
+    assert uid_processes(bomb_uid, wait=3) == []
 
 
 # --------------------------------------------------------------------------- the real nbgrader path

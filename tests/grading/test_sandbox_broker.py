@@ -11,14 +11,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from attention_platform.grading.sandbox import cgroups
 from attention_platform.grading.sandbox.limits import BROKER_CAPS, UID_BASE, UID_SPAN
-from broker_helpers import GRADER, STRANGER, as_user, ensure_user, sandbox_cgroups, start_broker
+from broker_helpers import GRADER, STRANGER, as_user, ensure_user, sandbox_cgroups, start_broker, uid_processes
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the broker runs as root")
 
@@ -126,15 +125,7 @@ os._exit(0)  # the grader dies without closing anything (and the broker has fork
 def test_a_grader_that_dies_takes_its_sandboxes_with_it(broker):
     path, grader = broker
     abandoned = as_user(grader, ABANDON.format(path=str(path)))
-    uid = abandoned["uid"]
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        alive = [pid for pid in filter(str.isdigit, os.listdir("/proc"))
-                 if os.path.exists(f"/proc/{pid}/status") and f"Uid:\t{uid}\t" in Path(f"/proc/{pid}/status").read_text()]
-        if not alive:
-            break
-        time.sleep(0.1)
-    assert alive == []
+    assert uid_processes(abandoned["uid"], wait=10) == []
     assert sandbox_cgroups(abandoned["zygote"]) == []  # the one forked ahead included
 
 

@@ -19,7 +19,7 @@ import pytest
 from attention_platform.grading.sandbox import SandboxDied, SandboxLimits, SandboxTimeout, Zygote
 from attention_platform.grading.sandbox import cgroups
 from attention_platform.course.notebooks import COURSE_ROOT
-from broker_helpers import sandbox_cgroups
+from broker_helpers import process_status, sandbox_cgroups, uid_processes
 
 LIMITS = SandboxLimits(cell_timeout=3, notebook_timeout=8, cpu_seconds=4, memory_mb=256, nproc=16, tmpfs_mb=8,
                        output_chars=10_000)
@@ -48,23 +48,6 @@ def run(sandbox, source: str, timeout: float | None = None) -> str:
 
 def put(sandbox, name: str, text: str) -> None:
     sandbox.call({"op": "files", "files": [[name, base64.b64encode(text.encode()).decode()]]})
-
-
-def uid_processes(uid: int, wait: float = 2.0) -> list[int]:
-    """Live (non-zombie) processes of ``uid``, after giving the kernel ``wait`` s to finish kills."""
-    deadline = time.monotonic() + wait
-    while True:
-        found = []
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                status = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status") if ":" in line)
-            except OSError:
-                continue
-            if int(status["Uid"].split()[0]) == uid and not status["State"].strip().startswith("Z"):
-                found.append(int(pid))
-        if not found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.05)
 
 
 def descendants(pid: int, expected: int | None = None, wait: float = 3.0) -> dict[int, int]:
@@ -97,13 +80,6 @@ def _descendants(pid: int) -> dict[int, int]:
                     found[child] = int(status["Uid"].split()[0])
                     parents.append(child)
     return found
-
-
-def process_status(pid: int) -> dict | None:
-    try:
-        return dict(line.split(":", 1) for line in open(f"/proc/{pid}/status") if ":" in line)
-    except OSError:
-        return None
 
 
 def gone(processes: dict[int, int], wait: float = 3.0) -> bool:

@@ -639,15 +639,13 @@ class ZygoteServer:
             self.groups.create(spec["cgroup"], spec["memory_mb"] << 20, spec["nproc"])
         except OSError as exc:
             raise _Refused(f"cannot create the sandbox's {self.groups.version} cgroup: {exc.strerror or exc}") from None
+        ends = ()
         try:
-            parent_end, child_end = socket.socketpair()
-            try:
-                pid = os.fork()
-            except OSError:
-                parent_end.close()
-                child_end.close()
-                raise
+            ends = parent_end, child_end = socket.socketpair()
+            pid = os.fork()
         except OSError as exc:
+            for end in ends:
+                end.close()
             self.groups.remove(spec["cgroup"])
             raise _Refused(f"cannot start a sandbox process: {exc.strerror or exc}") from None
         if pid == 0:
