@@ -1,5 +1,5 @@
-"""The sandbox broker as tests start it, the accounts they talk to it as, and what a zygote leaves
-behind: shared by the broker's own tests (tests/grading/test_sandbox_broker.py), the sandbox's
+"""The sandbox broker as tests start it, the accounts they talk to it as, what a zygote leaves
+behind and how it kills: shared by the broker's own tests (tests/grading/test_sandbox_broker.py), the sandbox's
 (tests/grading/test_sandbox_isolation.py) and the validate service's (tests/hub/test_validate_service.py)."""
 
 from __future__ import annotations
@@ -48,6 +48,56 @@ def sandbox_cgroups(zygote_pid: int, wait: float = 3.0) -> list[str]:
         if not found or time.monotonic() > deadline:
             return found
         time.sleep(0.05)
+
+
+def take_pid(pid: int, tries: int = 50) -> subprocess.Popen | None:
+    """A harmless process started with exactly ``pid``, or None if that pid stays taken: the next pid
+    the kernel hands out is set through ``ns_last_pid`` (root), retried in case another process on
+    the machine forked in between."""
+    for _ in range(tries):
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+        process = subprocess.Popen(["sleep", "60"])
+        if process.pid == pid:
+            return process
+        process.kill()
+        process.wait()
+    return None
+
+
+def assert_an_exited_sandbox_keeps_its_pid(zygote, limits) -> None:
+    """The zygote kills a sandbox by pid, as root, when the grader closes it. Had the sandbox already
+    exited and been reaped, that pid could by then be another process's, and the kill would hit it;
+    so a sandbox that exited stays unreaped (a zombie holds its pid) until the grader closes it."""
+    from attention_platform.grading.sandbox import protocol
+
+    control = subprocess.Popen(["true"])
+    control.wait()  # reaped: its pid is free
+    taken = take_pid(control.pid)
+    assert taken is not None, "this machine did not let the test choose the next pid"
+    taken.kill()
+    taken.wait()
+
+    sandbox = zygote.spawn(limits)
+    protocol.send_json(sandbox.sock, {"op": "cell", "source": "import os; os._exit(3)"})  # no reply read
+    deadline = time.monotonic() + 5
+    while (status := process_status(sandbox.pid)) and not status["State"].strip().startswith("Z"):
+        assert time.monotonic() < deadline, "the sandbox did not exit"
+        time.sleep(0.02)
+    victim = take_pid(sandbox.pid)
+    try:
+        sandbox.close()
+        time.sleep(0.2)
+        assert victim is None or victim.poll() is None, "closing the sandbox killed another process"
+        assert victim is None, "the sandbox's pid was free for another process before the grader closed it"
+        deadline = time.monotonic() + 3
+        while process_status(sandbox.pid) is not None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert process_status(sandbox.pid) is None, "the sandbox was never reaped"
+    finally:
+        if victim is not None:
+            victim.kill()
+            victim.wait()
 
 
 def ensure_user(name: str) -> pwd.struct_passwd:

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from attention_platform.grading.sandbox import cgroups
+from attention_platform.grading.sandbox import SandboxLimits, Zygote, cgroups
 from attention_platform.grading.sandbox.limits import BROKER_CAPS, UID_BASE, UID_SPAN
-from broker_helpers import GRADER, STRANGER, as_user, ensure_user, sandbox_cgroups, start_broker, uid_processes
+from broker_helpers import (GRADER, STRANGER, as_user, assert_an_exited_sandbox_keeps_its_pid, ensure_user,
+                            sandbox_cgroups, start_broker, uid_processes)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the broker runs as root")
 
@@ -68,6 +69,15 @@ def test_an_unprivileged_grader_gets_a_confined_sandbox(broker):
     sandbox_uid = result["spec"]["uid"]
     assert UID_BASE <= sandbox_uid < UID_BASE + UID_SPAN
     assert result["outputs"][0]["text"].split() == [str(sandbox_uid), "1"]
+
+
+def test_a_sandbox_that_exited_keeps_its_pid_until_the_grader_closes_it(broker):
+    path, _ = broker
+    zygote = Zygote.connect(str(path))  # root may connect too; its server is a connection's like any other
+    try:
+        assert_an_exited_sandbox_keeps_its_pid(zygote, SandboxLimits(cell_timeout=3, notebook_timeout=8))
+    finally:
+        zygote.close()
 
 
 def test_any_other_account_is_refused(broker, tmp_path):

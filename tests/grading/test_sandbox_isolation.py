@@ -19,7 +19,7 @@ import pytest
 from attention_platform.grading.sandbox import SandboxDied, SandboxLimits, SandboxTimeout, Zygote
 from attention_platform.grading.sandbox import cgroups
 from attention_platform.course.notebooks import COURSE_ROOT
-from broker_helpers import process_status, sandbox_cgroups, uid_processes
+from broker_helpers import assert_an_exited_sandbox_keeps_its_pid, process_status, sandbox_cgroups, uid_processes
 
 LIMITS = SandboxLimits(cell_timeout=3, notebook_timeout=8, cpu_seconds=4, memory_mb=256, nproc=16, tmpfs_mb=8,
                        output_chars=10_000)
@@ -151,6 +151,10 @@ def test_a_sandbox_forked_ahead_that_died_meanwhile_is_replaced_by_a_fresh_one(f
     with fresh_zygote.spawn(LIMITS) as sb:
         assert not sb.forked_ahead
         assert run(sb, "print(6 * 7)") == "42\n"
+
+
+def test_a_sandbox_that_exited_keeps_its_pid_until_the_grader_closes_it(fresh_zygote):
+    assert_an_exited_sandbox_keeps_its_pid(fresh_zygote, LIMITS)
 
 
 def test_runs_as_an_unprivileged_uid_with_no_capabilities(zygote):

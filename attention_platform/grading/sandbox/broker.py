@@ -67,7 +67,7 @@ def listen(path: str, gid: int | None) -> socket.socket:
 
 def serve_client(conn: socket.socket, groups, caps: SandboxLimits) -> None:
     """In a forked child: be this connection's zygote until it closes."""
-    signal.signal(signal.SIGCHLD, zygote._reap_children)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # not the broker's reaper: ZygoteServer reaps its own
     zygote.send_reply(conn, {"op": "ready", "pid": os.getpid(), "limits": groups.version})
     root = zygote.sandbox_root_dir()
     try:

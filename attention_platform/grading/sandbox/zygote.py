@@ -452,16 +452,6 @@ class Worker:
 
 # --------------------------------------------------------------------------- the zygote loop
 
-def _reap_children(signum, frame) -> None:
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
 def warm_up(first_uses: tuple[str, ...] = first_use.ALL) -> None:
     """Import what every sandbox needs once, before any fork: torch, matplotlib, the wire codec;
     pay the first-use costs named in ``first_uses`` (see ``first_use``)."""
@@ -562,10 +552,11 @@ def send_reply(ctrl: socket.socket, message: dict, fds: list[int] = ()) -> None:
 
 def _running(pid: int) -> bool:
     """Whether our child ``pid`` has not exited (a sandbox forked ahead may wait for hours; if
-    something killed it meanwhile, the next request gets a fresh one instead of a dead one)."""
+    something killed it meanwhile, the next request gets a fresh one instead of a dead one).
+    Looked at without reaping it: its pid stays ours (ZygoteServer.reap)."""
     try:
-        return os.waitpid(pid, os.WNOHANG) == (0, 0)
-    except ChildProcessError:  # exited and already reaped (_reap_children)
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+    except ChildProcessError:
         return False
 
 
@@ -584,7 +575,11 @@ class ZygoteServer:
     passes while the grader uses the sandbox it has. The sandbox forked ahead is one like any
     other (its own uid, cgroups, namespaces and root; no student's data until a grader asks for
     it), handed out only on this connection, only for the same limits and only if still running,
-    else killed."""
+    else killed.
+
+    Sandboxes are killed by pid, as root. A sandbox's process is reaped only after that kill (until
+    then an exited one is a zombie, which keeps its pid), so the pid killed is never another
+    process's: SIGCHLD stays at its default, never a handler that reaps whatever exited."""
 
     MAX_LIVE = 64  # sandboxes at once per grader connection
     HUGE_PAGES_AFTER = 8  # sandboxes forked before the zygote's memory moves onto huge pages (huge_pages.py)
@@ -593,6 +588,7 @@ class ZygoteServer:
         self.ctrl, self.groups, self.caps, self.root = ctrl, groups, caps, root
         self.live: dict[int, str] = {}  # pid of process A -> its cgroup name
         self.dying: set[str] = set()  # cgroups killed, not yet removed
+        self.unreaped: set[int] = set()  # processes A killed, not yet reaped
         self.ahead: tuple[dict, int, dict, socket.socket] | None = None  # (limits, pid, spec, our end)
         self.count = 0
         self.huge_pages = HugePages()
@@ -673,20 +669,25 @@ class ZygoteServer:
         """Kill a sandbox forked ahead that no one will use."""
         _, pid, spec, ours = ahead
         ours.close()
-        if _running(pid):  # a pid already reaped may be someone else's by now
-            os.kill(pid, signal.SIGKILL)
+        self._kill_process(pid)
         self.groups.kill(spec["cgroup"])
         self.dying.add(spec["cgroup"])
+
+    def _kill_process(self, pid: int) -> None:
+        """SIGKILL our unreaped child ``pid`` (process A; B and its namespace die with it, PDEATHSIG)
+        and reap it later: a zombie ignores the signal."""
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:  # not a child of ours any more: nothing to reap
+            return
+        self.unreaped.add(pid)
 
     def kill(self, pid) -> None:
         name = self.live.pop(pid, None) if isinstance(pid, int) else None
         if name is None:
             send_reply(self.ctrl, {"op": "killed", "known": False})
             return
-        try:
-            os.kill(pid, signal.SIGKILL)  # A; B and its namespace die with it (PDEATHSIG)
-        except ProcessLookupError:
-            pass
+        self._kill_process(pid)
         self.groups.kill(name)
         exceeded = self.groups.memory_exceeded(name)  # read before the cgroup goes
         self.dying.add(name)
@@ -694,7 +695,15 @@ class ZygoteServer:
         send_reply(self.ctrl, {"op": "killed", "known": True, "memory_exceeded": exceeded})
 
     def reap(self) -> None:
-        """Remove the cgroups of killed sandboxes whose processes are gone."""
+        """Reap killed processes that have exited; remove the cgroups of killed sandboxes whose
+        processes are gone."""
+        for pid in list(self.unreaped):
+            try:
+                done = os.waitpid(pid, os.WNOHANG)[0] == pid
+            except ChildProcessError:
+                done = True
+            if done:
+                self.unreaped.discard(pid)
         for name in list(self.dying):
             self.groups.kill(name)
             if self.groups.remove(name):
@@ -706,15 +715,12 @@ class ZygoteServer:
             self.ahead = None
         for pid in list(self.live):
             name = self.live.pop(pid)
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            self._kill_process(pid)
             self.groups.kill(name)
             self.dying.add(name)
         for _ in range(200):
             self.reap()
-            if not self.dying:
+            if not self.dying and not self.unreaped:
                 break
             time.sleep(0.01)
 
@@ -724,7 +730,8 @@ class ZygoteServer:
         try:
             while True:
                 collapsing = self.count >= self.HUGE_PAGES_AFTER and not self.huge_pages.done
-                ready, _, _ = select.select([self.ctrl], [], [], 0 if collapsing else 0.02 if self.dying else None)
+                waiting = self.dying or self.unreaped
+                ready, _, _ = select.select([self.ctrl], [], [], 0 if collapsing else 0.02 if waiting else None)
                 self.reap()
                 if not ready:
                     if collapsing:  # a chunk at a time, between requests
@@ -794,7 +801,7 @@ def main(argv: list[str]) -> int:
     warm_up(first_use.parse(argv[2]) if len(argv) > 2 else first_use.ALL)
     groups, problem = limit_groups()
     problem = problem or hidden_checks_problem()
-    signal.signal(signal.SIGCHLD, _reap_children)  # reaped here, so their CPU time is accounted to us
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # never ignored (auto-reaped): see ZygoteServer
     try:
         if problem:
             send_reply(ctrl, {"op": "unavailable", "error": problem})
