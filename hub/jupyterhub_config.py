@@ -77,7 +77,7 @@ CULL_TIMEOUT = int(env("CULL_IDLE_TIMEOUT", "3600"))
 # Seconds a single-user server may take to start. Measured: 50 students arriving within a minute
 # on 2 cores wait up to ~135 s for their server; 120 s would fail the last ones.
 START_TIMEOUT = int(env("SPAWN_START_TIMEOUT", "300"))
-# Per-student memory limit (docker; natively not enforced). Measured: server + a torch kernel
+# Per-student memory limit (docker; natively a cgroup, as root). Measured: server + a torch kernel
 # running the assignment peak at ~0.43 GiB; 1G leaves room for the student's own experiments.
 MEM_LIMIT = env("STUDENT_MEM_LIMIT", "1G")
 # Per-student CPU limit in cores (docker; natively not enforced).
@@ -202,28 +202,12 @@ if MODE == "native":
     # hub/student/jupyterhub-singleuser: jupyterhub-singleuser without a 1.2 CPU-s import (see there).
     c.Spawner.cmd = [sys.executable, str(HERE / "student" / "jupyterhub-singleuser")]
     if AS_ROOT:  # real Unix users: exchange permissions are enforced by the kernel
-        from jupyterhub.spawner import LocalProcessSpawner, set_user_setuid
-
-        class StateHomeSpawner(LocalProcessSpawner):
-            """A real Unix user's server whose home is <state>/home/<user>, whatever
-            /etc/passwd says: several state directories (tests, demos) share the users."""
-
-            def user_env(self, env):
-                env = super().user_env(env)
-                env["HOME"] = str(STATE / "home" / self.user.name)
-                return env
-
-            def make_preexec_fn(self, name):
-                drop_privileges = set_user_setuid(name, chdir=False)  # it would chdir to the passwd home
-                home = str(STATE / "home" / name)
-
-                def preexec():
-                    drop_privileges()
-                    os.chdir(home)
-
-                return preexec
-
-        c.JupyterHub.spawner_class = StateHomeSpawner
+        # Each server as its own account, capped by mem_limit and pids_limit in cgroups of its own,
+        # every process it started stopped with it (attention_platform/hub/native_spawner.py).
+        c.JupyterHub.spawner_class = "attention_platform.hub.native_spawner.CourseLocalSpawner"
+        c.CourseLocalSpawner.homes_dir = str(STATE / "home")
+        # Processes and threads per server, kernels included (a server alone has about 7).
+        c.CourseLocalSpawner.pids_limit = int(env("STUDENT_PIDS_LIMIT", "1024"))
         c.Spawner.notebook_dir = str(STATE / "home" / "{username}")
     else:  # one Unix user for everyone: a demo, the exchange is not isolated
         c.JupyterHub.spawner_class = "jupyterhub.spawner.SimpleLocalProcessSpawner"

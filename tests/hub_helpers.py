@@ -75,6 +75,25 @@ class HubSession:
         headers = {"X-XSRFToken": self._xsrf_for(path)}
         return self.http.put(self.base + path, headers=headers, timeout=300, **kwargs)
 
+    def run_in_kernel(self, code: str, timeout: float = 120) -> dict:
+        """Run ``code`` in a new kernel of the user's server, as a notebook cell would, and shut the kernel
+        down: ``{"status": "ok" | "error" | "died", "stdout": ..., "ename": ...}`` ("died": the kernel
+        died or was restarted while it ran)."""
+        import asyncio
+
+        token = self.hub_api("POST", f"/users/{self.username}/tokens",
+                             json={"note": "a test's kernel", "expires_in": 600}).json()["token"]
+        headers = {"Authorization": f"token {token}"}
+        api = f"{self.base}/user/{self.username}/api/kernels"
+        kernel = requests.post(api, headers=headers, json={"name": "python3"}, timeout=120)
+        assert kernel.status_code == 201, kernel.text
+        kernel_id = kernel.json()["id"]
+        channels = api.replace("http", "ws", 1) + f"/{kernel_id}/channels"
+        try:
+            return asyncio.run(_execute(channels, headers, code, timeout))
+        finally:
+            requests.delete(f"{api}/{kernel_id}", headers=headers, timeout=60)
+
     # --- nbgrader, student side (the Assignments tab's endpoints)
     def assignments(self) -> list[dict]:
         reply = self.get(f"/user/{self.username}/assignments", params={"course_id": COURSE})
@@ -124,6 +143,49 @@ REPO = Path(__file__).resolve().parents[1]
 # Below the kernel's ephemeral range (32768-60999 here), so no outgoing connection of another
 # test (a browser, a client, a proxy) can take a port between our check and the server's bind.
 TEST_PORTS = range(20000, 32000)
+
+
+async def _execute(url: str, headers: dict, code: str, timeout: float) -> dict:
+    """One execute_request over a kernel's channels websocket (Jupyter's JSON protocol)."""
+    import asyncio
+    import json
+    import uuid
+
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    connection = await websocket_connect(HTTPRequest(url, headers=headers))
+    msg_id = uuid.uuid4().hex
+    connection.write_message(json.dumps({
+        "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "test", "session": uuid.uuid4().hex,
+                   "version": "5.3"},
+        "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+        "content": {"code": code, "silent": False, "store_history": False, "user_expressions": {},
+                    "allow_stdin": False, "stop_on_error": True},
+    }))
+    result = {"status": None, "stdout": "", "ename": ""}
+    deadline = time.monotonic() + timeout
+    try:
+        while result["status"] is None:
+            raw = await asyncio.wait_for(connection.read_message(), max(0.1, deadline - time.monotonic()))
+            if raw is None:
+                result["status"] = "died"
+                break
+            message = json.loads(raw)
+            kind, content = message.get("msg_type") or message["header"]["msg_type"], message.get("content", {})
+            if kind == "status" and content.get("execution_state") in ("restarting", "dead"):
+                result["status"] = "died"
+            elif message.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            elif kind == "stream" and content.get("name") == "stdout":
+                result["stdout"] += content["text"]
+            elif kind == "error":
+                result["ename"] = content.get("ename", "")
+            elif kind == "execute_reply":
+                result["status"] = content.get("status")
+    finally:
+        connection.close()
+    return result
 
 
 def free_port(also: tuple[int, ...] = ()) -> int:

@@ -11,6 +11,7 @@ import base64
 import os
 import signal
 import socket
+import subprocess
 import threading
 import time
 
@@ -155,6 +156,23 @@ def test_a_sandbox_forked_ahead_that_died_meanwhile_is_replaced_by_a_fresh_one(f
 
 def test_a_sandbox_that_exited_keeps_its_pid_until_the_grader_closes_it(fresh_zygote):
     assert_an_exited_sandbox_keeps_its_pid(fresh_zygote, LIMITS)
+
+
+def test_killing_a_cgroup_spares_a_process_that_only_has_a_pid_it_listed(tmp_path):
+    """cgroup v1 has no kill of a whole cgroup at once: the pids in ``cgroup.procs`` are read, then
+    signalled one by one, and by then a pid may be another process's (the sandbox's own init reaps
+    its children at once). Only a process still in the cgroup is killed."""
+    bystander = subprocess.Popen(["sleep", "60"])
+    folder = tmp_path / cgroups.PARENT / "sbx-0-1"
+    folder.mkdir(parents=True)
+    (folder / "cgroup.procs").write_text(f"{bystander.pid}\n")  # as if the pid had been reused
+    try:
+        assert cgroups._kill_procs(str(folder))  # it found a pid ...
+        time.sleep(0.2)
+        assert bystander.poll() is None  # ... and left the process alone: it is in no sandbox's cgroup
+    finally:
+        bystander.kill()
+        bystander.wait()
 
 
 def test_runs_as_an_unprivileged_uid_with_no_capabilities(zygote):

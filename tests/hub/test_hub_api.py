@@ -17,6 +17,7 @@ import pwd
 import re
 import subprocess
 import sys
+import time
 
 import nbformat
 import pytest
@@ -24,6 +25,7 @@ import pytest
 from attention_platform.course.notebooks import COURSE_ROOT, class_cell, release_notebook, with_answer
 from attention_platform.hub.native import DemoClass
 from grader_tests.answers import BUGGY
+from broker_helpers import process_status
 from hub_helpers import COURSE
 
 pytestmark = [
@@ -154,6 +156,58 @@ def test_submit_over_http_and_the_protections(hub, record_property):
         assert denied.status_code == 403, (who.username, denied.status_code)
     prof = hub.session("instructor")
     assert prof.hub_api("POST", f"/groups/nbgrader-{COURSE}/users", json={"users": ["student3"]}).status_code == 200
+
+
+def _cgroup(pid: int, controller: str) -> str | None:
+    """The folder of ``pid``'s cgroup of ``controller`` (cgroup v1, as on this machine)."""
+    for line in open(f"/proc/{pid}/cgroup"):
+        _, controllers, path = line.rstrip("\n").split(":", 2)
+        if controller in controllers.split(","):
+            return f"/sys/fs/cgroup/{controller}{path}"
+    return None
+
+
+def test_a_students_server_is_capped_and_takes_every_process_it_started_when_it_stops(hub):
+    """Natively, as in Docker: the student's server has a memory cap of its own (a runaway kernel dies
+    alone), and stopping it stops everything it started, a process that left its session included."""
+    student = hub.session("student3").login()
+    student.spawn()
+    [server] = _singleuser_processes("student3")
+    memory = _cgroup(server, "memory")
+    assert memory is not None and memory.endswith("/attention-servers/server-student3"), memory
+    assert int(open(f"{memory}/memory.limit_in_bytes").read()) == 1 << 30  # STUDENT_MEM_LIMIT=1G
+    assert open(f"{_cgroup(server, 'pids')}/pids.max").read().strip() == "1024"  # STUDENT_PIDS_LIMIT
+
+    detached = student.run_in_kernel(
+        "import subprocess\n"
+        "print(subprocess.Popen(['sleep', '600'], start_new_session=True, stdin=subprocess.DEVNULL,"
+        " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)")
+    assert detached["status"] == "ok", detached
+    sleeper = int(detached["stdout"])
+    assert process_status(sleeper) and _cgroup(sleeper, "memory") == memory
+
+    # At most 2 GiB, in 64 MiB steps, each written so that it is really used: past 1 GiB the
+    # cgroup's own OOM killer stops the kernel; the server and the sleeper live on.
+    runaway = student.run_in_kernel(
+        "chunks = []\n"
+        "for _ in range(32):\n"
+        "    chunks.append(bytearray(64 << 20))\n"
+        "    chunks[-1][::4096] = b'x' * len(range(0, 64 << 20, 4096))\n"
+        "print('survived', len(chunks))")
+    assert runaway["status"] == "died", runaway
+    assert process_status(server) and process_status(sleeper)
+    oom = dict(line.split() for line in open(f"{memory}/memory.oom_control") if line.strip())
+    assert int(oom["oom_kill"]) >= 1, (oom, open(f"{memory}/memory.max_usage_in_bytes").read(), runaway)
+
+    stopped = student.hub_api("DELETE", "/users/student3/server")
+    assert stopped.status_code in (202, 204), stopped.text
+    deadline = time.monotonic() + 30
+    while student.hub_api("GET", "/users/student3").json().get("servers") and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert not student.hub_api("GET", "/users/student3").json().get("servers")
+    status = process_status(sleeper)
+    assert status is None or status["State"].strip().startswith("Z"), "the detached process outlived the server"
+    assert not os.path.exists(memory), "the server's cgroup was left behind"
 
 
 def test_ctrl_c_stops_everything_within_seconds_and_keeps_submissions(hub, record_property):

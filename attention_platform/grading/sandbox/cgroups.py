@@ -1,4 +1,4 @@
-"""Memory and process limits for sandboxes, through cgroup v1 or v2.
+"""Memory and process limits for sandboxes (and natively for users' servers), through cgroup v1 or v2.
 
 The zygote calls :func:`setup` once, as root. It returns a ``Cgroups`` object for
 the hierarchy this machine (or container) offers, or raises
@@ -12,6 +12,9 @@ then refuses to grade rather than run student code without limits.
   processes of our cgroup first move into a leaf (``attention-init``), then
   ``memory`` and ``pids`` are enabled for ``attention-sandbox/<name>``. At the real
   root of the hierarchy (a host without cgroup namespaces) nothing is moved.
+
+Users' servers on the native hub use the same code with another folder (``parent``):
+``attention-servers/server-<user>`` (attention_platform/hub/native_spawner.py).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import signal
 import time
 
 CGROUP_ROOT = "/sys/fs/cgroup"
-PARENT = "attention-sandbox"  # every sandbox cgroup sits in a folder of this name
+PARENT = "attention-sandbox"  # every sandbox cgroup sits in a folder of this name (the default parent)
 INIT_LEAF = "attention-init"  # v2: where the processes of our own cgroup move
 
 
@@ -58,16 +61,28 @@ def _own_dir(mount: str, path: str) -> str:
 
 
 def _kill_procs(folder: str) -> bool:
-    """SIGKILL every process in ``folder``; True if any was found."""
+    """SIGKILL every process in ``folder``; True if any was found.
+
+    The pids are read first and signalled after, and a pid read may meanwhile have exited, been
+    reaped (a sandbox's own init reaps its children) and been given to another process: so each is
+    pinned with a pidfd, checked to be in this cgroup still, and signalled through that pidfd."""
     try:
         pids = _read(os.path.join(folder, "cgroup.procs")).split()
     except OSError:
         return False
+    tail = "/" + "/".join(os.path.normpath(folder).split(os.sep)[-2:])  # <parent>/<name>
     for pid in pids:
         try:
-            os.kill(int(pid), signal.SIGKILL)
+            pinned = os.pidfd_open(int(pid))
         except (ProcessLookupError, ValueError):
+            continue
+        try:
+            if any(line.rstrip("\n").endswith(tail) for line in _read(f"/proc/{pid}/cgroup").splitlines()):
+                signal.pidfd_send_signal(pinned, signal.SIGKILL)
+        except (ProcessLookupError, FileNotFoundError):
             pass
+        finally:
+            os.close(pinned)
     return bool(pids)
 
 
@@ -76,11 +91,12 @@ class Cgroups:
 
     version = ""
 
-    def __init__(self, bases: dict[str, str]):
-        self.bases = bases  # controller (or "unified") -> the folder holding PARENT
+    def __init__(self, bases: dict[str, str], parent: str = PARENT):
+        self.bases = bases  # controller (or "unified") -> the folder holding ``parent``
+        self.parent = parent
 
     def dirs(self, name: str) -> list[str]:
-        return [os.path.join(base, PARENT, name) for base in self.bases.values()]
+        return [os.path.join(base, self.parent, name) for base in self.bases.values()]
 
     def create(self, name: str, memory_bytes: int, pids_max: int) -> None:
         raise NotImplementedError
@@ -114,7 +130,7 @@ class Cgroups:
     def remove_stale(self, keep=lambda name: False) -> None:
         """Remove sandbox cgroups left behind by a zygote that died (``keep``: still in use)."""
         for base in self.bases.values():
-            parent = os.path.join(base, PARENT)
+            parent = os.path.join(base, self.parent)
             for name in os.listdir(parent) if os.path.isdir(parent) else ():
                 if not keep(name):
                     _kill_procs(os.path.join(parent, name))
@@ -141,7 +157,7 @@ class CgroupsV1(Cgroups):
 
     def create(self, name: str, memory_bytes: int, pids_max: int) -> None:
         for controller, base in self.bases.items():
-            folder = os.path.join(base, PARENT, name)
+            folder = os.path.join(base, self.parent, name)
             os.makedirs(folder, exist_ok=True)
             if controller == "pids":
                 _write(os.path.join(folder, "pids.max"), str(pids_max))
@@ -153,7 +169,7 @@ class CgroupsV1(Cgroups):
                     pass
 
     def memory_exceeded(self, name: str) -> bool:
-        folder = os.path.join(self.bases["memory"], PARENT, name)
+        folder = os.path.join(self.bases["memory"], self.parent, name)
         try:
             control = dict(line.split() for line in _read(os.path.join(folder, "memory.oom_control")).splitlines()
                            if line.strip())
@@ -166,7 +182,7 @@ class CgroupsV2(Cgroups):
     version = "cgroup v2"
 
     def create(self, name: str, memory_bytes: int, pids_max: int) -> None:
-        folder = os.path.join(self.bases["unified"], PARENT, name)
+        folder = os.path.join(self.bases["unified"], self.parent, name)
         os.makedirs(folder, exist_ok=True)
         _write(os.path.join(folder, "memory.max"), str(memory_bytes))
         if os.path.exists(os.path.join(folder, "memory.swap.max")):
@@ -174,7 +190,7 @@ class CgroupsV2(Cgroups):
         _write(os.path.join(folder, "pids.max"), str(pids_max))
 
     def kill(self, name: str) -> bool:
-        folder = os.path.join(self.bases["unified"], PARENT, name)
+        folder = os.path.join(self.bases["unified"], self.parent, name)
         try:  # kernel >= 5.14: one write kills the whole tree, forks in flight included
             _write(os.path.join(folder, "cgroup.kill"), "1")
         except OSError:
@@ -182,7 +198,7 @@ class CgroupsV2(Cgroups):
         return _kill_procs(folder)
 
     def memory_exceeded(self, name: str) -> bool:
-        folder = os.path.join(self.bases["unified"], PARENT, name)
+        folder = os.path.join(self.bases["unified"], self.parent, name)
         try:
             events = dict(line.split() for line in _read(os.path.join(folder, "memory.events")).splitlines()
                           if line.strip())
@@ -191,7 +207,7 @@ class CgroupsV2(Cgroups):
             return False
 
 
-def _setup_v1(root: str, mine: dict[str, str]) -> Cgroups:
+def _setup_v1(root: str, mine: dict[str, str], parent: str) -> Cgroups:
     bases = {}
     for controller in ("pids", "memory"):
         mount = os.path.join(root, controller)
@@ -199,11 +215,11 @@ def _setup_v1(root: str, mine: dict[str, str]) -> Cgroups:
             raise CgroupUnavailable(f"cgroup v1 has no {controller} controller mounted at {mount}")
         bases[controller] = _own_dir(mount, mine[controller])
         try:
-            os.makedirs(os.path.join(bases[controller], PARENT), exist_ok=True)
+            os.makedirs(os.path.join(bases[controller], parent), exist_ok=True)
         except OSError as exc:
-            raise CgroupUnavailable(f"cannot create {os.path.join(bases[controller], PARENT)} "
+            raise CgroupUnavailable(f"cannot create {os.path.join(bases[controller], parent)} "
                                     f"(cgroup v1 {controller}): {exc.strerror}") from None
-    groups = CgroupsV1(bases)
+    groups = CgroupsV1(bases, parent)
     groups._check_writable()
     return groups
 
@@ -212,7 +228,7 @@ def _enable(folder: str, controllers: tuple[str, ...]) -> None:
     _write(os.path.join(folder, "cgroup.subtree_control"), " ".join("+" + c for c in controllers))
 
 
-def _setup_v2(root: str, mine: dict[str, str]) -> Cgroups:
+def _setup_v2(root: str, mine: dict[str, str], parent: str) -> Cgroups:
     needed = ("memory", "pids")
     base = _own_dir(root, mine.get("", "/"))
     available = _read(os.path.join(base, "cgroup.controllers")).split()
@@ -237,38 +253,38 @@ def _setup_v2(root: str, mine: dict[str, str]) -> Cgroups:
                             raise
                 time.sleep(0.01)
         _enable(base, needed)
-        os.makedirs(os.path.join(base, PARENT), exist_ok=True)
-        _enable(os.path.join(base, PARENT), needed)
+        os.makedirs(os.path.join(base, parent), exist_ok=True)
+        _enable(os.path.join(base, parent), needed)
     except OSError as exc:
         raise CgroupUnavailable(f"cannot delegate memory and pids under {base} (cgroup v2): "
                                 f"{exc.strerror or exc}") from None
-    groups = CgroupsV2({"unified": base})
+    groups = CgroupsV2({"unified": base}, parent)
     groups._check_writable()
     return groups
 
 
-def locate(root: str = CGROUP_ROOT, proc_file: str = "/proc/self/cgroup") -> Cgroups:
+def locate(root: str = CGROUP_ROOT, proc_file: str = "/proc/self/cgroup", parent: str = PARENT) -> Cgroups:
     """Where this process's sandboxes' cgroups are, without creating or changing anything
     (for tests and diagnostics; the zygote uses :func:`setup`)."""
     mine = own_cgroups(proc_file)
     if os.path.exists(os.path.join(root, "cgroup.controllers")):
-        return CgroupsV2({"unified": _own_dir(root, mine.get("", "/"))})
-    return CgroupsV1({c: _own_dir(os.path.join(root, c), mine.get(c, "/")) for c in ("pids", "memory")})
+        return CgroupsV2({"unified": _own_dir(root, mine.get("", "/"))}, parent)
+    return CgroupsV1({c: _own_dir(os.path.join(root, c), mine.get(c, "/")) for c in ("pids", "memory")}, parent)
 
 
-def setup(root: str = CGROUP_ROOT, proc_file: str = "/proc/self/cgroup") -> Cgroups:
-    """The cgroup hierarchy sandboxes get their limits from, ready to use, or
-    :class:`CgroupUnavailable` saying why neither v1 nor v2 can be used."""
+def setup(root: str = CGROUP_ROOT, proc_file: str = "/proc/self/cgroup", parent: str = PARENT) -> Cgroups:
+    """The cgroup hierarchy sandboxes (or, with another ``parent``, servers) get their limits from,
+    ready to use, or :class:`CgroupUnavailable` saying why neither v1 nor v2 can be used."""
     mine = own_cgroups(proc_file)
     if os.path.exists(os.path.join(root, "cgroup.controllers")):
-        return _setup_v2(root, mine)
+        return _setup_v2(root, mine, parent)
     try:
-        return _setup_v1(root, mine)
+        return _setup_v1(root, mine, parent)
     except CgroupUnavailable as v1_error:
         unified = os.path.join(root, "unified")  # hybrid hosts mount cgroup2 here
         if os.path.exists(os.path.join(unified, "cgroup.controllers")):
             try:
-                return _setup_v2(unified, mine)
+                return _setup_v2(unified, mine, parent)
             except CgroupUnavailable as v2_error:
                 raise CgroupUnavailable(f"{v1_error}; and {v2_error}") from None
         raise
