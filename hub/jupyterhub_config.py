@@ -80,6 +80,9 @@ START_TIMEOUT = int(env("SPAWN_START_TIMEOUT", "300"))
 # Per-student memory limit (docker; natively a cgroup, as root). Measured: server + a torch kernel
 # running the assignment peak at ~0.43 GiB; 1G leaves room for the student's own experiments.
 MEM_LIMIT = env("STUDENT_MEM_LIMIT", "1G")
+# Processes and threads per student server, kernels included (docker: the container's pids limit;
+# natively its pids cgroup, as root). Measured: a server with no kernel running has about 7.
+PIDS_LIMIT = int(env("STUDENT_PIDS_LIMIT", "1024"))
 # Per-student CPU limit in cores (docker; natively not enforced).
 CPU_LIMIT = float(env("STUDENT_CPU_LIMIT", "1.0"))
 # Compose project (docker): prefixes students' container and home-volume names and labels their containers.
@@ -206,8 +209,7 @@ if MODE == "native":
         # every process it started stopped with it (attention_platform/hub/native_spawner.py).
         c.JupyterHub.spawner_class = "attention_platform.hub.native_spawner.CourseLocalSpawner"
         c.CourseLocalSpawner.homes_dir = str(STATE / "home")
-        # Processes and threads per server, kernels included (a server alone has about 7).
-        c.CourseLocalSpawner.pids_limit = int(env("STUDENT_PIDS_LIMIT", "1024"))
+        c.CourseLocalSpawner.pids_limit = PIDS_LIMIT
         c.Spawner.notebook_dir = str(STATE / "home" / "{username}")
     else:  # one Unix user for everyone: a demo, the exchange is not isolated
         c.JupyterHub.spawner_class = "jupyterhub.spawner.SimpleLocalProcessSpawner"
@@ -227,8 +229,10 @@ else:
     # Label every student's container with the project: `docker ps -f label=dl-attention.project=<project>`
     # lists them and the README's "taking it down" removes them (they outlive hub restarts).
     c.DockerSpawner.extra_create_kwargs = {"labels": {"dl-attention.project": PROJECT}}
-    # No capabilities and no way to gain any: the server and the student's code run as uid 1000.
-    c.DockerSpawner.extra_host_config = {"cap_drop": ["ALL"], "security_opt": ["no-new-privileges:true"]}
+    # No capabilities and no way to gain any: the server and the student's code run as uid 1000; a
+    # fork bomb stops at the container's pids limit.
+    c.DockerSpawner.extra_host_config = {"cap_drop": ["ALL"], "security_opt": ["no-new-privileges:true"],
+                                         "pids_limit": PIDS_LIMIT}
     _host_exchange = env("EXCHANGE_HOST_DIR", str(EXCHANGE))  # same path on host and in the hub
     # Docker volume names allow only [a-zA-Z0-9_.-], so the home volume uses DockerSpawner's escaped
     # name ({username}: jane.doe -> jane-2edoe). The exchange folders are created under the hub's own

@@ -290,6 +290,7 @@ def test_the_round_trip_through_the_published_port(stack, record_property):
     assert frozen and int(frozen[-1]) > 100_000, (server_log.stdout + server_log.stderr)[-2000:]
     assert box["HostConfig"]["CapDrop"] == ["ALL"] and "no-new-privileges:true" in box["HostConfig"]["SecurityOpt"]
     assert box["HostConfig"]["Memory"] == 1 << 30  # STUDENT_MEM_LIMIT=1G
+    assert box["HostConfig"]["PidsLimit"] == 1024  # STUDENT_PIDS_LIMIT
     assert set(box["NetworkSettings"]["Networks"]) == {f"{PROJECT}_students"}
     mounts = {m["Destination"]: m for m in box["Mounts"]}
     assert mounts["/home/jovyan"]["Name"] == f"{PROJECT}-home-jane-2edoe"
