@@ -21,6 +21,7 @@ as before, and the hub logs why once.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 
 from jupyterhub.spawner import LocalProcessSpawner, set_user_setuid
@@ -46,8 +47,12 @@ def server_cgroups(log) -> cgroups.Cgroups | None:
     return _GROUPS["groups"]
 
 
-def cgroup_name(username: str) -> str:
-    return f"server-{username}"
+def cgroup_name(username: str, server_name: str = "") -> str:
+    """``server-<user>`` for a user's default server; a named server (if a deployment allows them) gets
+    its own, so that starting one never empties another's (``+`` is in no user name: accounts.py)."""
+    if not server_name:
+        return f"server-{username}"
+    return f"server-{username}+{hashlib.sha256(server_name.encode()).hexdigest()[:12]}"
 
 
 class CourseLocalSpawner(LocalProcessSpawner):
@@ -75,10 +80,11 @@ class CourseLocalSpawner(LocalProcessSpawner):
         drop_privileges = set_user_setuid(name, chdir=False)  # it would chdir to the passwd home
         home = self._home(name)
         groups = server_cgroups(self.log)
+        cgroup = cgroup_name(name, self.name)
 
         def preexec():  # in the server's process, as root, before it becomes the user
             if groups is not None:
-                groups.join(cgroup_name(name), os.getpid())
+                groups.join(cgroup, os.getpid())
             drop_privileges()
             os.chdir(home)
 
@@ -87,7 +93,7 @@ class CourseLocalSpawner(LocalProcessSpawner):
     async def start(self):
         groups = server_cgroups(self.log)
         if groups is not None:
-            name = cgroup_name(self.user.name)
+            name = cgroup_name(self.user.name, self.name)
             await self._empty(groups, name)
             groups.create(name, int(self.mem_limit or UNLIMITED_MEMORY), self.pids_limit)
         return await super().start()
@@ -96,7 +102,7 @@ class CourseLocalSpawner(LocalProcessSpawner):
         await super().stop(now=now)
         groups = server_cgroups(self.log)
         if groups is not None:
-            await self._empty(groups, cgroup_name(self.user.name))
+            await self._empty(groups, cgroup_name(self.user.name, self.name))
 
     async def _empty(self, groups: cgroups.Cgroups, name: str, wait: float = 5.0) -> None:
         """Kill every process left in the server's cgroup and remove it (retried while they exit)."""

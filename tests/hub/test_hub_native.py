@@ -1,5 +1,6 @@
 """The native hub's preparation: ``hide_course_secrets`` (students lose access to the checkout's
-secrets, its owner keeps it) and the ports it needs (a busy one is named before anything starts)."""
+secrets, its owner keeps it), the ports it needs (a busy one is named before anything starts) and
+the cgroup each server gets (the spawner's caps themselves: tests/hub/test_hub_api.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import os
 import socket
 import stat
 import subprocess
+from hashlib import sha256
 
 import pytest
 
 from attention_platform.hub.native import SECRET_PATHS, hide_course_secrets
+from attention_platform.hub.native_spawner import cgroup_name
 from attention_platform.venv import environment, program
 from hub_helpers import free_hub_port
 
@@ -48,3 +51,12 @@ def test_a_busy_port_is_named_before_the_hub_prepares_anything(tmp_path, offset,
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"{named}: {port + offset}" in done.stderr
     assert not (tmp_path / "state").exists()  # no accounts, no course: nothing was prepared
+
+
+def test_every_server_has_a_cgroup_of_its_own():
+    """A server's start empties its cgroup: two servers sharing one would stop each other."""
+    servers = [("alice", ""), ("alice", "second"), ("alice", "Second"), ("alice", "a/../b"), ("bob", ""),
+               ("alice-second", ""), (f"alice-{sha256(b'second').hexdigest()[:12]}", "")]
+    names = [cgroup_name(user, server) for user, server in servers]
+    assert len(set(names)) == len(servers)
+    assert names[0] == "server-alice" and all(name.startswith("server-") and "/" not in name for name in names)
