@@ -83,6 +83,10 @@ MEM_LIMIT = env("STUDENT_MEM_LIMIT", "1G")
 # Processes and threads per student server, kernels included (docker: the container's pids limit;
 # natively its pids cgroup, as root). Measured: a server with no kernel running has about 7.
 PIDS_LIMIT = int(env("STUDENT_PIDS_LIMIT", "1024"))
+# Size of each student server's own /dev/shm, counted in its memory (docker: the container's shm_size;
+# natively a tmpfs in the server's own mount namespace). Docker's default, 64M, is too small for
+# torch's DataLoader workers.
+SHM_SIZE = env("STUDENT_SHM_SIZE", "256M")
 # Per-student CPU limit in cores (docker; natively not enforced).
 CPU_LIMIT = float(env("STUDENT_CPU_LIMIT", "1.0"))
 # Compose project (docker): prefixes students' container and home-volume names and labels their containers.
@@ -210,6 +214,7 @@ if MODE == "native":
         c.JupyterHub.spawner_class = "attention_platform.hub.native_spawner.CourseLocalSpawner"
         c.CourseLocalSpawner.homes_dir = str(STATE / "home")
         c.CourseLocalSpawner.pids_limit = PIDS_LIMIT
+        c.CourseLocalSpawner.shm_size = int(SHM_SIZE) if SHM_SIZE.isdigit() else SHM_SIZE  # bytes, or 256M
         c.Spawner.notebook_dir = str(STATE / "home" / "{username}")
     else:  # one Unix user for everyone: a demo, the exchange is not isolated
         c.JupyterHub.spawner_class = "jupyterhub.spawner.SimpleLocalProcessSpawner"
@@ -232,7 +237,7 @@ else:
     # No capabilities and no way to gain any: the server and the student's code run as uid 1000; a
     # fork bomb stops at the container's pids limit.
     c.DockerSpawner.extra_host_config = {"cap_drop": ["ALL"], "security_opt": ["no-new-privileges:true"],
-                                         "pids_limit": PIDS_LIMIT}
+                                         "pids_limit": PIDS_LIMIT, "shm_size": SHM_SIZE}
     _host_exchange = env("EXCHANGE_HOST_DIR", str(EXCHANGE))  # same path on host and in the hub
     # Docker volume names allow only [a-zA-Z0-9_.-], so the home volume uses DockerSpawner's escaped
     # name ({username}: jane.doe -> jane-2edoe). The exchange folders are created under the hub's own

@@ -12,7 +12,10 @@ cgroups, the sandboxes' code in attention_platform/grading/sandbox/cgroups.py wi
 * ``pids_limit`` caps its processes and threads (a fork bomb stays in its own cgroup);
 * stopping the server kills whatever is left in the cgroup, detached processes included, and a
   server that starts finds its cgroup empty (whatever an earlier server left, e.g. one that died on
-  its own, is killed first).
+  its own, is killed first);
+* its ``/dev/shm`` is a tmpfs of its own (``shm_size``, as a container's), in a mount namespace of its
+  own: what it puts there is not seen by other users and goes when its last process does (the
+  machine's /dev/shm would keep it, in memory, after the server stopped).
 
 Without usable cgroups (a read-only hierarchy, no memory controller) servers start without them,
 as before, and the hub logs why once.
@@ -25,9 +28,10 @@ import hashlib
 import os
 
 from jupyterhub.spawner import LocalProcessSpawner, set_user_setuid
+from jupyterhub.traitlets import ByteSpecification
 from traitlets import Integer, Unicode
 
-from attention_platform.grading.sandbox import cgroups
+from attention_platform.grading.sandbox import cgroups, linux
 
 PARENT = "attention-servers"  # beside the sandboxes' attention-sandbox, in the hub's own cgroup
 UNLIMITED_MEMORY = 1 << 62  # what "no mem_limit" is written as
@@ -68,6 +72,12 @@ class CourseLocalSpawner(LocalProcessSpawner):
              "(pids cgroup). A server with no kernel running has about 7; each kernel adds its own.",
     ).tag(config=True)
 
+    shm_size = ByteSpecification(
+        "256M",
+        help="Size of the server's own /dev/shm (a tmpfs in its own mount namespace; its pages count "
+             "against mem_limit). 0: the machine's /dev/shm, shared with every user.",
+    ).tag(config=True)
+
     def _home(self, name: str) -> str:
         return os.path.join(self.homes_dir, name)
 
@@ -81,10 +91,16 @@ class CourseLocalSpawner(LocalProcessSpawner):
         home = self._home(name)
         groups = server_cgroups(self.log)
         cgroup = cgroup_name(name, self.name)
+        shm_size = int(self.shm_size or 0)
 
         def preexec():  # in the server's process, as root, before it becomes the user
             if groups is not None:
                 groups.join(cgroup, os.getpid())
+            if shm_size:
+                linux.unshare(linux.CLONE_NEWNS)
+                linux.mount(None, "/", None, linux.MS_REC | linux.MS_PRIVATE)  # nothing propagates back out
+                linux.mount("tmpfs", "/dev/shm", "tmpfs", linux.MS_NOSUID | linux.MS_NODEV,
+                            f"size={shm_size},mode=1777")
             drop_privileges()
             os.chdir(home)
 

@@ -291,6 +291,7 @@ def test_the_round_trip_through_the_published_port(stack, record_property):
     assert box["HostConfig"]["CapDrop"] == ["ALL"] and "no-new-privileges:true" in box["HostConfig"]["SecurityOpt"]
     assert box["HostConfig"]["Memory"] == 1 << 30  # STUDENT_MEM_LIMIT=1G
     assert box["HostConfig"]["PidsLimit"] == 1024  # STUDENT_PIDS_LIMIT
+    assert box["HostConfig"]["ShmSize"] == 256 << 20  # STUDENT_SHM_SIZE
     assert set(box["NetworkSettings"]["Networks"]) == {f"{PROJECT}_students"}
     mounts = {m["Destination"]: m for m in box["Mounts"]}
     assert mounts["/home/jovyan"]["Name"] == f"{PROJECT}-home-jane-2edoe"

@@ -169,7 +169,8 @@ def _cgroup(pid: int, controller: str) -> str | None:
 
 def test_a_students_server_is_capped_and_takes_every_process_it_started_when_it_stops(hub):
     """Natively, as in Docker: the student's server has a memory cap of its own (a runaway kernel dies
-    alone), and stopping it stops everything it started, a process that left its session included."""
+    alone) and a /dev/shm of its own, and stopping it stops everything it started, a process that
+    left its session included."""
     student = hub.session("student3").login()
     student.spawn()
     [server] = _singleuser_processes("student3")
@@ -179,12 +180,16 @@ def test_a_students_server_is_capped_and_takes_every_process_it_started_when_it_
     assert open(f"{_cgroup(server, 'pids')}/pids.max").read().strip() == "1024"  # STUDENT_PIDS_LIMIT
 
     detached = student.run_in_kernel(
-        "import subprocess\n"
+        "import os, subprocess\n"
+        "open('/dev/shm/student3-notes', 'w').write('my answers')\n"
+        "shm = os.statvfs('/dev/shm')\n"
         "print(subprocess.Popen(['sleep', '600'], start_new_session=True, stdin=subprocess.DEVNULL,"
-        " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)")
+        " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid, shm.f_blocks * shm.f_frsize)")
     assert detached["status"] == "ok", detached
-    sleeper = int(detached["stdout"])
+    sleeper, shm_bytes = map(int, detached["stdout"].split())
     assert process_status(sleeper) and _cgroup(sleeper, "memory") == memory
+    # its /dev/shm is its own (STUDENT_SHM_SIZE=256M): nothing it puts there is on the machine's
+    assert shm_bytes == 256 << 20 and not os.path.exists("/dev/shm/student3-notes")
 
     # At most 2 GiB, in 64 MiB steps, each written so that it is really used: past 1 GiB the
     # cgroup's own OOM killer stops the kernel; the server and the sleeper live on.

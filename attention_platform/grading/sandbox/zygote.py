@@ -34,7 +34,6 @@ from __future__ import annotations
 import ast
 import base64
 import builtins
-import ctypes
 import io
 import json
 import math
@@ -52,39 +51,19 @@ import warnings
 from attention_platform import start_up_gc
 
 from . import cgroups, first_use
+from .linux import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUTS, MNT_DETACH, MS_BIND,
+                    MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_RDONLY, MS_REC, MS_REMOUNT, PR_SET_NO_NEW_PRIVS,
+                    PR_SET_PDEATHSIG, SYS_PIVOT_ROOT)
+from .linux import check as _check, libc as _libc, mount as _mount, prctl as _prctl
 from .huge_pages import HugePages
 from .limits import BROKER_CAPS, UID_BASE, UID_SPAN, SandboxLimits, asdict, clamp
-
-CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
-CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
-MNT_DETACH = 2
-PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
-SYS_PIVOT_ROOT = 155  # x86_64
 
 # System directories a sandbox sees, read-only (symlinks such as /bin -> usr/bin are copied as links).
 SYSTEM_PATHS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin")
 ETC_FILES = ("/etc/ld.so.cache", "/etc/localtime")
 DEV_NODES = ("null", "zero", "full", "random", "urandom")
 
-_libc = ctypes.CDLL(None, use_errno=True)
 _WIRE = None  # grader_tests.wire, imported by main()
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
-def _mount(source, target, fstype, flags, data=None) -> None:
-    _check(_libc.mount(source and source.encode(), target.encode(), fstype and fstype.encode(),
-                       ctypes.c_ulong(flags), data and data.encode()), f"mount {target}")
-
-
-def _prctl(option: int, arg: int) -> None:
-    _check(_libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0), f"prctl {option}")
 
 
 # --------------------------------------------------------------------------- the new root
