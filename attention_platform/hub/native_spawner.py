@@ -99,7 +99,7 @@ class CourseLocalSpawner(LocalProcessSpawner):
             if shm_size:
                 linux.unshare(linux.CLONE_NEWNS)
                 linux.mount(None, "/", None, linux.MS_REC | linux.MS_PRIVATE)  # nothing propagates back out
-                linux.mount("tmpfs", "/dev/shm", "tmpfs", linux.MS_NOSUID | linux.MS_NODEV,
+                linux.mount("tmpfs", "/dev/shm", "tmpfs", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC,
                             f"size={shm_size},mode=1777")
             drop_privileges()
             os.chdir(home)

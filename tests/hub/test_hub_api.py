@@ -179,9 +179,10 @@ def test_a_students_server_is_capped_and_takes_every_process_it_started_when_it_
     assert int(open(f"{memory}/memory.limit_in_bytes").read()) == 1 << 30  # STUDENT_MEM_LIMIT=1G
     assert open(f"{_cgroup(server, 'pids')}/pids.max").read().strip() == "1024"  # STUDENT_PIDS_LIMIT
 
+    notes = f"/dev/shm/student3-notes-{os.getpid()}-{time.monotonic_ns()}"
     detached = student.run_in_kernel(
         "import os, subprocess\n"
-        "open('/dev/shm/student3-notes', 'w').write('my answers')\n"
+        f"open({notes!r}, 'w').write('my answers')\n"
         "shm = os.statvfs('/dev/shm')\n"
         "print(subprocess.Popen(['sleep', '600'], start_new_session=True, stdin=subprocess.DEVNULL,"
         " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid, shm.f_blocks * shm.f_frsize)")
@@ -189,7 +190,7 @@ def test_a_students_server_is_capped_and_takes_every_process_it_started_when_it_
     sleeper, shm_bytes = map(int, detached["stdout"].split())
     assert process_status(sleeper) and _cgroup(sleeper, "memory") == memory
     # its /dev/shm is its own (STUDENT_SHM_SIZE=256M): nothing it puts there is on the machine's
-    assert shm_bytes == 256 << 20 and not os.path.exists("/dev/shm/student3-notes")
+    assert shm_bytes == 256 << 20 and not os.path.exists(notes)
 
     # At most 2 GiB, in 64 MiB steps, each written so that it is really used: past 1 GiB the
     # cgroup's own OOM killer stops the kernel; the server and the sleeper live on.
