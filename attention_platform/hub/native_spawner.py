@@ -61,17 +61,18 @@ def cgroup_name(username: str, server_name: str = "") -> str:
 
 class CourseLocalSpawner(LocalProcessSpawner):
     """A real Unix user's server, its home ``<homes_dir>/<user>`` whatever /etc/passwd says (several
-    state directories, tests and demos, share the accounts), in cgroups of its own."""
+    state directories, tests and demos, share the accounts), in cgroups of its own, with its own
+    /dev/shm."""
 
     homes_dir = Unicode(
-        help="Folder holding each user's home (<homes_dir>/<user>), set as $HOME and the server's working directory.",
+        help="Folder holding each user's home (<homes_dir>/<user>), set as $HOME and the server's "
+             "working directory.",
     ).tag(config=True)
     pids_limit = Integer(
         1024,
         help="Most processes and threads a user's server may have at once, kernels and terminals included "
              "(pids cgroup). A server with no kernel running has about 7; each kernel adds its own.",
     ).tag(config=True)
-
     shm_size = ByteSpecification(
         "256M",
         help="Size of the server's own /dev/shm (a tmpfs in its own mount namespace; its pages count "
