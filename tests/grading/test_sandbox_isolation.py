@@ -51,13 +51,15 @@ def put(sandbox, name: str, text: str) -> None:
     sandbox.call({"op": "files", "files": [[name, base64.b64encode(text.encode()).decode()]]})
 
 
-def descendants(pid: int, expected: int | None = None, wait: float = 3.0) -> dict[int, int]:
-    """{pid: uid} of every live (non-zombie) process below ``pid``; with ``expected``, polled until
-    there are that many (killed sandboxes take a moment to exit)."""
+def sandbox_ahead(zygote_pid: int, wait: float = 3.0) -> dict[int, int]:
+    """{pid: uid} of the live (non-zombie) processes below the zygote, polled until they are one
+    sandbox: its process A (root) and B (its own uid). A sandbox just killed takes a moment to exit,
+    and the one forked ahead a moment to start its B, so a count alone can match the wrong two."""
     deadline = time.monotonic() + wait
     while True:
-        found = _descendants(pid)
-        if expected is None or len(found) == expected or time.monotonic() > deadline:
+        found = _descendants(zygote_pid)
+        uids = sorted(found.values())
+        if (len(uids) == 2 and uids[0] == 0 and uids[1] >= 1000) or time.monotonic() > deadline:
             return found
         time.sleep(0.05)
 
@@ -123,7 +125,7 @@ def test_the_next_sandbox_is_forked_ahead_and_is_one_like_any_other(fresh_zygote
         second.close()
     # What the zygote still holds: the one sandbox forked ahead (its processes A, root, and B, its
     # own uid), not yet handed out; it dies with the zygote.
-    ahead = descendants(fresh_zygote.process.pid, expected=2)
+    ahead = sandbox_ahead(fresh_zygote.process.pid)
     assert len(ahead) == 2 and sorted(ahead.values())[0] == 0 and sorted(ahead.values())[1] >= 1000, ahead
     zygote_pid = fresh_zygote.pid
     fresh_zygote.close()
@@ -132,8 +134,8 @@ def test_the_next_sandbox_is_forked_ahead_and_is_one_like_any_other(fresh_zygote
 
 def test_a_sandbox_forked_ahead_for_other_limits_is_killed_not_handed_out(fresh_zygote):
     fresh_zygote.spawn(LIMITS).close()
-    ahead = descendants(fresh_zygote.process.pid, expected=2)  # forked for LIMITS
-    assert len(ahead) == 2
+    ahead = sandbox_ahead(fresh_zygote.process.pid)  # forked for LIMITS
+    assert len(ahead) == 2, ahead
     bigger = SandboxLimits(**{**LIMITS.__dict__, "memory_mb": 2 * LIMITS.memory_mb})
     with fresh_zygote.spawn(bigger) as sb:
         assert not sb.forked_ahead and sb.limits.memory_mb == bigger.memory_mb
@@ -145,7 +147,7 @@ def test_a_sandbox_forked_ahead_for_other_limits_is_killed_not_handed_out(fresh_
 
 def test_a_sandbox_forked_ahead_that_died_meanwhile_is_replaced_by_a_fresh_one(fresh_zygote):
     fresh_zygote.spawn(LIMITS).close()
-    ahead = descendants(fresh_zygote.process.pid, expected=2)
+    ahead = sandbox_ahead(fresh_zygote.process.pid)
     [process_a] = [pid for pid, uid in ahead.items() if uid == 0]
     os.kill(process_a, signal.SIGKILL)  # as an administrator's clean-up or the OOM killer might, while it waits
     assert gone(ahead)
