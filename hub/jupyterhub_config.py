@@ -87,6 +87,9 @@ PIDS_LIMIT = int(env("STUDENT_PIDS_LIMIT", "1024"))
 # natively a tmpfs in the server's own mount namespace). Docker's default, 64M, is too small for
 # torch's DataLoader workers.
 SHM_SIZE = env("STUDENT_SHM_SIZE", "256M")
+# Size of each student server's own /tmp, counted in its memory (natively a tmpfs in the server's own
+# mount namespace, so students never share /tmp; 0: the machine's; docker: the container's own /tmp).
+TMP_SIZE = env("STUDENT_TMP_SIZE", "512M")
 # Per-student CPU limit in cores (docker; natively not enforced).
 CPU_LIMIT = float(env("STUDENT_CPU_LIMIT", "1.0"))
 # Compose project (docker): prefixes students' container and home-volume names and labels their containers.
@@ -215,6 +218,7 @@ if MODE == "native":
         c.CourseLocalSpawner.homes_dir = str(STATE / "home")
         c.CourseLocalSpawner.pids_limit = PIDS_LIMIT
         c.CourseLocalSpawner.shm_size = int(SHM_SIZE) if SHM_SIZE.isdigit() else SHM_SIZE  # bytes, or 256M
+        c.CourseLocalSpawner.tmp_size = int(TMP_SIZE) if TMP_SIZE.isdigit() else TMP_SIZE
         c.Spawner.notebook_dir = str(STATE / "home" / "{username}")
     else:  # one Unix user for everyone: a demo, the exchange is not isolated
         c.JupyterHub.spawner_class = "jupyterhub.spawner.SimpleLocalProcessSpawner"
@@ -324,6 +328,10 @@ def prepare_native_account(spawner):
 # The validate service's socket (native, as root: attention_platform/hub/validate_service.py): students'
 # Validate runs in a warm sandbox instead of a fresh kernel. Empty: Validate starts a kernel.
 VALIDATE_SOCKET = env("VALIDATE_SOCKET", "")
+# What a native server reads or writes that may lie under the machine's /tmp (a CI checkout, a test's
+# state): bound into the server's own /tmp.
+c.CourseLocalSpawner.tmp_keep = [str(REPO), sys.prefix, str(STATE), str(EXCHANGE), str(VIEWS), str(COURSE_DIR),
+                                 os.path.dirname(VALIDATE_SOCKET)]
 
 
 def pre_spawn_hook(spawner):

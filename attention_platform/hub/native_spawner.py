@@ -15,7 +15,11 @@ cgroups, the sandboxes' code in attention_platform/grading/sandbox/cgroups.py wi
   its own, is killed first);
 * its ``/dev/shm`` is a tmpfs of its own (``shm_size``, as a container's), in a mount namespace of its
   own: what it puts there is not seen by other users and goes when its last process does (the
-  machine's /dev/shm would keep it, in memory, after the server stopped).
+  machine's /dev/shm would keep it, in memory, after the server stopped);
+* so is its ``/tmp`` (``tmp_size``): on the machine's, shared by every account, a file a student's
+  code writes is readable by the others unless the code asks otherwise, another student can put a
+  file of theirs in its way beforehand, and it stays after the server stops. What the server needs
+  under the machine's /tmp (``tmp_keep``: a checkout there, the hub's state) is bound back in.
 
 Without usable cgroups (a read-only hierarchy, no memory controller) servers start without them,
 as before, and the hub logs why once.
@@ -26,10 +30,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import stat
 
 from jupyterhub.spawner import LocalProcessSpawner, set_user_setuid
 from jupyterhub.traitlets import ByteSpecification
-from traitlets import Integer, Unicode
+from traitlets import Integer, List, Unicode
 
 from attention_platform.grading.sandbox import cgroups, linux
 
@@ -59,6 +64,80 @@ def cgroup_name(username: str, server_name: str = "") -> str:
     return f"server-{username}+{hashlib.sha256(server_name.encode()).hexdigest()[:12]}"
 
 
+def kept_under_tmp(paths, tmp: str = "/tmp") -> list[str]:
+    """Of ``paths`` (absolute, as the server uses them), those under ``tmp``, each once and none
+    inside another, outermost first: what a server's own /tmp must show as the machine's does."""
+    kept: list[str] = []
+    for path in sorted({os.path.normpath(p) for p in paths if p}, key=len):
+        inside = os.path.commonpath([path, tmp]) == tmp and path != tmp
+        if inside and not any(os.path.commonpath([path, outer]) == outer for outer in kept):
+            kept.append(path)
+    return kept
+
+
+class TmpKeepRefused(PermissionError):
+    """A path in ``tmp_keep`` that root will not bind into a server's /tmp; the message says why."""
+
+
+def _walk(machine_tmp: int, path: str, tmp: str = "/tmp"):
+    """Yield (the path in the server's /tmp, an O_PATH fd of the machine's, its stat) for each
+    component of ``path`` below ``tmp``, outermost first, never following a link: any account can
+    create entries in the machine's /tmp, so each one on the way must be root's (and no link), or
+    the walk refuses. Nothing at all (the path is missing): nothing is yielded."""
+    parts = os.path.relpath(path, tmp).split(os.sep)
+    fds = [machine_tmp]
+    try:
+        for depth, part in enumerate(parts):
+            try:
+                fds.append(os.open(part, os.O_PATH | os.O_NOFOLLOW, dir_fd=fds[-1]))
+            except FileNotFoundError:
+                return
+            info = os.fstat(fds[-1])
+            here = os.path.join(tmp, *parts[:depth + 1])
+            if stat.S_ISLNK(info.st_mode) or info.st_uid != 0:
+                raise TmpKeepRefused(f"{here}, which a server needs (tmp_keep), is a link or not root's, and a "
+                                     "user could have put it there: move it out of /tmp or set STUDENT_TMP_SIZE=0")
+            yield here, fds[-1], info
+    finally:
+        for fd in fds[1:]:
+            os.close(fd)
+
+
+def check_tmp_keep(kept: list[str]) -> None:
+    """Raise :class:`TmpKeepRefused` (in the hub, where its message reaches the log) for a path the
+    server's start would refuse to bind."""
+    machine_tmp = os.open("/tmp", os.O_PATH | os.O_DIRECTORY)
+    try:
+        for path in kept:
+            for _ in _walk(machine_tmp, path):
+                pass
+    finally:
+        os.close(machine_tmp)
+
+
+def private_tmp(size: int, kept: list[str]) -> None:
+    """In the caller's own mount namespace (as root, before the server starts): a tmpfs of ``size``
+    bytes on /tmp, and each of ``kept`` bound back from the machine's /tmp at the same place, the
+    folders above it made with the machine's owner and mode."""
+    machine_tmp = os.open("/tmp", os.O_PATH | os.O_DIRECTORY)
+    try:
+        linux.mount("tmpfs", "/tmp", "tmpfs", linux.MS_NOSUID | linux.MS_NODEV, f"size={size},mode=1777")
+        for path in kept:
+            for here, fd, info in _walk(machine_tmp, path):
+                if here == path:
+                    if stat.S_ISDIR(info.st_mode):
+                        os.mkdir(here, 0o700)
+                    else:
+                        os.close(os.open(here, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+                    linux.mount(f"/proc/self/fd/{fd}", here, None, linux.MS_BIND | linux.MS_REC)
+                elif not os.path.isdir(here):  # made for an earlier path already
+                    os.mkdir(here, 0o700)
+                    os.chown(here, info.st_uid, info.st_gid)
+                    os.chmod(here, stat.S_IMODE(info.st_mode))
+    finally:
+        os.close(machine_tmp)
+
+
 class CourseLocalSpawner(LocalProcessSpawner):
     """A real Unix user's server, its home ``<homes_dir>/<user>`` whatever /etc/passwd says (several
     state directories, tests and demos, share the accounts), in cgroups of its own, with its own
@@ -78,6 +157,17 @@ class CourseLocalSpawner(LocalProcessSpawner):
         help="Size of the server's own /dev/shm (a tmpfs in its own mount namespace; its pages count "
              "against mem_limit). 0: the machine's /dev/shm, shared with every user.",
     ).tag(config=True)
+    tmp_size = ByteSpecification(
+        "512M",
+        help="Size of the server's own /tmp (a tmpfs in its own mount namespace, emptied when the server "
+             "stops; its pages count against mem_limit). 0: the machine's /tmp, shared with every user.",
+    ).tag(config=True)
+    tmp_keep = List(
+        Unicode(),
+        help="Paths the server needs that may lie under the machine's /tmp (its Python, the checkout, the "
+             "hub's state, the exchange): bound into its own /tmp at the same place. Paths elsewhere need "
+             "nothing. Each one and the folders above it must be root's.",
+    ).tag(config=True)
 
     def _home(self, name: str) -> str:
         return os.path.join(self.homes_dir, name)
@@ -92,16 +182,22 @@ class CourseLocalSpawner(LocalProcessSpawner):
         home = self._home(name)
         groups = server_cgroups(self.log)
         cgroup = cgroup_name(name, self.name)
-        shm_size = int(self.shm_size or 0)
+        shm_size, tmp_size = int(self.shm_size or 0), int(self.tmp_size or 0)
+        kept = kept_under_tmp(self.tmp_keep)
+        if tmp_size:
+            check_tmp_keep(kept)  # the preexec checks again; its own error would reach no one
 
         def preexec():  # in the server's process, as root, before it becomes the user
             if groups is not None:
                 groups.join(cgroup, os.getpid())
-            if shm_size:
+            if shm_size or tmp_size:
                 linux.unshare(linux.CLONE_NEWNS)
                 linux.mount(None, "/", None, linux.MS_REC | linux.MS_PRIVATE)  # nothing propagates back out
+            if shm_size:
                 linux.mount("tmpfs", "/dev/shm", "tmpfs", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC,
                             f"size={shm_size},mode=1777")
+            if tmp_size:
+                private_tmp(tmp_size, kept)
             drop_privileges()
             os.chdir(home)
 

@@ -18,6 +18,7 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -169,8 +170,8 @@ def _cgroup(pid: int, controller: str) -> str | None:
 
 def test_a_students_server_is_capped_and_takes_every_process_it_started_when_it_stops(hub):
     """Natively, as in Docker: the student's server has a memory cap of its own (a runaway kernel dies
-    alone) and a /dev/shm of its own, and stopping it stops everything it started, a process that
-    left its session included."""
+    alone) that it cannot leave, a /dev/shm and a /tmp of its own, and stopping it stops everything
+    it started, a process that left its session included."""
     student = hub.session("student3").login()
     student.spawn()
     [server] = _singleuser_processes("student3")
@@ -179,18 +180,54 @@ def test_a_students_server_is_capped_and_takes_every_process_it_started_when_it_
     assert int(open(f"{memory}/memory.limit_in_bytes").read()) == 1 << 30  # STUDENT_MEM_LIMIT=1G
     assert open(f"{_cgroup(server, 'pids')}/pids.max").read().strip() == "1024"  # STUDENT_PIDS_LIMIT
 
-    notes = f"/dev/shm/student3-notes-{os.getpid()}-{time.monotonic_ns()}"
-    detached = student.run_in_kernel(
-        "import os, subprocess\n"
-        f"open({notes!r}, 'w').write('my answers')\n"
-        "shm = os.statvfs('/dev/shm')\n"
-        "print(subprocess.Popen(['sleep', '600'], start_new_session=True, stdin=subprocess.DEVNULL,"
-        " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid, shm.f_blocks * shm.f_frsize)")
+    unique = f"{os.getpid()}-{time.monotonic_ns()}"
+    notes, scratch = f"/dev/shm/student3-notes-{unique}", f"/tmp/student3-scratch-{unique}"
+    # Another student's file in the machine's /tmp, readable by all as a default umask leaves it.
+    theirs = Path(f"/tmp/student4-answers-{unique}")
+    theirs.write_text("their answers")
+    os.chown(theirs, 20099, 20099)  # a hub user's uid (20000-29999)
+    try:
+        detached = student.run_in_kernel(
+            "import os, subprocess\n"
+            f"open({notes!r}, 'w').write('my answers')\n"
+            f"open({scratch!r}, 'w').write('my scratch')\n"
+            "shm, tmp = os.statvfs('/dev/shm'), os.statvfs('/tmp')\n"
+            "print(subprocess.Popen(['sleep', '600'], start_new_session=True, stdin=subprocess.DEVNULL,"
+            " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid, shm.f_blocks * shm.f_frsize,"
+            f" tmp.f_blocks * tmp.f_frsize, int(os.path.exists({str(theirs)!r})))")
+    finally:
+        theirs.unlink()
     assert detached["status"] == "ok", detached
-    sleeper, shm_bytes = map(int, detached["stdout"].split())
+    sleeper, shm_bytes, tmp_bytes, saw_theirs = map(int, detached["stdout"].split())
     assert process_status(sleeper) and _cgroup(sleeper, "memory") == memory
-    # its /dev/shm is its own (STUDENT_SHM_SIZE=256M): nothing it puts there is on the machine's
+    # its /dev/shm (STUDENT_SHM_SIZE=256M) and /tmp (STUDENT_TMP_SIZE=512M) are its own: nothing it
+    # puts there is on the machine's, nothing another account put in the machine's /tmp is seen
     assert shm_bytes == 256 << 20 and not os.path.exists(notes)
+    assert tmp_bytes == 512 << 20 and not os.path.exists(scratch) and saw_theirs == 0
+
+    # The cap is not the student's to leave: the cgroup files are root's, so neither a move into
+    # another cgroup nor a cgroup of its own below the server's is open to them.
+    pids = _cgroup(server, "pids")
+    targets = [f"/sys/fs/cgroup/{controller}/cgroup.procs" for controller in ("memory", "pids")]  # the roots
+    targets += [f"{os.path.dirname(group)}/cgroup.procs" for group in (memory, pids)] + [f"{memory}/mine/"]
+    escape = student.run_in_kernel(
+        "import os\n"
+        "for target in %r:\n"
+        "    try:\n"
+        "        if target.endswith('/'):\n"
+        "            os.mkdir(target)\n"
+        "        else:\n"
+        "            with open(target, 'w') as f:\n"
+        "                f.write(str(os.getpid()))\n"
+        "        print('done', target)\n"
+        "    except OSError as exc:\n"
+        "        print(type(exc).__name__, target)\n"
+        "print(' '.join(f'/sys/fs/cgroup/{kind}{path.strip()}' for _, kind, path in"
+        " (line.split(':', 2) for line in open('/proc/self/cgroup')) if kind in ('memory', 'pids')))" % targets)
+    assert escape["status"] == "ok", escape
+    *attempts, still_in = escape["stdout"].splitlines()
+    assert attempts == [f"PermissionError {target}" for target in targets], attempts
+    assert sorted(still_in.split()) == sorted([memory, pids])
 
     # At most 2 GiB, in 64 MiB steps, each written so that it is really used: past 1 GiB the
     # cgroup's own OOM killer stops the kernel; the server and the sleeper live on.

@@ -1,19 +1,22 @@
 """The native hub's preparation: ``hide_course_secrets`` (students lose access to the checkout's
-secrets, its owner keeps it), the ports it needs (a busy one is named before anything starts) and
-the cgroup each server gets (the spawner's caps themselves: tests/hub/test_hub_api.py)."""
+secrets, its owner keeps it), the ports it needs (a busy one is named before anything starts), the
+cgroup each server gets and what its own /tmp shows of the machine's (the spawner's caps and /tmp on
+a real hub: tests/hub/test_hub_api.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import stat
 import subprocess
+import sys
 from hashlib import sha256
 
 import pytest
 
 from attention_platform.hub.native import SECRET_PATHS, hide_course_secrets
-from attention_platform.hub.native_spawner import cgroup_name
+from attention_platform.hub.native_spawner import TmpKeepRefused, cgroup_name, check_tmp_keep, kept_under_tmp
 from attention_platform.venv import environment, program
 from hub_helpers import free_hub_port
 
@@ -60,3 +63,61 @@ def test_every_server_has_a_cgroup_of_its_own():
     names = [cgroup_name(user, server) for user, server in servers]
     assert len(set(names)) == len(servers)
     assert names[0] == "server-alice" and all(name.startswith("server-") and "/" not in name for name in names)
+
+
+@pytest.mark.parametrize("paths, kept", [
+    (["/srv/course", "/usr/lib/python3"], []),  # nothing under /tmp: nothing to bind back
+    (["/tmp/ci/main", "/tmp/ci/main/.venv", "/tmp/ci/main/build/hub"], ["/tmp/ci/main"]),  # inside a kept one
+    (["/tmp/state/exchange", "/tmp/state", "/tmp/states"], ["/tmp/state", "/tmp/states"]),  # a prefix is not a parent
+    (["/tmp/a/../b", "/tmp/b/", "", "/tmp"], ["/tmp/b"]),  # written differently, empty, /tmp itself
+])
+def test_a_servers_tmp_keeps_each_path_it_needs_once(paths, kept):
+    assert kept_under_tmp(paths) == kept
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chowning a folder to a student's uid needs root (CI is root)")
+def test_root_binds_nothing_a_user_could_have_put_in_tmp(tmp_path):
+    """Any account can create entries in the machine's /tmp: a kept path reached through a student's
+    folder or a link is refused with a message, before a server starts."""
+    (tmp_path / "state" / "exchange").mkdir(parents=True)
+    check_tmp_keep([str(tmp_path / "state"), str(tmp_path / "not-there-yet")])  # root's all the way, or missing
+    (tmp_path / "planted").mkdir()
+    os.chown(tmp_path / "planted", 20001, 20001)  # a hub user's uid
+    (tmp_path / "planted" / "state").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "state")
+    for path in (tmp_path / "planted" / "state", tmp_path / "link"):
+        with pytest.raises(TmpKeepRefused, match="STUDENT_TMP_SIZE=0"):
+            check_tmp_keep([str(path)])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a mount namespace of its own needs root (CI is root)")
+def test_a_servers_own_tmp_shows_only_what_it_needs_of_the_machines(tmp_path):
+    """In a mount namespace of its own, as the spawner's preexec does: /tmp is a fresh tmpfs with the
+    kept path bound back (its contents live, the folders above it with the machine's mode) and
+    nothing else of the machine's /tmp, another account's files included."""
+    (tmp_path / "course" / "state").mkdir(parents=True)
+    (tmp_path / "course").chmod(0o711)
+    (tmp_path / "course" / "state" / "answers.txt").write_text("kept")
+    other = tmp_path / "someone-elses.txt"
+    other.write_text("not for you")
+    scratch = f"/tmp/scratch-{os.getpid()}-{tmp_path.name}"  # written in the server's own /tmp only
+    code = (
+        "import json, os, sys\n"
+        "from attention_platform.hub.native_spawner import private_tmp\n"
+        "private_tmp(8 << 20, [sys.argv[1]])\n"
+        "state = sys.argv[1]\n"
+        "print(json.dumps({'kept': open(state + '/answers.txt').read(),\n"
+        "                  'mode': oct(os.stat(os.path.dirname(state)).st_mode & 0o7777),\n"
+        "                  'other': os.path.exists(sys.argv[2]), 'size': os.statvfs('/tmp').f_blocks * os.statvfs('/tmp').f_frsize,\n"
+        "                  'tmp': sorted(os.listdir('/tmp'))}))\n"
+        "open(state + '/written.txt', 'w').write('through the bind')\n"
+        "open(sys.argv[3], 'w').write('mine')\n")
+    done = subprocess.run(["unshare", "--mount", "--propagation", "private", sys.executable, "-c", code,
+                           str(tmp_path / "course" / "state"), str(other), scratch], capture_output=True, text=True,
+                          env=environment(), timeout=60)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["kept"] == "kept" and seen["mode"] == "0o711" and seen["other"] is False
+    assert seen["size"] == 8 << 20 and seen["tmp"] == [tmp_path.relative_to("/tmp").parts[0]]
+    assert (tmp_path / "course" / "state" / "written.txt").read_text() == "through the bind"
+    assert not os.path.exists(scratch)
