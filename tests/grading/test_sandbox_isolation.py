@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from attention_platform.grading.sandbox import SandboxDied, SandboxLimits, SandboxTimeout, Zygote
+from attention_platform.grading.sandbox import SandboxDied, SandboxLimits, SandboxTimeout, SandboxUnavailable, Zygote
 from attention_platform.grading.sandbox import cgroups
 from attention_platform.course.notebooks import COURSE_ROOT
 from broker_helpers import assert_an_exited_sandbox_keeps_its_pid, process_status, sandbox_cgroups, uid_processes
@@ -154,6 +154,37 @@ def test_a_sandbox_forked_ahead_that_died_meanwhile_is_replaced_by_a_fresh_one(f
     with fresh_zygote.spawn(LIMITS) as sb:
         assert not sb.forked_ahead
         assert run(sb, "print(6 * 7)") == "42\n"
+
+
+@pytest.mark.skipif(not os.access("/sys/fs/cgroup/pids", os.W_OK), reason="needs a writable cgroup v1 pids hierarchy (CI)")
+def test_a_worker_that_cannot_fork_refuses_that_sandbox_and_serves_the_next(fresh_zygote):
+    """The machine out of processes (here: the worker's own pids cgroup full) refuses one sandbox
+    with the reason, leaves no cgroup of it behind, and the worker goes on once processes are free."""
+    fresh_zygote.spawn(LIMITS).close()
+    worker = fresh_zygote.process.pid
+    home = next(line.split(":", 2)[2].strip() for line in open(f"/proc/{worker}/cgroup") if line.split(":")[1] == "pids")
+    full = f"/sys/fs/cgroup/pids/attention-test-full-{os.getpid()}"
+    os.mkdir(full)
+    try:
+        with open(f"{full}/cgroup.procs", "w") as f:
+            f.write(str(worker))
+        with open(f"{full}/pids.max", "w") as f:
+            f.write(open(f"{full}/pids.current").read())  # no room for one more process
+        before = set(sandbox_cgroups(fresh_zygote.pid, wait=0))
+        bigger = SandboxLimits(**{**LIMITS.__dict__, "memory_mb": 2 * LIMITS.memory_mb})  # not the one forked ahead
+        with pytest.raises(SandboxUnavailable, match="cannot start a sandbox process: Resource temporarily unavailable"):
+            fresh_zygote.spawn(bigger)
+        assert not set(sandbox_cgroups(fresh_zygote.pid, wait=0)) - before  # the refused one's removed
+        with open(f"{full}/pids.max", "w") as f:
+            f.write("max")
+        with fresh_zygote.spawn(bigger) as sb:
+            assert run(sb, "print(6 * 7)") == "42\n"
+    finally:
+        if process_status(worker):
+            with open(f"/sys/fs/cgroup/pids{home}/cgroup.procs", "w") as f:
+                f.write(str(worker))
+        fresh_zygote.close()
+        os.rmdir(full)
 
 
 def test_a_sandbox_that_exited_keeps_its_pid_until_the_grader_closes_it(fresh_zygote):
