@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from attention_platform import deferred_iri_syntax
+from attention_platform import deferred_iri_syntax, venv
 
 # Before nbformat or nbgrader import jsonschema (~1 CPU-s per command otherwise; the venv's .pth
 # does the same, this covers an install without it).
@@ -36,6 +36,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    venv.activate()
     return args.run(args) or 0
 
 

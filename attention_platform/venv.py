@@ -15,6 +15,15 @@ from pathlib import Path
 BIN = Path(sys.executable).parent
 
 
+def activate() -> None:
+    """Put this environment's bin first on this process's PATH, as activating the venv would: the
+    programs our dependencies start by name (nbgrader runs ``alembic`` when it creates a gradebook,
+    ``jupyter`` for its kernels) are then found when a command is run as ``.venv/bin/...``."""
+    path = os.environ.get("PATH", "")
+    if str(BIN) not in path.split(os.pathsep):
+        os.environ["PATH"] = str(BIN) + os.pathsep + path if path else str(BIN)
+
+
 def program(name: str) -> str:
     """Absolute path of the console script ``name`` of this environment."""
     return str(BIN / name)

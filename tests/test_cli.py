@@ -1,11 +1,16 @@
 """attention_platform/cli.py and the packages' commands.py: one registration style, import-light."""
 
+import os
 import subprocess
 import sys
 
+import nbformat
 import pytest
 
 from attention_platform.cli import COMMAND_GROUPS, main, parser
+from attention_platform.course.directory import copy_course, write_submission
+from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT, NOTEBOOK
+from attention_platform.venv import program
 
 EXPECTED_COMMANDS = {"demo", "hub", "load-test", "autograde-batch", "bench-autograde", "report", "feedback",
                      "export-checks", "export-canvas", "feedback-on-submit", "attempts", "bench-feedback-on-submit",
@@ -51,3 +56,20 @@ def test_unknown_or_missing_command_is_a_usage_error(argv):
     with pytest.raises(SystemExit) as stop:
         main(argv)
     assert stop.value.code == 2
+
+
+def test_batch_grading_a_course_not_yet_released_says_what_to_do_first(tmp_path):
+    """A fresh clone has no gradebook (it is never committed): the TA runs the venv's command without
+    activating it, and gets one line that says to release the assignment — not a traceback about a
+    program (nbgrader's `alembic`) the shell's PATH lacks, nor one about a missing database entry."""
+    if os.geteuid() != 0:
+        pytest.skip("the batch's own sandbox zygote needs root (CI is root)")
+    course = copy_course(tmp_path / "course")
+    assert not (course / "gradebook.db").exists()
+    write_submission(course, "ada", nbformat.read(COURSE_ROOT / "release" / ASSIGNMENT / NOTEBOOK, as_version=4))
+    done = subprocess.run([program("attention-course"), "autograde-batch", ASSIGNMENT, "--course", str(course),
+                           "--no-progress"], capture_output=True, text=True, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert f"has no assignment '{ASSIGNMENT}'" in done.stderr and f"nbgrader generate_assignment {ASSIGNMENT}" in done.stderr

@@ -51,6 +51,10 @@ from attention_platform import start_up_gc
 from attention_platform.console import progress_bar
 
 
+class BatchError(Exception):
+    """The batch cannot begin (the message says what to do first); nothing was graded."""
+
+
 @dataclass
 class StudentOutcome:
     student: str
@@ -380,8 +384,9 @@ class Pipeline:
 
 def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, students: list[str] | None = None,
                     progress: bool = True, log=print) -> list[StudentOutcome]:
-    """Autograde every submission of ``assignment`` in ``course``; return one outcome per student."""
-    from nbgrader.api import Gradebook
+    """Autograde every submission of ``assignment`` in ``course``; return one outcome per student.
+    :class:`BatchError` if the gradebook does not know the assignment."""
+    from nbgrader.api import Gradebook, MissingEntry
 
     from attention_platform.grading.course_lock import course_grading_lock
     from attention_platform.grading.sandbox import first_use
@@ -399,6 +404,12 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
     with course_grading_lock(pipeline.root), \
             Gradebook(pipeline.db_url, pipeline.coursedir.course_id) as gb, _shared_gradebook(gb) as shared, \
             ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="grade") as pool:
+        try:
+            gb.find_assignment(assignment)
+        except MissingEntry:
+            raise BatchError(f"the gradebook ({pipeline.db_url}) has no assignment {assignment!r}: release it first "
+                             f"with `nbgrader generate_assignment {assignment}`, which records it and its graded "
+                             "cells there") from None
         session = gb.db
         session.commit()  # the gradebook's set-up, before its transactions begin with BEGIN
         nesting_savepoints(gb.engine)

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT
@@ -53,10 +54,14 @@ def _autograde_batch(args: argparse.Namespace) -> int:
     # The warm worker imports torch (and pays the first uses the notebooks need) while this
     # process imports nbgrader and the course's configuration.
     get_zygote(first_use.needed_by_assignment(args.course, args.assignment))
-    from attention_platform.grading.batch import autograde_batch
+    from attention_platform.grading.batch import BatchError, autograde_batch
 
-    outcomes = autograde_batch(args.course, args.assignment, jobs=args.jobs, students=args.student,
-                               progress=not args.no_progress)
+    try:
+        outcomes = autograde_batch(args.course, args.assignment, jobs=args.jobs, students=args.student,
+                                   progress=not args.no_progress)
+    except BatchError as exc:
+        print(f"attention-course autograde-batch: {exc}", file=sys.stderr)
+        return 1
     return 0 if all(not o.status.startswith("error") for o in outcomes) else 1
 
 

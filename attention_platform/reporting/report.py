@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, TextIO
 
+from attention_platform import venv
 from attention_platform.console import track
 from grader_tests.registry import ALL_CHECKS, GRADE_ID_PREFIX, check_for_grade_id
 
@@ -162,14 +163,9 @@ def default_db_url(course: Path) -> str:
 
 def open_gradebook(db_url: str):
     """nbgrader's Gradebook, refusing to create a missing sqlite file."""
-    import os
-
     from nbgrader.api import Gradebook
 
-    # nbgrader runs `alembic` from PATH when it meets a database without tables
-    bindir = str(Path(sys.executable).parent)
-    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+    venv.activate()  # nbgrader runs `alembic` from PATH when it meets a database without tables
     path = _sqlite_path(db_url)
     if path is not None and not path.is_file():
         raise ReportError(
