@@ -1,6 +1,7 @@
 """attention_platform/cli.py and the packages' commands.py: one registration style, import-light."""
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -8,7 +9,7 @@ import nbformat
 import pytest
 
 from attention_platform.cli import COMMAND_GROUPS, main, parser
-from attention_platform.course.directory import copy_course, write_submission
+from attention_platform.course.directory import copy_course, nbgrader, write_submission
 from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT, NOTEBOOK
 from attention_platform.venv import program
 
@@ -58,18 +59,60 @@ def test_unknown_or_missing_command_is_a_usage_error(argv):
     assert stop.value.code == 2
 
 
-def test_batch_grading_a_course_not_yet_released_says_what_to_do_first(tmp_path):
-    """A fresh clone has no gradebook (it is never committed): the TA runs the venv's command without
-    activating it, and gets one line that says to release the assignment — not a traceback about a
-    program (nbgrader's `alembic`) the shell's PATH lacks, nor one about a missing database entry."""
+def _batch(course, *args: str, cwd) -> subprocess.CompletedProcess:
+    """``autograde-batch`` as a TA runs it from the venv without activating it (PATH without .venv/bin)."""
     if os.geteuid() != 0:
         pytest.skip("the batch's own sandbox zygote needs root (CI is root)")
+    return subprocess.run([program("attention-course"), "autograde-batch", "--course", str(course), *args,
+                           "--no-progress"], capture_output=True, text=True, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, cwd=cwd)
+
+
+def _submit(course, student: str) -> None:
+    write_submission(course, student, nbformat.read(COURSE_ROOT / "release" / ASSIGNMENT / NOTEBOOK, as_version=4))
+
+
+def test_batch_grading_a_course_not_yet_released_says_what_to_do_first(tmp_path):
+    """A fresh clone has no gradebook (it is never committed): one line that says to release the
+    assignment — not a traceback about a program (nbgrader's `alembic`) the shell's PATH lacks, nor one
+    about a missing database entry."""
     course = copy_course(tmp_path / "course")
     assert not (course / "gradebook.db").exists()
-    write_submission(course, "ada", nbformat.read(COURSE_ROOT / "release" / ASSIGNMENT / NOTEBOOK, as_version=4))
-    done = subprocess.run([program("attention-course"), "autograde-batch", ASSIGNMENT, "--course", str(course),
-                           "--no-progress"], capture_output=True, text=True, timeout=300,
-                          env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, cwd=tmp_path)
+    _submit(course, "ada")
+    done = _batch(course, ASSIGNMENT, cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stderr, done.stderr
     assert f"has no assignment '{ASSIGNMENT}'" in done.stderr and f"nbgrader generate_assignment {ASSIGNMENT}" in done.stderr
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory):
+    """A course whose assignment is released (in the gradebook) and not yet collected."""
+    course = copy_course(tmp_path_factory.mktemp("released") / "course")
+    nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", check=True)
+    return course
+
+
+@pytest.mark.parametrize("case, args, said", [
+    ("a typo in the assignment", ["self_atention"], ["no assignment 'self_atention' in this course", f"'{ASSIGNMENT}'"]),
+    ("nothing collected yet", [ASSIGNMENT], [f"no submission of '{ASSIGNMENT}'", f"nbgrader collect {ASSIGNMENT}"]),
+    ("a student with no submission", [ASSIGNMENT, "--student", "nobody"], [f"no submission of '{ASSIGNMENT}' by nobody"]),
+    ("not a course", ["--course", "/nonexistent"], ["no nbgrader course at /nonexistent"]),
+])
+def test_batch_grading_nothing_says_why_in_one_line(released, tmp_path, case, args, said):
+    done = _batch(released, *args, cwd=tmp_path)  # "not a course": its --course comes later, and wins
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert all(part in done.stderr for part in said), done.stderr
+
+
+def test_a_named_student_without_a_submission_gets_a_row_that_says_so(released, tmp_path):
+    """The others are graded; the status is 1 because not everything asked for was done."""
+    course = tmp_path / "course"
+    shutil.copytree(released, course)
+    _submit(course, "ada")
+    done = _batch(course, ASSIGNMENT, "--student", "ada", "--student", "nobody", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    rows = {line.split()[0]: line for line in done.stdout.splitlines() if line.split()[:1] in (["ada"], ["nobody"])}
+    assert "error: no submission" in rows["nobody"] and "no submission" not in rows["ada"], done.stdout
+    assert (course / "autograded" / "ada" / ASSIGNMENT / NOTEBOOK).is_file()

@@ -396,8 +396,12 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
     # From the main thread (it lives as long as this process); already started by the command line,
     # which warms the same first uses: the ones the assignment's notebooks need.
     zygote = get_zygote(first_use.needed_by_assignment(course, assignment))
+    if not (Path(course) / "nbgrader_config.py").is_file():
+        raise BatchError(f"no nbgrader course at {course} (it has no nbgrader_config.py): pass the course "
+                         "directory with --course")
     pipeline = Pipeline(Path(course).resolve())
     found = submitted_students(pipeline, assignment, students)
+    missing = sorted(set(students or ()) - set(found))
     jobs = max(1, jobs or (os.cpu_count() or 2) + 1)
     bar = progress_bar(len(found), f"autograding {assignment}") if progress else None
 
@@ -407,9 +411,9 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
         try:
             gb.find_assignment(assignment)
         except MissingEntry:
-            raise BatchError(f"the gradebook ({pipeline.db_url}) has no assignment {assignment!r}: release it first "
-                             f"with `nbgrader generate_assignment {assignment}`, which records it and its graded "
-                             "cells there") from None
+            raise BatchError(_unknown_assignment(pipeline, assignment)) from None
+        if not found:
+            raise BatchError(_nothing_submitted(pipeline, assignment, missing))
         session = gb.db
         session.commit()  # the gradebook's set-up, before its transactions begin with BEGIN
         nesting_savepoints(gb.engine)
@@ -431,9 +435,29 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
         session.expire_all()  # the scores below as the database computes them now
         gb.db = session
         _read_scores(gb, assignment, run.outcomes)
+    for student in missing:  # asked for by name: a row that says why nothing was graded
+        run.outcomes[student] = StudentOutcome(student, status="error: no submission")
     if log:
         log(summary_table(list(run.outcomes.values()), time.monotonic() - started))
     return list(run.outcomes.values())
+
+
+def _unknown_assignment(pipeline: Pipeline, assignment: str) -> str:
+    source = pipeline.source
+    if not (source / assignment).is_dir():
+        known = sorted(p.name for p in source.iterdir() if p.is_dir()) if source.is_dir() else []
+        return (f"no assignment {assignment!r} in this course ({source} holds "
+                f"{', '.join(repr(name) for name in known) or 'none'})")
+    return (f"the gradebook ({pipeline.db_url}) has no assignment {assignment!r}: release it first with "
+            f"`nbgrader generate_assignment {assignment}`, which records it and its graded cells there")
+
+
+def _nothing_submitted(pipeline: Pipeline, assignment: str, asked: list[str]) -> str:
+    where = pipeline.root / pipeline.coursedir.submitted_directory
+    if asked:
+        return f"no submission of {assignment!r} by {', '.join(asked)} in {where}"
+    return (f"no submission of {assignment!r} in {where}: collect them first (`nbgrader collect {assignment}`, "
+            "or Collect in the formgrader)")
 
 
 def submitted_students(pipeline: Pipeline, assignment: str, only: list[str] | None = None) -> list[str]:
