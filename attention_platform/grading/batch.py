@@ -385,7 +385,8 @@ class Pipeline:
 def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, students: list[str] | None = None,
                     progress: bool = True, log=print) -> list[StudentOutcome]:
     """Autograde every submission of ``assignment`` in ``course``; return one outcome per student.
-    :class:`BatchError` if the gradebook does not know the assignment."""
+    :class:`BatchError` if there is nothing to grade: no course, an assignment the course or its
+    gradebook does not know, no submission (by the ``students`` named)."""
     from nbgrader.api import Gradebook, MissingEntry
 
     from attention_platform.grading.course_lock import course_grading_lock
@@ -403,7 +404,6 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
     found = submitted_students(pipeline, assignment, students)
     missing = sorted(set(students or ()) - set(found))
     jobs = max(1, jobs or (os.cpu_count() or 2) + 1)
-    bar = progress_bar(len(found), f"autograding {assignment}") if progress else None
 
     with course_grading_lock(pipeline.root), \
             Gradebook(pipeline.db_url, pipeline.coursedir.course_id) as gb, _shared_gradebook(gb) as shared, \
@@ -414,6 +414,7 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
             raise BatchError(_unknown_assignment(pipeline, assignment)) from None
         if not found:
             raise BatchError(_nothing_submitted(pipeline, assignment, missing))
+        bar = progress_bar(len(found), f"autograding {assignment}") if progress else None
         session = gb.db
         session.commit()  # the gradebook's set-up, before its transactions begin with BEGIN
         nesting_savepoints(gb.engine)
