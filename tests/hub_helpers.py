@@ -131,11 +131,14 @@ import os
 import re
 import shutil
 import random
+import runpy
 import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from traitlets.config import Config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -281,3 +284,16 @@ def launch_hub(name: str, *, release: bool = True, timeout: float = 300, fresh: 
                 process.wait(60)
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
+
+
+def load_hub_config(monkeypatch, tmp_path, **env) -> Config:
+    """hub/jupyterhub_config.py as JupyterHub reads it, with only ``env`` of the hub's variables set."""
+    for key in list(os.environ):
+        if key.startswith(("HUB_", "COURSE_", "EXCHANGE_", "FORMGRADER_", "STUDENT_")):
+            monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("HUB_STATE_DIR", str(tmp_path))
+    config = Config()
+    runpy.run_path(str(REPO / "hub" / "jupyterhub_config.py"), init_globals={"get_config": lambda: config})
+    return config

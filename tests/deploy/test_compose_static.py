@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hub_helpers import load_hub_config
 from traitlets.config import Config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -292,18 +293,6 @@ def test_course_volume_follows_the_image(tmp_path):
     assert sorted(sync(image, volume)) == ["nbgrader_config.py", "source/a/a.ipynb", "source/b/b.ipynb"]
     assert (volume / "nbgrader_config.py").read_text() == "v2"
     assert (volume / "submitted" / "s1" / "x.ipynb").read_text() == "student work"
-
-
-def load_hub_config(monkeypatch, tmp_path, **env) -> Config:
-    for key in list(__import__("os").environ):
-        if key.startswith(("HUB_", "COURSE_", "EXCHANGE_", "FORMGRADER_", "STUDENT_")):
-            monkeypatch.delenv(key, raising=False)
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("HUB_STATE_DIR", str(tmp_path))
-    config = Config()
-    runpy.run_path(str(REPO / "hub" / "jupyterhub_config.py"), init_globals={"get_config": lambda: config})
-    return config
 
 
 DOCKER_ENV = dict(HUB_MODE="docker", HUB_DB_URL="postgresql+psycopg://u:p@db/jupyterhub", EXCHANGE_HOST_DIR="/srv/x",
