@@ -52,6 +52,31 @@ def test_a_report_error_is_one_line_and_status_1(tmp_path, capsys):
     assert err and err[-1].startswith("attention-course report: ")
 
 
+@pytest.mark.parametrize("case, where", [
+    ("a path that does not exist", "missing"),
+    ("a folder that is not a course (say, the home folder)", "folder"),
+])
+def test_attempts_outside_a_course_says_so_in_one_line_and_writes_nothing(tmp_path, capsys, case, where):
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    course = tmp_path / where
+    assert main(["attempts", "--course", str(course)]) == 1, case
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.strip() == (
+        f"attention-course attempts: no nbgrader course at {course} (it has no nbgrader_config.py): "
+        "pass the course directory with --course"), case
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["folder"], case  # no gradebook.db made
+
+
+def test_attempts_before_anything_was_submitted_is_an_empty_table_and_creates_no_gradebook(tmp_path, capsys):
+    from attention_platform.feedback_on_submit.ledger import EXPORT_COLUMNS
+
+    course = copy_course(tmp_path / "course")
+    assert main(["attempts", "--course", str(course)]) == 0
+    assert capsys.readouterr().out.splitlines() == [",".join(EXPORT_COLUMNS)]
+    assert not (course / "gradebook.db").exists()  # nbgrader creates it, with its own tables, on release
+
+
 @pytest.mark.parametrize("argv", [["no-such-command"], []])
 def test_unknown_or_missing_command_is_a_usage_error(argv):
     with pytest.raises(SystemExit) as stop:

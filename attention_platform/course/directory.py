@@ -19,6 +19,19 @@ from attention_platform.venv import environment, program
 COURSE_FILES = ("source", "nbgrader_config.py")
 
 
+class NotACourse(ValueError):
+    """The folder given as the course has no ``nbgrader_config.py`` (the message says what to pass)."""
+
+
+def require_course(course: Path) -> Path:
+    """``course`` resolved, or :class:`NotACourse`: checked before a command reads or writes anything
+    there (a mistyped ``--course`` must not get a gradebook.db of its own)."""
+    if not (Path(course) / "nbgrader_config.py").is_file():
+        raise NotACourse(f"no nbgrader course at {course} (it has no nbgrader_config.py): "
+                         "pass the course directory with --course")
+    return Path(course).resolve()
+
+
 def copy_course(dest: Path, course_root: Path = COURSE_ROOT) -> Path:
     """A fresh course directory at ``dest`` holding only the instructor's files."""
     if dest.exists():

@@ -55,10 +55,15 @@ def _attempts(args) -> int:
 
     from nbgrader.coursedir import CourseDirectory
 
+    from attention_platform.course.directory import NotACourse, require_course
     from attention_platform.feedback_on_submit.ledger import export_csv
     from attention_platform.feedback_on_submit.policy import load_config
 
-    course = args.course.resolve()
+    try:
+        course = require_course(args.course)
+    except NotACourse as exc:
+        print(f"attention-course attempts: {exc}", file=sys.stderr)
+        return 1
     coursedir = CourseDirectory(config=load_config(course), root=str(course))
     export_csv(coursedir.db_url, sys.stdout, args.assignment)
     return 0

@@ -18,9 +18,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 import threading
+from pathlib import Path
 
 from sqlalchemy import (Boolean, Column, DateTime, Float, Integer, MetaData, String, Table, Text, UniqueConstraint,
                         create_engine, insert, select, update)
+from sqlalchemy.engine import make_url
 
 from .policy import UTC
 
@@ -156,11 +158,14 @@ def export_csv(db_url: str, out, assignment: str | None = None) -> int:
     times are UTC, ``received_at`` the exchange's (the kernel's) and ``timestamp`` the gradebook's."""
     import csv
 
-    ledger = Ledger(db_url)
-    try:
-        rows = ledger.attempts(assignment)
-    finally:
-        ledger.close()
+    if _missing_sqlite_file(db_url):
+        rows = []  # nothing released or submitted yet; creating the file is nbgrader's (with its tables)
+    else:
+        ledger = Ledger(db_url)
+        try:
+            rows = ledger.attempts(assignment)
+        finally:
+            ledger.close()
     writer = csv.DictWriter(out, fieldnames=EXPORT_COLUMNS, extrasaction="ignore")
     writer.writeheader()
     numbers: dict[tuple[str, str], int] = {}
@@ -171,3 +176,9 @@ def export_csv(db_url: str, out, assignment: str | None = None) -> int:
                          **{k: row[k].strftime("%Y-%m-%d %H:%M:%S.%f") if row[k] else ""
                             for k in ("received_at", "timestamp", "graded_at")}})
     return len(rows)
+
+
+def _missing_sqlite_file(db_url: str) -> bool:
+    url = make_url(db_url)
+    return url.get_backend_name() == "sqlite" and bool(url.database) and url.database != ":memory:" \
+        and not Path(url.database).exists()

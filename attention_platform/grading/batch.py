@@ -49,6 +49,7 @@ from nbformat.v4.rwbase import rejoin_lines
 
 from attention_platform import start_up_gc
 from attention_platform.console import progress_bar
+from attention_platform.course.directory import NotACourse, require_course
 
 
 class BatchError(Exception):
@@ -397,10 +398,10 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
     # From the main thread (it lives as long as this process); already started by the command line,
     # which warms the same first uses: the ones the assignment's notebooks need.
     zygote = get_zygote(first_use.needed_by_assignment(course, assignment))
-    if not (Path(course) / "nbgrader_config.py").is_file():
-        raise BatchError(f"no nbgrader course at {course} (it has no nbgrader_config.py): pass the course "
-                         "directory with --course")
-    pipeline = Pipeline(Path(course).resolve())
+    try:
+        pipeline = Pipeline(require_course(course))
+    except NotACourse as exc:
+        raise BatchError(str(exc)) from None
     found = submitted_students(pipeline, assignment, students)
     missing = sorted(set(students or ()) - set(found))
     jobs = max(1, jobs or (os.cpu_count() or 2) + 1)
