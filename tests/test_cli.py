@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -129,6 +130,37 @@ def test_batch_grading_nothing_says_why_in_one_line(released, tmp_path, case, ar
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert all(part in done.stderr for part in said), done.stderr
+
+
+@pytest.mark.parametrize("case, course, said", [
+    ("a mistyped --course: named as such, before anything else", "/nonexistent", "no nbgrader course at /nonexistent"),
+    ("a course, but no broker socket in this shell", "COURSE", "grading needs the sandbox broker"),
+])
+def test_batch_grading_as_a_ta_account_without_the_broker_says_why_in_one_line(case, course, said):
+    """Not root and ATTENTION_SANDBOX_SOCKET unset (a TA's own shell): one line and status 1, not a traceback."""
+    if os.geteuid() != 0:
+        pytest.skip("creates an account to run the command as")
+    import tempfile
+
+    from broker_helpers import ensure_user
+
+    ta = ensure_user("attention-cli-ta")
+    readable = Path(tempfile.mkdtemp(prefix="cli-ta-", dir="/tmp"))  # pytest's tmp_path is root's alone
+    try:
+        readable.chmod(0o755)
+        where = course
+        if course == "COURSE":
+            where = str(copy_course(readable / "course"))
+            subprocess.run(["chmod", "-R", "a+rX", where], check=True)  # a checkout's source/ may be hidden
+        done = subprocess.run([program("attention-course"), "autograde-batch", ASSIGNMENT, "--course", where,
+                               "--no-progress"], capture_output=True, text=True, timeout=300, cwd="/",
+                              user=ta.pw_uid, group=ta.pw_gid, extra_groups=[],
+                              env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+    finally:
+        shutil.rmtree(readable)
+    assert done.returncode == 1, case
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert done.stderr.startswith(f"attention-course autograde-batch: {said}"), done.stderr
 
 
 def test_a_named_student_without_a_submission_gets_a_row_that_says_so(released, tmp_path):

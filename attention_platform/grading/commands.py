@@ -45,24 +45,33 @@ def register(commands) -> None:
 
 def _autograde_batch(args: argparse.Namespace) -> int:
     from attention_platform import deferred_iri_syntax, start_up_gc
+    from attention_platform.course.directory import NotACourse, require_course
+    from attention_platform.grading.sandbox import first_use
+    from attention_platform.grading.sandbox.client import SandboxUnavailable, get_zygote
 
     start_up_gc.pause()  # until the first notebook is finished (_BatchRun._finish)
     deferred_iri_syntax.install()  # before nbgrader imports jsonschema, for callers not from the CLI
-    from attention_platform.grading.sandbox import first_use
-    from attention_platform.grading.sandbox.client import get_zygote
-
-    # The warm worker imports torch (and pays the first uses the notebooks need) while this
-    # process imports nbgrader and the course's configuration.
-    get_zygote(first_use.needed_by_assignment(args.course, args.assignment))
+    try:
+        require_course(args.course)  # a mistyped --course is named at once, not after the worker's start
+        # The warm worker imports torch (and pays the first uses the notebooks need) while this
+        # process imports nbgrader and the course's configuration.
+        get_zygote(first_use.needed_by_assignment(args.course, args.assignment))
+    except (NotACourse, SandboxUnavailable) as exc:  # e.g. a TA's shell without the broker's socket
+        return _refused(exc)
     from attention_platform.grading.batch import BatchError, autograde_batch
 
     try:
         outcomes = autograde_batch(args.course, args.assignment, jobs=args.jobs, students=args.student,
                                    progress=not args.no_progress)
     except BatchError as exc:
-        print(f"attention-course autograde-batch: {exc}", file=sys.stderr)
-        return 1
+        return _refused(exc)
     return 0 if all(not o.status.startswith("error") for o in outcomes) else 1
+
+
+def _refused(reason: Exception) -> int:
+    """Nothing was graded: the reason in one line (it says what to do), status 1."""
+    print(f"attention-course autograde-batch: {reason}", file=sys.stderr)
+    return 1
 
 
 def _bench_autograde(args: argparse.Namespace) -> int:
