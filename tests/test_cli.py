@@ -69,6 +69,13 @@ def test_attempts_outside_a_course_says_so_in_one_line_and_writes_nothing(tmp_pa
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["folder"], case  # no gradebook.db made
 
 
+def test_feedback_on_submit_outside_a_course_says_so_in_one_line(tmp_path, capsys):
+    assert main(["feedback-on-submit", "--course", str(tmp_path / "missing"), "--exchange", str(tmp_path)]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"attention-course feedback-on-submit: no nbgrader course at {tmp_path / 'missing'} "
+        "(it has no nbgrader_config.py): pass the course directory with --course")
+
+
 def test_attempts_before_anything_was_submitted_is_an_empty_table_and_creates_no_gradebook(tmp_path, capsys):
     from attention_platform.feedback_on_submit.ledger import EXPORT_COLUMNS
 

@@ -41,13 +41,21 @@ def register(commands) -> None:
 
 def _serve(args) -> int:
     import os
+    import sys
 
-    from attention_platform.feedback_on_submit.service import main
+    from attention_platform.course.directory import NotACourse, require_course
 
     exchange = args.exchange or os.environ.get("NBGRADER_EXCHANGE_ROOT")
     if not exchange:
         raise SystemExit("attention-course feedback-on-submit: needs --exchange or $NBGRADER_EXCHANGE_ROOT")
-    return main(args.course.resolve(), Path(exchange))
+    try:
+        course = require_course(args.course)
+    except NotACourse as exc:
+        print(f"attention-course feedback-on-submit: {exc}", file=sys.stderr)
+        return 1
+    from attention_platform.feedback_on_submit.service import main
+
+    return main(course, Path(exchange))
 
 
 def _attempts(args) -> int:
