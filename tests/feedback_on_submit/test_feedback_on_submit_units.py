@@ -276,6 +276,7 @@ def test_the_attempts_export_lists_every_attempt_with_its_times_and_the_one_that
     from attention_platform.cli import main
     from attention_platform.feedback_on_submit.ledger import Ledger
 
+    (tmp_path / "nbgrader_config.py").write_text("c = get_config()  # noqa: F821\n")  # a course: attempts reads its gradebook
     ledger = Ledger(f"sqlite:///{tmp_path / 'gradebook.db'}")
     t0 = dt.datetime(2030, 5, 6, 12, 0, 0, tzinfo=UTC)
     first = ledger.add(assignment="a", student="ann", submission="ann+a+1", claimed="", received_at=t0,
