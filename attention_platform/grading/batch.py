@@ -395,13 +395,14 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
     from attention_platform.grading.sandbox.client import get_zygote
 
     started = time.monotonic()
-    # From the main thread (it lives as long as this process); already started by the command line,
-    # which warms the same first uses: the ones the assignment's notebooks need.
-    zygote = get_zygote(first_use.needed_by_assignment(course, assignment))
     try:
-        pipeline = Pipeline(require_course(course))
+        course_dir = require_course(course)  # before the worker starts: a mistyped course is said at once
     except NotACourse as exc:
         raise BatchError(str(exc)) from None
+    # From the main thread (it lives as long as this process); already started by the command line,
+    # which warms the same first uses: the ones the assignment's notebooks need.
+    zygote = get_zygote(first_use.needed_by_assignment(course_dir, assignment))
+    pipeline = Pipeline(course_dir)
     found = submitted_students(pipeline, assignment, students)
     missing = sorted(set(students or ()) - set(found))
     jobs = max(1, jobs or (os.cpu_count() or 2) + 1)
