@@ -51,6 +51,8 @@ class PanelRedraw:
         rows, cols = image.get_array().shape
         self.masks: dict[tuple, tuple | None] = {}
         self.mask_bytes = 0
+        self.learned = 0  # masks measured by this process (not restored)
+        self._live = None
         for text in texts.values():
             text.set_visible(False)
 
@@ -100,6 +102,11 @@ class PanelRedraw:
         key = (cell, label)
         if key in self.masks:
             return self.masks[key]
+        if self.canvas is None:  # restored: a label no earlier process drew needs the figure itself
+            self._adopt(self._live())
+            if key in self.masks:
+                return self.masks[key]
+        self.learned += 1
         text, renderer = self.texts[cell], self.canvas.get_renderer()
         text.set_text(label)
         text.set_color("black")
@@ -129,16 +136,61 @@ class PanelRedraw:
         self.mask_bytes += g.nbytes
         return mask
 
+    MEASURED = ("base", "cover", "row_of", "col_of", "low")
+
+    def measurement(self) -> dict:
+        """What the measuring found, as arrays (``picture_cache`` keeps them on disk)."""
+        from . import picture_cache
+
+        rows, cols = self.window
+        return {**{name: getattr(self, name) for name in self.MEASURED},
+                "window": np.array([rows.start, rows.stop, cols.start, cols.stop], dtype=np.int64),
+                "right_edge": np.array(-1 if self.right_edge is None else self.right_edge, dtype=np.int64),
+                **picture_cache.pack_masks(self.masks)}
+
+    @classmethod
+    def restored(cls, arrays: dict, live) -> "PanelRedraw":
+        """A panel from a saved ``measurement()``, drawing without matplotlib. ``live()`` builds and
+        measures the figure itself, called only for a label whose glyphs were not saved."""
+        from . import picture_cache
+
+        panel = cls.__new__(cls)
+        panel.canvas = panel.texts = None
+        for name in cls.MEASURED:
+            setattr(panel, name, arrays[name])
+        r0, r1, c0, c1 = (int(v) for v in arrays["window"])
+        panel.window = (slice(r0, r1), slice(c0, c1))
+        edge = int(arrays["right_edge"])
+        panel.right_edge = None if edge < 0 else edge
+        panel.masks = picture_cache.unpack_masks(arrays)
+        panel.mask_bytes = sum(mask[2].nbytes for mask in panel.masks.values())
+        panel.learned, panel._live = 0, live
+        return panel
+
+    def _adopt(self, live: "PanelRedraw") -> None:
+        """Measure further labels on ``live``, the figure measured afresh. If it is not the figure
+        the saved measurement came from (fonts or settings changed under the same fingerprint),
+        everything restored is dropped for what ``live`` measured."""
+        same = all(np.array_equal(getattr(self, name), getattr(live, name)) for name in self.MEASURED) \
+            and self.window == live.window and self.right_edge == live.right_edge
+        if not same:
+            self.masks, self.mask_bytes = {}, 0
+            for name in (*self.MEASURED, "window", "right_edge"):
+                setattr(self, name, getattr(live, name))
+            self.learned += 1  # what is kept on disk is wrong: save this
+        self.canvas, self.texts = live.canvas, live.texts
+
     def rgb(self, colours: np.ndarray, labels) -> np.ndarray:
         """The figure's (H, W, 3) uint8 pixels with the panel's cells in ``colours`` ((rows, cols,
         3 or 4) uint8, as the image's colour map gives them) and ``labels`` ((cell, text, ink)
         in drawing order, ink an RGB triple in 0..1) written over them."""
+        # The masks first: on a restored panel one may bring back the figure, and with it new pixels.
+        masks = [(self._mask(cell, label), ink) for cell, label, ink in labels]
         out = self.base.copy()
         cells = colours[..., :3].astype(np.float32)[self.row_of, self.col_of]
         window = out[self.window].astype(np.float32) + self.cover * (cells - self.low)
         out[self.window] = np.rint(window).clip(0, 255).astype(np.uint8)
-        for cell, label, ink in labels:
-            mask = self._mask(cell, label)
+        for mask, ink in masks:
             if mask is None:
                 continue
             rows, cols, g = mask
@@ -146,6 +198,34 @@ class PanelRedraw:
             under = out[rows, cols].astype(np.float32)
             out[rows, cols] = np.rint(under + g * (ink - under)).clip(0, 255).astype(np.uint8)
         return out
+
+
+class ColourTable:
+    """A heatmap's colour map as a table: ``rgba(values)`` gives the bytes matplotlib's
+    ``image.to_rgba(values, bytes=True)`` gives for an ``imshow(..., vmin=0, vmax=1)`` — the same
+    rule as ``Colormap.__call__`` (a value v takes entry ⌊v·N⌋, v = 1 the last; below 0 the map's
+    "under" colour, from N on its "over" colour, NaN its "bad" one) — without matplotlib."""
+
+    def __init__(self, table: np.ndarray):
+        self.table = table  # (N + 3, 4) uint8: the N colours, then under, over and bad
+        self.size = len(table) - 3
+
+    @classmethod
+    def of(cls, image) -> "ColourTable":
+        """The table of ``image``'s colour map, read through its public interface."""
+        cmap = image.cmap
+        rows = [cmap(np.arange(cmap.N), bytes=True)]
+        rows += [cmap(np.array([value]), bytes=True) for value in (-1, cmap.N, np.nan)]
+        return cls(np.concatenate(rows).astype(np.uint8))
+
+    def rgba(self, values: np.ndarray) -> np.ndarray:
+        scaled = np.array(values, dtype=np.float64) * self.size
+        scaled[scaled == self.size] = self.size - 1
+        under, over, bad = scaled < 0, scaled >= self.size, np.isnan(scaled)
+        with np.errstate(invalid="ignore"):
+            index = scaled.astype(np.int64)
+        index[under], index[over], index[bad] = self.size, self.size + 1, self.size + 2
+        return self.table.take(index, axis=0, mode="clip")
 
 
 def _chunk(kind: bytes, data: bytes) -> bytes:

@@ -17,6 +17,7 @@ their own code returned.
 
 from __future__ import annotations
 
+import atexit
 import base64
 import math
 from collections import OrderedDict
@@ -25,7 +26,7 @@ import numpy as np
 import torch
 
 from . import reference
-from .panel_redraw import PanelRedraw, png_bytes
+from .panel_redraw import ColourTable, PanelRedraw, png_bytes
 from .self_attention_probes import PARAM_PREFIX
 
 TEACHING_SEED = 20240607  # public: the teaching input is the same for every student and course
@@ -77,39 +78,29 @@ def describe(mine: torch.Tensor, expected: torch.Tensor, unscaled: torch.Tensor)
             f"sharper rows, largest weight averaging {peak(unscaled):.2f}.")
 
 
-class _Figure:
-    """The three-panel figure, built once per process and redrawn per student.
+INK = {"black": (0.0, 0.0, 0.0), "white": (1.0, 1.0, 1.0)}  # a value label's colour, as RGB in 0..1
 
-    Building a matplotlib figure (three axes, their ticks and labels, 108 value labels, the
-    layout) cost ~0.27 CPU-s per submission — more than grading the submission itself in a warm
-    sandbox. The two reference panels are the same for every student (a fixed public
-    input), so only the student's panel changes: its image data and its 36 value labels. A lock,
-    because batch grading judges submissions on several threads.
 
-    The student's panel is then not drawn by matplotlib at all: ``panel_redraw.PanelRedraw``
-    measures it once and mixes each student's cell colours and labels into the pixels (a picture
-    ~5 ms instead of ~50 ms, the same image within 2 of 255 per channel). Most of a class still
-    draws the same few pictures (every correct layer, every layer missing the mask, ...): a PNG is
-    kept for what decides its pixels — each cell's colour as the colour map gives it and each
-    cell's label and label colour — so two students whose weights differ only below what the
-    picture resolves share one PNG."""
+class _Live:
+    """The three-panel matplotlib figure itself. Built only to measure the student's panel: when
+    no earlier process left its measurement (``picture_cache``), or for a value label whose glyphs
+    no earlier process drew.
 
-    REMEMBERED = 256  # PNGs of ~40 kB each
+    Building it (three axes, their ticks and labels, 108 value labels, the layout) and rendering
+    it cost ~0.27 CPU-s per submission when every picture was drawn so — more than grading the
+    submission in a warm sandbox. The two reference panels are the same for every student (a
+    fixed public input), so only the student's panel changes: its image data and its 36 value
+    labels, which ``panel_redraw.PanelRedraw`` measures once and then mixes into the pixels (a
+    picture ~5 ms instead of ~50 ms, the same image within 2 of 255 per channel)."""
 
     def __init__(self, expected: torch.Tensor, unscaled: torch.Tensor):
-        import threading
-
         import matplotlib
 
         matplotlib.use("Agg")
         from matplotlib.figure import Figure  # no pyplot: no global figure manager to keep in step
 
-        self.lock = threading.Lock()
-        self.key = (expected.tolist(), unscaled.tolist())
         self.fig = Figure(figsize=(10.5, 3.8), dpi=100)
         axes = self.axes = self.fig.subplots(1, 3)
-        self.panel: PanelRedraw | None = None  # measured on the first picture
-        self.drawn: OrderedDict[tuple, bytes] = OrderedDict()  # what decides the student's panel -> PNG
         panels = (("Your attention_weights", expected), ("Expected (causal, ÷√D)", expected),
                   ("Without ÷√D: sharper", unscaled))
         self.images, self.labels = [], []
@@ -125,57 +116,120 @@ class _Figure:
             self._label(len(self.images) - 1, weights)
         self.fig.tight_layout()
 
-    @staticmethod
-    def _cell_label(value: float) -> tuple[str, str]:
-        """A cell's value label and its colour (white on the dark end of the map)."""
-        return (f"{value:.2f}" if not math.isclose(value, 0.0, abs_tol=5e-3) else "0",
-                "white" if value > 0.55 else "black")
-
     def _label(self, panel: int, weights: torch.Tensor) -> None:
         self.images[panel].set_data(weights.numpy())
         for (row, col), text in self.labels[panel].items():
-            label, colour = self._cell_label(float(weights[row, col]))
+            label, colour = cell_label(float(weights[row, col]))
             text.set_text(label)
             text.set_color(colour)
+
+    def measure(self) -> PanelRedraw:
+        """Render everything but the student's panel once and measure that panel."""
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        canvas = FigureCanvasAgg(self.fig)
+        self.axes[0].set_visible(False)
+        canvas.draw()
+        background = canvas.copy_from_bbox(self.fig.bbox)
+        self.axes[0].set_visible(True)
+        next_panel = self.axes[1].get_tightbbox(canvas.get_renderer())  # its tick labels included
+        return PanelRedraw(canvas, background, self.axes[0], self.images[0], self.labels[0],
+                           right_edge=math.floor(next_panel.x0))
+
+
+def cell_label(value: float) -> tuple[str, str]:
+    """A cell's value label and its colour (white on the dark end of the map)."""
+    return (f"{value:.2f}" if not math.isclose(value, 0.0, abs_tol=5e-3) else "0",
+            "white" if value > 0.55 else "black")
+
+
+class _Figure:
+    """The picture for every student of one process: the student's panel measured once (or its
+    measurement loaded, ``picture_cache``) and each student's cell colours and labels mixed into
+    it. A lock, because batch grading judges submissions on several threads.
+
+    Most of a class draws the same few pictures (every correct layer, every layer missing the
+    mask, ...): a PNG is kept for what decides its pixels — each cell's colour as the colour map
+    gives it and each cell's label and label colour — so two students whose weights differ only
+    below what the picture resolves share one PNG."""
+
+    REMEMBERED = 256  # PNGs of ~40 kB each
+
+    def __init__(self, expected: torch.Tensor, unscaled: torch.Tensor):
+        import threading
+
+        self.lock = threading.Lock()
+        self.key = (expected.tolist(), unscaled.tolist())
+        self._weights = (expected, unscaled)
+        self.drawn: OrderedDict[tuple, bytes] = OrderedDict()  # what decides the student's panel -> PNG
+        self.panel: PanelRedraw | None = None
+        self.colours: ColourTable | None = None
+        self.saved_learned = 0  # panel.learned when the measurement was last saved
+
+    def _measured(self) -> None:
+        """The student's panel and the colour table: loaded if an earlier process kept them, else
+        measured with matplotlib (kept by :meth:`save`)."""
+        from . import picture_cache
+
+        saved = picture_cache.load(self.key)
+        if saved is not None:
+            self.panel = PanelRedraw.restored(saved, lambda: _Live(*self._weights).measure())
+            self.colours = ColourTable(saved["colours"])
+            return
+        live = _Live(*self._weights)
+        self.panel, self.colours = live.measure(), ColourTable.of(live.images[0])
+        self.panel.learned += 1  # nothing on disk yet
 
     def looks(self, mine: torch.Tensor) -> tuple:
         """Everything the student's panel is drawn from: the RGBA bytes the colour map gives each
         cell (the 6×6 image is scaled up with nearest-neighbour sampling, so a cell is one flat
         colour) and each cell's label and label colour."""
-        colours = self.images[0].to_rgba(mine.numpy(), bytes=True).tobytes()
-        return colours, tuple(self._cell_label(float(v)) for v in mine.flatten())
+        with self.lock:
+            if self.colours is None:
+                self._measured()
+        return self.colours.rgba(mine.numpy()).tobytes(), tuple(cell_label(float(v)) for v in mine.flatten())
 
     def png(self, mine: torch.Tensor) -> bytes:
-        """The figure with ``mine`` in the student's panel, as a PNG. The first call renders the
-        rest once and measures the panel (``PanelRedraw``); later ones only mix pixels."""
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.colors import to_rgb
-
+        """The figure with ``mine`` in the student's panel, as a PNG: pixels mixed, not rendered."""
         looks = self.looks(mine)
         with self.lock:
             if looks in self.drawn:
                 self.drawn.move_to_end(looks)
                 return self.drawn[looks]
-            if self.panel is None:
-                canvas = FigureCanvasAgg(self.fig)
-                self.axes[0].set_visible(False)
-                canvas.draw()
-                background = canvas.copy_from_bbox(self.fig.bbox)
-                self.axes[0].set_visible(True)
-                next_panel = self.axes[1].get_tightbbox(canvas.get_renderer())  # its tick labels included
-                self.panel = PanelRedraw(canvas, background, self.axes[0], self.images[0], self.labels[0],
-                                         right_edge=math.floor(next_panel.x0))
             colours, labels = looks
             cells = np.frombuffer(colours, dtype=np.uint8).reshape(TEACHING_TOKENS, TEACHING_TOKENS, 4)
-            drawn = [((row, col), text, to_rgb(colour))
-                     for (row, col), (text, colour) in zip(self.labels[0], labels)]  # both in row-major order
+            cell_order = [(row, col) for row in range(TEACHING_TOKENS) for col in range(TEACHING_TOKENS)]
+            drawn = [(cell, text, INK[colour]) for cell, (text, colour) in zip(cell_order, labels)]
             self.drawn[looks] = png = png_bytes(self.panel.rgb(cells, drawn))
             if len(self.drawn) > self.REMEMBERED:
                 self.drawn.popitem(last=False)
             return png
 
+    def save(self) -> None:
+        """Keep what this process measured for the next one (nothing if it measured nothing)."""
+        from . import picture_cache
+
+        with self.lock:
+            if self.panel is None or self.panel.learned == self.saved_learned:
+                return
+            arrays = {**self.panel.measurement(), "colours": self.colours.table}
+            learned = self.panel.learned
+        if picture_cache.save(self.key, arrays) is not None:
+            self.saved_learned = learned
+
 
 _FIGURE: _Figure | None = None
+
+
+def save_measurements() -> None:
+    """Keep this process's measurement of the student's panel for the next grading process
+    (``picture_cache``): after a batch, and at exit."""
+    figure = _FIGURE
+    if figure is not None:
+        figure.save()
+
+
+atexit.register(save_measurements)
 
 
 def draw(mine: torch.Tensor, expected: torch.Tensor, unscaled: torch.Tensor) -> bytes:

@@ -209,6 +209,7 @@ class Engine:
         probe_payload()
         expected, unscaled = pictures.expected_weights(pictures.teaching_request())
         pictures.draw(expected, expected, unscaled)
+        pictures.save_measurements()  # the next engine or batch of this account starts without matplotlib
         for assignment in assignments:
             try:
                 self.ensure_definition(assignment)
@@ -256,12 +257,15 @@ class Engine:
     # ------------------------------------------------------------------ grading
     def grade(self, attempt: Attempt) -> Result:
         """Grade one attempt in the scratch course (its pages: :meth:`feedback_pages`)."""
+        from grader_tests import pictures
+
         started = time.monotonic()
         deadline = started + self.attempt_seconds
         self.ensure_definition(attempt.assignment)
         with self._grading.shared():
             result = self._grade(attempt, deadline)
         result.seconds = time.monotonic() - started
+        pictures.save_measurements()  # labels this attempt measured (nothing to write, mostly): kept if the engine is killed
         return result
 
     def _grade(self, attempt: Attempt, deadline: float) -> Result:

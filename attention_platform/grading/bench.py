@@ -6,8 +6,10 @@
 2. Identical copies of that course are graded, each by a whole command timed with
    its start-up: stock ``nbgrader autograde`` (``ATTENTION_AUTOGRADE_EXECUTE=stock``:
    nbgrader's in-kernel ``Execute``, one kernel per notebook, in series);
-   ``attention-course autograde-batch`` cold (a fresh sandbox per submission forked
-   from a warm zygote the command starts, in parallel); the same command on one
+   ``attention-course autograde-batch`` as a machine's first batch (the teaching
+   picture measured with matplotlib, then kept: grader_tests/picture_cache.py) and
+   cold (a fresh sandbox per submission forked from a warm zygote the command starts,
+   in parallel; the picture's measurement loaded); the same command on one
    submission (its start-up; the difference is the cost of each further
    submission); and the batch beside a resident sandbox broker, as a TA's batch on
    the hub runs (the broker's CPU during the command counts).
@@ -65,7 +67,7 @@ def prepare(workdir: Path, n: int, log=print) -> tuple[Path, Path, dict]:
     roster = generated_class(n)
     for student, answer in roster.items():
         write_submission(base, student, with_answer(release, answers[answer] if answer else None))
-    copies = {label: workdir / label for label in ("stock", "batch", "start-up", "hub")}
+    copies = {label: workdir / label for label in ("stock", "first", "batch", "start-up", "hub")}
     for dest in copies.values():
         if dest.exists():
             shutil.rmtree(dest)
@@ -174,15 +176,22 @@ def resident_broker(workdir: Path):
 
 def run_benchmark(workdir: Path, n: int = 100, *, jobs: int | None = None, latency_runs: int = 20, log=print) -> int:
     """Stock ``nbgrader autograde`` and ``autograde-batch`` on the same generated class, each a whole
-    command timed with its start-up, in one run: the batch cold (its own sandbox zygote, started and
-    warmed by the command), the batch on one submission (its start-up: what the others add is the
+    command timed with its start-up, in one run: the batch as a machine's first (no teaching picture
+    measured yet), the batch cold (its own sandbox zygote, started and warmed by the command; the
+    picture's measurement kept by the first), the batch on one submission (its start-up: what the others add is the
     cost per submission), and the batch beside a resident sandbox broker (as a TA's batch on the hub
     runs: the broker's CPU during the command is counted, its start before it is not)."""
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     courses, roster = prepare(workdir, n, log)
     bindir = Path(sys.executable).parent
-    env = dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
+    # The teaching picture's measurement (grader_tests/picture_cache.py) in a folder of this run's:
+    # the first batch finds none (a machine's first batch), the later ones find what it kept.
+    picture_cache = workdir / "picture-cache"
+    shutil.rmtree(picture_cache, ignore_errors=True)
+    picture_cache.mkdir(mode=0o700)
+    env = dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
+               ATTENTION_PICTURE_CACHE=str(picture_cache))
 
     def batch_command(course: Path, *extra: str) -> list[str]:
         cmd = [str(bindir / "attention-course"), "autograde-batch", ASSIGNMENT, "--course", str(course), "--no-progress"]
@@ -200,6 +209,10 @@ def run_benchmark(workdir: Path, n: int = 100, *, jobs: int | None = None, laten
     if stock_proc.returncode != 0:
         return failed("stock nbgrader autograde", stock_proc)
     load_batch = os.getloadavg()[0]
+    log(f"first batch: autograde-batch with no teaching picture measured yet (a machine's first) over {n} submissions ...")
+    first_s, first_cpu, first_proc = _timed(batch_command(courses["first"]), courses["first"], env)
+    if first_proc.returncode != 0:
+        return failed("autograde-batch (first)", first_proc)
     log(f"batch: attention-course autograde-batch (sandbox per submission, parallel) over {n} submissions ...")
     batch_s, batch_cpu, batch_proc = _timed(batch_command(courses["batch"]), courses["batch"], env)
     if batch_proc.returncode != 0:
@@ -220,7 +233,7 @@ def run_benchmark(workdir: Path, n: int = 100, *, jobs: int | None = None, laten
 
     stock_scores = check_scores(courses["stock"])
     mismatches = []
-    for label in ("batch", "hub"):
+    for label in ("first", "batch", "hub"):
         scores = check_scores(courses[label])
         differ = [(s, stock_scores.get(s), scores.get(s)) for s in roster if stock_scores.get(s) != scores.get(s)]
         for student, a, b in differ[:10]:
@@ -238,7 +251,8 @@ def run_benchmark(workdir: Path, n: int = 100, *, jobs: int | None = None, laten
     log("")
     log(f"submissions                     {n} (stock run: {stock_s:.0f} s wall)")
     log(f"grades identical (per check)    {'yes' if identical else f'NO: {len(mismatches)} students differ'}")
-    rows = (("stock nbgrader autograde", stock_s, stock_cpu), ("autograde-batch, cold", batch_s, batch_cpu),
+    rows = (("stock nbgrader autograde", stock_s, stock_cpu), ("autograde-batch, machine's first", first_s, first_cpu),
+            ("autograde-batch, cold", batch_s, batch_cpu),
             ("autograde-batch beside broker", hub_s, hub_cpu))
     for label, wall, cpu in rows:
         log(f"{label:<31} {wall:7.1f} s wall {wall / n:6.3f} s/submission  {cpu:7.1f} CPU-s {cpu / n:6.3f}/submission"

@@ -3,10 +3,13 @@
 - ``release_nb``: the committed student notebook (release/self_attention).
 - ``namespace_for``: builds the globals a student's kernel would have after
   running the import and class cells with a given answer.
+- ``picture_cache_of_this_session`` (autouse): the teaching picture's kept measurement
+  (grader_tests/picture_cache.py) goes to a folder of this session, never the account's own.
 """
 
 import contextlib
 import io
+import os
 import warnings
 
 import pytest
@@ -38,3 +41,21 @@ def quiet():
             yield
 
     return silence
+
+
+@pytest.fixture(scope="session", autouse=True)
+def picture_cache_of_this_session(tmp_path_factory):
+    from grader_tests import picture_cache
+
+    folder = tmp_path_factory.mktemp("picture-cache")
+    folder.chmod(0o700)
+    before = os.environ.get(picture_cache.ENV)
+    os.environ[picture_cache.ENV] = str(folder)
+    yield folder
+    from grader_tests import pictures
+
+    pictures._FIGURE = None  # nothing left for the exit's save_measurements to put elsewhere
+    if before is None:
+        os.environ.pop(picture_cache.ENV, None)
+    else:
+        os.environ[picture_cache.ENV] = before

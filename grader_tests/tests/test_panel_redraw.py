@@ -23,7 +23,7 @@ def _pixels(png: bytes) -> np.ndarray:
 def rendered_whole(mine: torch.Tensor) -> np.ndarray:
     """What matplotlib draws for the whole figure with ``mine`` in the student's panel."""
     expected, unscaled = pictures.expected_weights(pictures.teaching_request())
-    whole = pictures._Figure(expected, unscaled)
+    whole = pictures._Live(expected, unscaled)
     whole._label(0, mine)
     buffer = io.BytesIO()
     whole.fig.savefig(buffer, format="png")
@@ -65,7 +65,8 @@ def test_a_wrong_redraw_is_seen_by_that_comparison():
     colours, labels = figure.looks(expected)
     cells = np.frombuffer(colours, dtype=np.uint8).reshape(6, 6, 4)
     ink = {"black": (0.0, 0.0, 0.0), "white": (1.0, 1.0, 1.0)}
-    drawn = [(cell, text, ink[colour]) for cell, (text, colour) in zip(figure.labels[0], labels) if cell != (4, 2)]
+    cells_in_order = [(row, col) for row in range(6) for col in range(6)]
+    drawn = [(cell, text, ink[colour]) for cell, (text, colour) in zip(cells_in_order, labels) if cell != (4, 2)]
     with figure.lock:
         got = figure.panel.rgb(cells, drawn).astype(np.int16)
     assert np.abs(got - rendered_whole(expected)).max() > 100
