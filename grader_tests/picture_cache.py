@@ -67,24 +67,35 @@ def path_for(key) -> Path:
     return directory() / f"teaching-picture-{fingerprint(key)}.npz"
 
 
-def _private(folder: Path) -> bool:
-    """Ours alone: owned by this account, and no one else may write to it."""
-    try:
-        info = os.stat(folder, follow_symlinks=False)
-    except OSError:
-        return False
+def _ours(info: os.stat_result) -> bool:
+    """A folder owned by this account that no one else may write to."""
     return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o022
 
 
-def load(key) -> dict | None:
-    """The arrays saved for ``key``, or None (no file, another fingerprint, unreadable, not ours)."""
-    path = path_for(key)
-    if not _private(path.parent):
-        return None
+def _private(folder: Path) -> bool:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        return _ours(os.stat(folder, follow_symlinks=False))
+    except OSError:
+        return False
+
+
+def load(key) -> dict | None:
+    """The arrays saved for ``key``, or None (no file, another fingerprint, unreadable, not ours).
+    The folder is opened first and checked as opened, and the file opened inside that very folder:
+    whoever could rename folders along the way cannot swap in one of theirs after the check."""
+    path = path_for(key)
+    try:
+        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        if not _ours(os.fstat(folder)):
+            return None
+        fd = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+    except OSError:
+        return None
+    finally:
+        os.close(folder)
     try:
         with os.fdopen(fd, "rb") as file, np.load(file, allow_pickle=False) as saved:
             arrays = {name: saved[name] for name in saved.files}

@@ -139,6 +139,8 @@ SPOILED = [  # (case, what happens to the kept file)
         path, arrays, mask_boxes=arrays["mask_boxes"] + np.array([10**6, 10**6, 0, 0]))),
     ("masks longer than their values", lambda path, arrays: _rewrite(path, arrays, mask_ends=arrays["mask_ends"] + 1)),
     ("Python objects inside", lambda path, arrays: _rewrite(path, arrays, low=np.array([object()] * 3, dtype=object))),
+    ("a link to a sound file elsewhere", lambda path, arrays: (path.rename(path.parent.parent / "elsewhere.npz"),
+                                                               path.symlink_to(path.parent.parent / "elsewhere.npz"))),
 ]
 
 
