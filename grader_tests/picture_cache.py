@@ -79,8 +79,9 @@ def _private(folder: Path) -> bool:
         return False
 
 
-def load(key) -> dict | None:
-    """The arrays saved for ``key``, or None (no file, another fingerprint, unreadable, not ours).
+def load(key, grid: tuple[int, int]) -> dict | None:
+    """The arrays saved for ``key`` (a panel of ``grid`` = (rows, columns) cells), or None (no file,
+    another fingerprint, unreadable, not ours, not a sound measurement of such a panel).
     The folder is opened first and checked as opened, and the file opened inside that very folder:
     whoever could rename folders along the way cannot swap in one of theirs after the check."""
     path = path_for(key)
@@ -101,7 +102,7 @@ def load(key) -> dict | None:
             arrays = {name: saved[name] for name in saved.files}
     except Exception:  # noqa: BLE001 - cut short, not a zip, pickled objects refused, ...: not used, whatever it is
         return None
-    return arrays if _well_formed(arrays) else None
+    return arrays if _well_formed(arrays, grid) else None
 
 
 SCHEMA = {  # name: (dtype kind, number of dimensions)
@@ -112,7 +113,7 @@ SCHEMA = {  # name: (dtype kind, number of dimensions)
 }
 
 
-def _well_formed(arrays: dict) -> bool:
+def _well_formed(arrays: dict, grid: tuple[int, int]) -> bool:
     if set(arrays) != set(SCHEMA):
         return False
     if any(arrays[name].dtype.kind != kind or arrays[name].ndim != ndim for name, (kind, ndim) in SCHEMA.items()):
@@ -129,6 +130,10 @@ def _well_formed(arrays: dict) -> bool:
         return False
     if arrays["colours"].dtype != np.uint8 or arrays["colours"].shape[1:] != (4,) or len(arrays["colours"]) < 4:
         return False
+    rows, cols = grid
+    for cell_map, size in ((arrays["row_of"], rows), (arrays["col_of"], cols)):
+        if cell_map.size and (cell_map.min() < 0 or cell_map.max() >= size):
+            return False
     count = len(arrays["mask_labels"])
     ends = arrays["mask_ends"]
     if arrays["mask_cells"].shape != (count, 2) or arrays["mask_boxes"].shape != (count, 4) or ends.shape != (count,):

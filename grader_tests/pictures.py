@@ -171,7 +171,7 @@ class _Figure:
         measured with matplotlib (kept by :meth:`save`)."""
         from . import picture_cache
 
-        saved = picture_cache.load(self.key)
+        saved = picture_cache.load(self.key, (TEACHING_TOKENS, TEACHING_TOKENS))
         if saved is not None:
             self.panel = PanelRedraw.restored(saved, lambda: _Live(*self._weights).measure())
             self.colours = ColourTable(saved["colours"])

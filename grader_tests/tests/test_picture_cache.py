@@ -18,6 +18,9 @@ from grader_tests import panel_redraw, picture_cache, pictures
 from grader_tests.tests.test_panel_redraw import ROUNDING, _pixels, rendered_whole
 
 
+GRID = (pictures.TEACHING_TOKENS, pictures.TEACHING_TOKENS)
+
+
 def _weights(seed: int, scale: float = 1.0) -> torch.Tensor:
     generator = torch.Generator().manual_seed(seed)
     return torch.softmax(torch.randn(6, 6, generator=generator, dtype=torch.float64) * scale, -1)
@@ -139,6 +142,9 @@ SPOILED = [  # (case, what happens to the kept file)
         path, arrays, mask_boxes=arrays["mask_boxes"] + np.array([10**6, 10**6, 0, 0]))),
     ("masks longer than their values", lambda path, arrays: _rewrite(path, arrays, mask_ends=arrays["mask_ends"] + 1)),
     ("Python objects inside", lambda path, arrays: _rewrite(path, arrays, low=np.array([object()] * 3, dtype=object))),
+    ("a cell map pointing outside the 6×6 grid", lambda path, arrays: _rewrite(path, arrays, row_of=arrays["row_of"] + 6)),
+    ("a colour table without its under, over and bad rows", lambda path, arrays: _rewrite(
+        path, arrays, colours=arrays["colours"][:2])),
     ("a link to a sound file elsewhere", lambda path, arrays: (path.rename(path.parent.parent / "elsewhere.npz"),
                                                                path.symlink_to(path.parent.parent / "elsewhere.npz"))),
 ]
@@ -147,21 +153,21 @@ SPOILED = [  # (case, what happens to the kept file)
 @pytest.mark.parametrize("case, spoil", SPOILED, ids=[case for case, _ in SPOILED])
 def test_a_file_that_is_not_a_sound_measurement_is_ignored(cache, case, spoil):
     path, key, arrays = _kept(cache)
-    assert picture_cache.load(key) is not None  # the file as kept is read
+    assert picture_cache.load(key, GRID) is not None  # the file as kept is read
     spoil(path, arrays)
-    assert picture_cache.load(key) is None, case
+    assert picture_cache.load(key, GRID) is None, case
 
 
 def test_a_folder_someone_else_could_write_is_never_read_or_written(cache, monkeypatch):
     path, key, _ = _kept(cache)
     os.chmod(cache, 0o777)
-    assert picture_cache.load(key) is None
+    assert picture_cache.load(key, GRID) is None
     assert picture_cache.save(key, {"anything": np.zeros(1)}) is None
     os.chmod(cache, 0o700)
     link = cache.parent / "link"
     link.symlink_to(cache)
     monkeypatch.setenv(picture_cache.ENV, str(link))
-    assert picture_cache.load(key) is None
+    assert picture_cache.load(key, GRID) is None
 
 
 def test_a_measurement_of_another_figure_is_replaced_by_what_matplotlib_measures(cache):
@@ -174,7 +180,7 @@ def test_a_measurement_of_another_figure_is_replaced_by_what_matplotlib_measures
     mine = _weights(6)
     assert np.abs(_pixels(pictures.draw(mine, expected, unscaled)) - rendered_whole(mine)).max() <= ROUNDING
     pictures.save_measurements()
-    assert int(picture_cache.load(key)["base"].max()) == 255
+    assert int(picture_cache.load(key, GRID)["base"].max()) == 255
 
 
 def test_a_process_that_measured_nothing_writes_nothing(cache):

@@ -127,6 +127,27 @@ outputs.items.append({"output_type": "display_data",
 """
 
 
+def test_a_picture_that_cannot_be_drawn_changes_no_grade(zygote, monkeypatch):
+    """The teaching picture is feedback, never part of a grade: if drawing it fails (a bug, a
+    spoiled measurement), its check keeps its verdict and the feedback has no picture."""
+    from grader_tests import pictures
+
+    answer = CORRECT[0]
+    drawn = grade_notebook(with_answer(release_notebook(), answer.code), zygote=zygote, limits=LIMITS)
+
+    def broken(*args):
+        raise IndexError("index 12 is out of bounds for axis 0 with size 6")
+
+    monkeypatch.setattr(pictures, "draw", broken)
+    nb = with_answer(release_notebook(), answer.code)
+    result = grade_notebook(nb, zygote=zygote, limits=LIMITS)
+    assert result.stopped is None
+    assert {c.check_id: c.passed for c in result.checks.values()} == {c.check_id: c.passed for c in drawn.checks.values()}
+    assert all(c.passed for c in result.checks.values()) and pictures.ANCHOR_CHECK in result.checks
+    outputs = [o for cell in nb.cells for o in cell.get("outputs", [])]
+    assert not any("image/png" in o.get("data", {}) for o in outputs)
+
+
 def _run_cells(zygote, *sources, limits=LIMITS):
     """Each source as the first student cell of an otherwise empty notebook; their outputs."""
     import nbformat
