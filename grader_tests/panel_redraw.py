@@ -52,6 +52,7 @@ class PanelRedraw:
         self.masks: dict[tuple, tuple | None] = {}
         self.mask_bytes = 0
         self.learned = 0  # masks measured by this process (not restored)
+        self.replaced = False  # a restored measurement turned out not to be this figure's
         self._live = None
         for text in texts.values():
             text.set_visible(False)
@@ -164,7 +165,7 @@ class PanelRedraw:
         panel.right_edge = None if edge < 0 else edge
         panel.masks = picture_cache.unpack_masks(arrays)
         panel.mask_bytes = sum(mask[2].nbytes for mask in panel.masks.values())
-        panel.learned, panel._live = 0, live
+        panel.learned, panel.replaced, panel._live = 0, False, live
         return panel
 
     def _adopt(self, live: "PanelRedraw") -> None:
@@ -177,7 +178,8 @@ class PanelRedraw:
             self.masks, self.mask_bytes = {}, 0
             for name in (*self.MEASURED, "window", "right_edge"):
                 setattr(self, name, getattr(live, name))
-            self.learned += 1  # what is kept on disk is wrong: save this
+            self.learned += 1
+            self.replaced = True  # what is kept on disk is wrong: save this
         self.canvas, self.texts = live.canvas, live.texts
 
     def rgb(self, colours: np.ndarray, labels) -> np.ndarray:

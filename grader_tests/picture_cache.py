@@ -34,7 +34,10 @@ ENV = "ATTENTION_PICTURE_CACHE"
 # Labels kept on disk: the ordinary ones ("0", "0.25", "-12.50"); a label of garbage weights can
 # run to hundreds of digits, whose masks are large and never seen twice.
 LABEL_CHARS_KEPT = 12
-MASKS_KEPT = 20_000  # ~1.5 kB each: the 3,636 labels 0.01 … 1.00 and "0" of 36 cells fit many times over
+# Glyph coverage kept on disk, in values (4 bytes each; an ordinary label's mask is ~400): the labels
+# 0, 0.01 … 1.00 of all 36 cells fit. A class of garbage weights makes a new label per cell per
+# student; past this budget their masks stay in memory only, and the file stops changing.
+MASK_VALUES_KEPT = 2_000_000
 
 _HERE = Path(__file__).resolve().parent
 
@@ -189,8 +192,11 @@ class _quietly:
 def pack_masks(masks: dict) -> dict:
     """Glyph masks ``{(cell, label): (rows, cols, g) | None}`` as flat arrays (labels too long to
     keep, and labels that cover no pixel, left out)."""
-    kept = [(cell, label, mask) for (cell, label), mask in masks.items()
-            if mask is not None and len(label) <= LABEL_CHARS_KEPT][:MASKS_KEPT]
+    kept, size = [], 0
+    for (cell, label), mask in masks.items():  # in the order measured: what is on disk already comes first
+        if mask is not None and len(label) <= LABEL_CHARS_KEPT and size + mask[2].size <= MASK_VALUES_KEPT:
+            kept.append((cell, label, mask))
+            size += mask[2].size
     values = [mask[2].reshape(-1).astype(np.float32) for _, _, mask in kept]
     return {
         "mask_cells": np.array([cell for cell, _, _ in kept], dtype=np.int64).reshape(-1, 2),

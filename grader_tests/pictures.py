@@ -165,6 +165,7 @@ class _Figure:
         self.panel: PanelRedraw | None = None
         self.colours: ColourTable | None = None
         self.saved_learned = 0  # panel.learned when the measurement was last saved
+        self.kept_masks = -1  # glyph masks in the file on disk (-1: no file of ours yet)
 
     def _measured(self) -> None:
         """The student's panel and the colour table: loaded if an earlier process kept them, else
@@ -175,6 +176,7 @@ class _Figure:
         if saved is not None:
             self.panel = PanelRedraw.restored(saved, lambda: _Live(*self._weights).measure())
             self.colours = ColourTable(saved["colours"])
+            self.kept_masks = len(saved["mask_labels"])
             return
         live = _Live(*self._weights)
         self.panel, self.colours = live.measure(), ColourTable.of(live.images[0])
@@ -213,9 +215,13 @@ class _Figure:
             if self.panel is None or self.panel.learned == self.saved_learned:
                 return
             arrays = {**self.panel.measurement(), "colours": self.colours.table}
-            learned = self.panel.learned
+            learned, kept = self.panel.learned, len(arrays["mask_labels"])
+            if kept == self.kept_masks and not self.panel.replaced:  # nothing new would reach the file
+                self.saved_learned = learned
+                return
         if picture_cache.save(self.key, arrays) is not None:
-            self.saved_learned = learned
+            self.saved_learned, self.kept_masks = learned, kept
+            self.panel.replaced = False
 
 
 _FIGURE: _Figure | None = None

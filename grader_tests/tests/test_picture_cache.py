@@ -190,3 +190,24 @@ def test_a_process_that_measured_nothing_writes_nothing(cache):
     pictures.draw(expected, expected, unscaled)
     pictures.save_measurements()
     assert path.stat().st_mtime_ns == before and "teaching-picture" in path.name
+
+
+def test_labels_past_the_budget_are_not_kept_and_leave_the_file_alone(cache, monkeypatch):
+    """A class of garbage weights draws new labels in every cell for every student: the file keeps
+    masks up to its budget, and once that is full, drawing more rewrites nothing."""
+    monkeypatch.setattr(picture_cache, "MASK_VALUES_KEPT", 60_000)
+    expected, unscaled = pictures.expected_weights(pictures.teaching_request())
+    generator = torch.Generator().manual_seed(8)
+    garbage = [torch.randn(6, 6, generator=generator, dtype=torch.float64) * 90 for _ in range(8)]
+    for mine in garbage[:4]:
+        pictures.draw(mine, expected, unscaled)
+    pictures.save_measurements()
+    (path,) = cache.glob("teaching-picture-*.npz")
+    kept = picture_cache.load(pictures._FIGURE.key, GRID)
+    assert 0 < kept["mask_values"].size <= 60_000
+    assert len(kept["mask_labels"]) < len(pictures._FIGURE.panel.masks)  # some stayed in memory only
+    before = path.stat().st_mtime_ns
+    for mine in garbage[4:]:
+        pictures.draw(mine, expected, unscaled)
+    pictures.save_measurements()
+    assert path.stat().st_mtime_ns == before
