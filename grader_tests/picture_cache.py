@@ -21,10 +21,11 @@ write to (or own) is not used: a grader running as root never reads what a stude
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import secrets
 import stat
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -75,26 +76,31 @@ def _ours(info: os.stat_result) -> bool:
     return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o022
 
 
-def _private(folder: Path) -> bool:
+def _open_folder(folder: Path) -> int | None:
+    """The cache folder opened (not followed if it is a link) and checked as opened, or None. Every
+    file is then opened, written, renamed and removed relative to this descriptor: whoever could
+    rename folders along the way cannot swap in one of theirs after the check."""
     try:
-        return _ours(os.stat(folder, follow_symlinks=False))
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
-        return False
+        return None
+    try:
+        if _ours(os.fstat(fd)):
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
 
 
 def load(key, grid: tuple[int, int]) -> dict | None:
     """The arrays saved for ``key`` (a panel of ``grid`` = (rows, columns) cells), or None (no file,
-    another fingerprint, unreadable, not ours, not a sound measurement of such a panel).
-    The folder is opened first and checked as opened, and the file opened inside that very folder:
-    whoever could rename folders along the way cannot swap in one of theirs after the check."""
+    another fingerprint, unreadable, not ours, not a sound measurement of such a panel)."""
     path = path_for(key)
-    try:
-        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
+    folder = _open_folder(path.parent)
+    if folder is None:
         return None
     try:
-        if not _ours(os.fstat(folder)):
-            return None
         fd = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
     except OSError:
         return None
@@ -152,41 +158,38 @@ def _well_formed(arrays: dict, grid: tuple[int, int]) -> bool:
 
 
 def save(key, arrays: dict) -> Path | None:
-    """Write ``arrays`` for ``key`` whole or not at all (a reader sees the old file or the new one);
-    None if the directory cannot be made ours."""
-    folder = path_for(key).parent
-    try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError:
-        return None
-    if not _private(folder):
-        return None
+    """Write ``arrays`` for ``key`` whole or not at all (a reader sees the old file or the new one),
+    and remove the files of other fingerprints (an older matplotlib or drawing code); None if the
+    folder cannot be made, or is not ours."""
     path = path_for(key)
     try:
-        fd, temporary = tempfile.mkstemp(dir=folder, prefix=".teaching-picture-", suffix=".npz")
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError:
         return None
+    folder = _open_folder(path.parent)
+    if folder is None:
+        return None
+    temporary = f".teaching-picture-{os.getpid()}-{secrets.token_hex(8)}.npz"
     try:
-        with os.fdopen(fd, "wb") as file:
-            np.savez(file, **arrays)
-        os.replace(temporary, path)
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                     dir_fd=folder)
+        try:
+            with os.fdopen(fd, "wb") as file:
+                np.savez(file, **arrays)
+            os.replace(temporary, path.name, src_dir_fd=folder, dst_dir_fd=folder)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary, dir_fd=folder)
+            return None
+        for name in os.listdir(folder):
+            if name.startswith("teaching-picture-") and name.endswith(".npz") and name != path.name:
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=folder)
     except OSError:
-        with _quietly():
-            os.unlink(temporary)
         return None
-    for stale in folder.glob("teaching-picture-*.npz"):  # other fingerprints: an older matplotlib or course code
-        if stale != path:
-            with _quietly():
-                stale.unlink()
+    finally:
+        os.close(folder)
     return path
-
-
-class _quietly:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, value, traceback):
-        return kind is not None and issubclass(kind, OSError)
 
 
 def pack_masks(masks: dict) -> dict:

@@ -9,7 +9,6 @@
 
 import contextlib
 import io
-import os
 import warnings
 
 import pytest
@@ -45,17 +44,11 @@ def quiet():
 
 @pytest.fixture(scope="session", autouse=True)
 def picture_cache_of_this_session(tmp_path_factory):
-    from grader_tests import picture_cache
+    from grader_tests import picture_cache, pictures
 
     folder = tmp_path_factory.mktemp("picture-cache")
     folder.chmod(0o700)
-    before = os.environ.get(picture_cache.ENV)
-    os.environ[picture_cache.ENV] = str(folder)
-    yield folder
-    from grader_tests import pictures
-
-    pictures._FIGURE = None  # nothing left for the exit's save_measurements to put elsewhere
-    if before is None:
-        os.environ.pop(picture_cache.ENV, None)
-    else:
-        os.environ[picture_cache.ENV] = before
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(picture_cache.ENV, str(folder))
+        yield folder
+        pictures._FIGURE = None  # nothing left for the exit's save_measurements to put elsewhere

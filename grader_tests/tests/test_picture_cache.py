@@ -211,3 +211,37 @@ def test_labels_past_the_budget_are_not_kept_and_leave_the_file_alone(cache, mon
         pictures.draw(mine, expected, unscaled)
     pictures.save_measurements()
     assert path.stat().st_mtime_ns == before
+
+
+SWAPS = [  # (case, how a student who can write the cache folder's parent puts theirs in its place)
+    ("a link to their folder", lambda ours, theirs: ours.symlink_to(theirs)),
+    ("their folder itself", lambda ours, theirs: theirs.rename(ours)),
+]
+
+
+@pytest.mark.parametrize("case, swap", SWAPS, ids=[case for case, _ in SWAPS])
+def test_a_cache_folder_swapped_by_someone_else_is_neither_read_nor_written(tmp_path, monkeypatch, case, swap):
+    """The attack on a cache folder set inside a folder a student can write: they move ours away
+    and put theirs, holding a file of their making under the expected name, where it was."""
+    if os.geteuid() != 0:
+        pytest.skip("the student's folder must belong to another account (CI is root)")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # the student may rename what is in it
+    ours = shared / "cache"
+    monkeypatch.setenv(picture_cache.ENV, str(ours))
+    monkeypatch.setattr(pictures, "_FIGURE", None)
+    ours.mkdir(mode=0o700)
+    path, key, arrays = _kept(ours)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    planted = theirs / path.name
+    _rewrite(planted, arrays, base=np.zeros_like(arrays["base"]))
+    for item in (theirs, planted):
+        os.chown(item, 65534, 65534)
+    ours.rename(shared / "ours-moved-away")
+    swap(ours, theirs)
+    theirs = ours.resolve()  # where the student's folder is now
+    assert picture_cache.load(key, GRID) is None, case
+    assert picture_cache.save(key, arrays) is None, case
+    assert [(p.name, p.stat().st_uid) for p in theirs.iterdir()] == [(path.name, 65534)], case
