@@ -345,3 +345,24 @@ def test_the_workers_warm_up_leaves_torchs_random_state_as_it_found_it(first_use
     worker._first_use(first_uses)
     assert torch.initial_seed() == seed
     assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_every_grading_thread_judges_on_one_torch_thread():
+    """The judges' tensors are tiny: torch's per-core intra-op threads only spin beside them (twice
+    the judges' CPU time). Importing the grading module sets one thread for the whole process, so
+    the grading threads started after it -- the batch's pool, the feedback engine's workers -- inherit
+    it. Run with two OpenMP threads asked for, so the default is not already one on any machine."""
+    import os
+    import subprocess
+    import sys
+
+    program = ("import threading, torch\n"
+               "import attention_platform.grading.sandbox.grading\n"
+               "seen = []\n"
+               "worker = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))\n"
+               "worker.start(); worker.join()\n"
+               "print(torch.get_num_threads(), seen[0])\n")
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "1"]
