@@ -132,8 +132,8 @@ def _joining(group: str | None):
 def _timed(cmd: list[str], cwd: Path, env: dict) -> tuple[float, float, subprocess.CompletedProcess]:
     """Wall-clock and CPU seconds of one command and every process it started. As root on cgroup v1
     the command runs in a cpuacct cgroup of its own, which also counts processes nobody waited for
-    (a sandbox's inner process killed with its outer one is reaped by init, and its CPU time never
-    reaches the command's children's rusage); otherwise the rusage of the processes it waited for."""
+    (their CPU time never reaches the command's children's rusage: a sandbox worker left to exit on
+    its own, a process reaped by init); otherwise the rusage of the processes it waited for."""
     group = _cpu_group()
     started, cpu = time.monotonic(), _cpu_children()
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, preexec_fn=_joining(group))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -53,13 +54,13 @@ def put(sandbox, name: str, text: str) -> None:
 
 def sandbox_ahead(zygote_pid: int, wait: float = 3.0) -> dict[int, int]:
     """{pid: uid} of the live (non-zombie) processes below the zygote, polled until they are one
-    sandbox: its process A (root) and B (its own uid). A sandbox just killed takes a moment to exit,
-    and the one forked ahead a moment to start its B, so a count alone can match the wrong two."""
+    sandbox: one process, confined and running as its own uid. A sandbox just killed takes a moment
+    to exit, and the one forked ahead a moment to drop root, so a count alone can match the wrong one."""
     deadline = time.monotonic() + wait
     while True:
         found = _descendants(zygote_pid)
         uids = sorted(found.values())
-        if (len(uids) == 2 and uids[0] == 0 and uids[1] >= 1000) or time.monotonic() > deadline:
+        if (len(uids) == 1 and uids[0] >= 1000) or time.monotonic() > deadline:
             return found
         time.sleep(0.05)
 
@@ -123,10 +124,10 @@ def test_the_next_sandbox_is_forked_ahead_and_is_one_like_any_other(fresh_zygote
     finally:
         first.close()
         second.close()
-    # What the zygote still holds: the one sandbox forked ahead (its processes A, root, and B, its
-    # own uid), not yet handed out; it dies with the zygote.
+    # What the zygote still holds: the one sandbox forked ahead (one process, already its own uid),
+    # not yet handed out; it dies with the zygote.
     ahead = sandbox_ahead(fresh_zygote.process.pid)
-    assert len(ahead) == 2 and sorted(ahead.values())[0] == 0 and sorted(ahead.values())[1] >= 1000, ahead
+    assert len(ahead) == 1 and list(ahead.values())[0] >= 1000, ahead
     zygote_pid = fresh_zygote.pid
     fresh_zygote.close()
     assert gone(ahead) and sandbox_cgroups(zygote_pid) == []
@@ -135,7 +136,7 @@ def test_the_next_sandbox_is_forked_ahead_and_is_one_like_any_other(fresh_zygote
 def test_a_sandbox_forked_ahead_for_other_limits_is_killed_not_handed_out(fresh_zygote):
     fresh_zygote.spawn(LIMITS).close()
     ahead = sandbox_ahead(fresh_zygote.process.pid)  # forked for LIMITS
-    assert len(ahead) == 2, ahead
+    assert len(ahead) == 1, ahead
     bigger = SandboxLimits(**{**LIMITS.__dict__, "memory_mb": 2 * LIMITS.memory_mb})
     with fresh_zygote.spawn(bigger) as sb:
         assert not sb.forked_ahead and sb.limits.memory_mb == bigger.memory_mb
@@ -148,8 +149,8 @@ def test_a_sandbox_forked_ahead_for_other_limits_is_killed_not_handed_out(fresh_
 def test_a_sandbox_forked_ahead_that_died_meanwhile_is_replaced_by_a_fresh_one(fresh_zygote):
     fresh_zygote.spawn(LIMITS).close()
     ahead = sandbox_ahead(fresh_zygote.process.pid)
-    [process_a] = [pid for pid, uid in ahead.items() if uid == 0]
-    os.kill(process_a, signal.SIGKILL)  # as an administrator's clean-up or the OOM killer might, while it waits
+    [process] = ahead
+    os.kill(process, signal.SIGKILL)  # as an administrator's clean-up or the OOM killer might, while it waits
     assert gone(ahead)
     with fresh_zygote.spawn(LIMITS) as sb:
         assert not sb.forked_ahead
@@ -302,6 +303,24 @@ def test_memory_limit(zygote):
     with zygote.spawn(LIMITS) as sb:
         with pytest.raises(SandboxDied, match="more than the 256 MB of memory"):
             run(sb, "blocks = []\nfor _ in range(32):\n    blocks.append(b'x' * (32 << 20))")
+
+
+FORGED_EXIT = ("import json, os, struct\n"
+               "body = b'J' + json.dumps({'op': 'exit', 'code': 0}).encode()\n"
+               "os.write(3, struct.pack('>Q', len(body)) + body)\n")
+
+
+@pytest.mark.parametrize("code, reason", [
+    ("import os\nos._exit(3)", "exited (exit code 3)"),
+    ("import ctypes\nctypes.string_at(0)", "died (SIGSEGV)"),
+    # The sandbox's own word on how it ended is not taken: its zygote says what really happened.
+    (FORGED_EXIT + "os._exit(3)", "exited (exit code 3)"),
+], ids=["exit code", "signal", "forged exit report"])
+def test_the_grader_says_how_a_sandbox_ended(zygote, code, reason):
+    with zygote.spawn(LIMITS) as sb:
+        with pytest.raises(SandboxDied, match=re.escape(reason)):
+            sb.call({"op": "cell", "source": code})  # a forged frame is only this call's (malformed) reply ...
+            sb.call({"op": "cell", "source": "print(1)"})  # ... and the next one finds the sandbox gone
 
 
 def test_process_limit(zygote):

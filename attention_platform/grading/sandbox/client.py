@@ -141,14 +141,19 @@ class Zygote:
         return Sandbox(socket.socket(fileno=fds[0]), reply["pid"], spec, granted, zygote=self,
                        forked_ahead=bool(reply.get("forked_ahead")))
 
-    def kill_sandbox(self, pid: int) -> bool | None:
-        """Have the zygote kill one of its sandboxes; whether it ran out of memory (None: unknown)."""
+    def kill_sandbox(self, pid: int, closed: bool = False) -> tuple[bool | None, dict | None]:
+        """Have the zygote kill one of its sandboxes: (whether it ran out of memory, None if unknown;
+        how it ended on its own, ``{"code": n}`` or ``{"signal": n}``, None if it was still running).
+        ``closed``: its socket closed, so it is probably exiting (the zygote waits a moment for it)."""
         with self.lock:
             try:
-                reply, _ = self._request({"op": "kill", "pid": pid}, 30)
+                reply, _ = self._request({"op": "kill", "pid": pid, "closed": closed}, 30)
             except SandboxUnavailable:
-                return None
-        return bool(reply.get("memory_exceeded")) if reply.get("known") else None
+                return None, None
+        if not reply.get("known"):
+            return None, None
+        ended = reply.get("ended")
+        return bool(reply.get("memory_exceeded")), ended if isinstance(ended, dict) else None
 
     def close(self) -> None:
         try:
@@ -196,7 +201,7 @@ class Sandbox:
     """One confined process tree serving one submission."""
 
     sock: socket.socket
-    pid: int  # process A in the host PID namespace (a child of the zygote)
+    pid: int  # the sandbox's process in the host PID namespace (a child of the zygote)
     spec: dict
     limits: SandboxLimits
     zygote: Zygote | None = None
@@ -204,7 +209,7 @@ class Sandbox:
     layers: list = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     closed: bool = False
-    exit_report: dict | None = None
+    exit_report: dict | None = None  # how its process ended on its own, as its zygote saw it
     memory_failed: bool | None = None
 
     def __post_init__(self):
@@ -236,32 +241,16 @@ class Sandbox:
             protocol.send_json(self.sock, message)
             if wire_payload is not None:
                 protocol.send_frame(self.sock, protocol.WIRE, wire_payload)
-            while True:
-                kind, reply = protocol.recv_frame(self.sock, deadline, self.limits.max_frame_bytes)
-                if kind == protocol.JSON and reply.get("op") == "exit":
-                    self.exit_report = reply
-                    raise protocol.PeerClosed("exited")
-                return kind, reply
+            return protocol.recv_frame(self.sock, deadline, self.limits.max_frame_bytes)
         except protocol.Timeout:
             self.kill()
             raise SandboxTimeout(f"stopped by the grader: {why}") from None
         except protocol.PeerClosed:
-            self._collect_exit()
-            self.kill()  # the zygote reads the memory cgroup before removing it
+            self.kill(closed=True)  # the zygote reads the memory cgroup before removing it
             raise SandboxDied(self.death_reason()) from None
         except (protocol.FrameError, OSError) as exc:
             self.kill()
             raise SandboxDied(f"the sandbox sent something the grader cannot read ({exc})") from None
-
-    def _collect_exit(self) -> None:
-        if self.exit_report is not None:
-            return
-        try:
-            kind, reply = protocol.recv_frame(self.sock, time.monotonic() + 2, 1 << 16)
-            if kind == protocol.JSON and reply.get("op") == "exit":
-                self.exit_report = reply
-        except (protocol.FrameError, OSError):
-            pass
 
     def death_reason(self) -> str:
         report = self.exit_report or {}
@@ -281,9 +270,10 @@ class Sandbox:
 
     # ------------------------------------------------------------------ ending
 
-    def kill(self) -> None:
+    def kill(self, closed: bool = False) -> None:
         """Kill every process of this sandbox now (the zygote does it: the sandbox's
-        processes and cgroups are root's); remember whether memory ran out. Idempotent."""
+        processes and cgroups are root's); remember whether memory ran out and how the process
+        ended if it had already (``closed``: its socket closed). Idempotent."""
         if self.closed:
             return
         self.closed = True
@@ -292,7 +282,7 @@ class Sandbox:
         except OSError:
             pass
         if self.zygote is not None:
-            self.memory_failed = self.zygote.kill_sandbox(self.pid)
+            self.memory_failed, self.exit_report = self.zygote.kill_sandbox(self.pid, closed)
 
     def memory_exceeded(self) -> bool:
         """Did the memory cgroup OOM-kill or refuse memory? (known once the sandbox was killed)"""

@@ -35,3 +35,7 @@ def unshare(flags: int) -> None:
 
 def prctl(option: int, arg: int) -> None:
     check(libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0), f"prctl {option}")
+
+
+def setns(fd: int, nstype: int) -> None:
+    check(libc.setns(fd, nstype), "setns")

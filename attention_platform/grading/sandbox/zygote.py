@@ -7,11 +7,12 @@ wire codec) but nothing of the hidden checks, the reference or the course: whate
 inherits from it by ``fork`` holds no secret.
 
 For every ``spawn`` request it hands out a sandbox, forked ahead of the request (``ZygoteServer``)
-or on it; each sandbox is a fork, process A, which
+or on it; each sandbox is one process, forked into a PID namespace of its own (PID 1 there, so
+when it exits the kernel kills everything left in its namespace), which
 
 1. leaves the zygote's session, dies with it (``PR_SET_PDEATHSIG``), joins a fresh
    pids cgroup (``pids.max``) and memory cgroup (``memory.limit_in_bytes``);
-2. unshares mount, network, PID, IPC and UTS namespaces: no interface but a
+2. unshares mount, network, IPC and UTS namespaces: no interface but a
    down loopback, so no network at all; PIDs of the host are invisible;
 3. builds a new root on tmpfs: read-only, nosuid, nodev binds of /usr, /lib*
    and the venv (torch, numpy); a minimal /etc and /dev; a size-capped tmpfs
@@ -19,12 +20,15 @@ or on it; each sandbox is a fork, process A, which
    else); then ``pivot_root`` and a detached unmount of the old root, so the
    course directory, gradebook, grader_tests/, other submissions and the
    exchange do not exist in its view;
-4. forks B, PID 1 of the new PID namespace. B mounts its own /proc, sets
-   rlimits (CPU seconds, address space, processes, file size, open files, no
-   core dumps), drops every group and switches to an unprivileged uid/gid that
-   is unique to this sandbox, sets ``no_new_privs`` and only then reads
-   commands and runs student code. When B exits, the kernel kills everything
-   left in its PID namespace; A reports B's exit status and exits.
+4. mounts its own /proc, sets rlimits (CPU seconds, address space, processes,
+   file size, open files, no core dumps), drops every group and switches to an
+   unprivileged uid/gid that is unique to this sandbox, sets ``no_new_privs``
+   and only then reads commands and runs student code.
+
+The zygote, its parent, tells the grader how it ended (exit code or signal) when asked to kill it.
+(Until a later round each sandbox was two processes: A, which did steps 1-3 and forked B into the
+new PID namespace to do step 4, waited for B and reported its exit. Copying and tearing down A's
+torch-sized address space cost ~11 CPU-ms a sandbox on a 2-core machine.)
 
 The trusted client enforces wall-clock deadlines and kills the whole cgroup.
 """
@@ -54,7 +58,7 @@ from . import cgroups, first_use
 from .linux import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUTS, MNT_DETACH, MS_BIND,
                     MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_RDONLY, MS_REC, MS_REMOUNT, PR_SET_NO_NEW_PRIVS,
                     PR_SET_PDEATHSIG, SYS_PIVOT_ROOT)
-from .linux import check as _check, libc as _libc, mount as _mount, prctl as _prctl
+from .linux import check as _check, libc as _libc, mount as _mount, prctl as _prctl, setns as _setns, unshare as _unshare
 from .huge_pages import HugePages
 from .limits import BROKER_CAPS, UID_BASE, UID_SPAN, SandboxLimits, asdict, clamp
 
@@ -153,42 +157,28 @@ def _drop_privileges(spec: dict) -> None:
 
 
 def _sandbox_child(sock: socket.socket, spec: dict, root: str, groups: cgroups.Cgroups) -> None:
-    """Process A: confine, fork B (PID 1 of the new namespace), report its exit."""
+    """The sandbox's process, PID 1 of the PID namespace it was forked into (``ZygoteServer._fork``):
+    confine itself as root, drop to the sandbox's uid, then serve the grader. Never returns."""
     os.setsid()
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     groups.join(spec["cgroup"], os.getpid())  # an error here is a setup failure: no limits, no sandbox
     layers = [f"cgroup:{controller}" for controller in ("memory", "pids")] + [f"limits:{groups.version}"]
-    _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
+    _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
     layers += ["ns:mount", "ns:net", "ns:pid", "ns:ipc", "ns:uts"]
     _libc.sethostname(b"sandbox", 7)
     _build_root(root, spec)
     layers += ["pivot_root:tmpfs", "ro-binds"]
-    pid = os.fork()
-    if pid == 0:
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        _drop_privileges(spec)
-        layers += ["rlimits", f"uid:{os.getuid()}", "no_new_privs"]
-        from .protocol import send_json
+    _drop_privileges(spec)
+    layers += ["rlimits", f"uid:{os.getuid()}", "no_new_privs"]
+    from .protocol import send_json
 
-        send_json(sock, {"op": "ready", "layers": layers, "pid_in_namespace": os.getpid()})
-        Worker(sock, spec).serve()
-        os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    report = {"op": "exit"}
-    if os.WIFSIGNALED(status):
-        report["signal"] = os.WTERMSIG(status)
-    else:
-        report["code"] = os.WEXITSTATUS(status)
-    try:
-        from .protocol import send_json
-
-        send_json(sock, report)
-    except OSError:
-        pass
+    send_json(sock, {"op": "ready", "layers": layers, "pid_in_namespace": os.getpid()})
+    Worker(sock, spec).serve()
+    os._exit(0)
 
 
-# --------------------------------------------------------------------------- untrusted worker (inside B)
+# --------------------------------------------------------------------------- untrusted worker (the sandbox, after step 4)
 
 class _Capture(io.TextIOBase):
     """A bounded stand-in for sys.stdout/sys.stderr that records stream outputs."""
@@ -280,7 +270,7 @@ def _transform(source: str) -> str:
 
 
 class Worker:
-    """Runs inside B, as the sandbox user. Everything here is reachable by student
+    """Runs inside the sandbox, as the sandbox user. Everything here is reachable by student
     code, so nothing here is trusted by the grader: it only produces data."""
 
     def __init__(self, sock: socket.socket, spec: dict):
@@ -539,6 +529,28 @@ def _running(pid: int) -> bool:
         return False
 
 
+def _how_it_ended(pid: int, wait: float) -> dict | None:
+    """``{"code": n}`` or ``{"signal": n}`` if our child ``pid`` has exited (waiting up to ``wait``
+    seconds for that), else None. Read without reaping it: its pid stays ours."""
+    if wait > 0:
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            pidfd = None
+        if pidfd is not None:
+            try:
+                select.select([pidfd], [], [], wait)  # readable once the process has exited
+            finally:
+                os.close(pidfd)
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return None
+    if info is None:
+        return None
+    return {"code": info.si_status} if info.si_code == os.CLD_EXITED else {"signal": info.si_status}
+
+
 class _Refused(Exception):
     """Why no sandbox can be made now: the grader is told this sentence."""
 
@@ -562,15 +574,18 @@ class ZygoteServer:
 
     MAX_LIVE = 64  # sandboxes at once per grader connection
     HUGE_PAGES_AFTER = 8  # sandboxes forked before the zygote's memory moves onto huge pages (huge_pages.py)
+    EXIT_WAIT = 0.5  # seconds a sandbox whose socket closed gets to become a zombie (it closed it itself: longer)
 
     def __init__(self, ctrl: socket.socket, groups: cgroups.Cgroups, caps: SandboxLimits, root: str):
         self.ctrl, self.groups, self.caps, self.root = ctrl, groups, caps, root
-        self.live: dict[int, str] = {}  # pid of process A -> its cgroup name
+        self.live: dict[int, str] = {}  # pid of a sandbox's process -> its cgroup name
         self.dying: set[str] = set()  # cgroups killed, not yet removed
-        self.unreaped: set[int] = set()  # processes A killed, not yet reaped
+        self.unreaped: set[int] = set()  # sandbox processes killed, not yet reaped
         self.ahead: tuple[dict, int, dict, socket.socket] | None = None  # (limits, pid, spec, our end)
         self.count = 0
         self.huge_pages = HugePages()
+        # Where the zygote's children go back to after each sandbox's fork (_fork_into_new_pid_namespace).
+        self.own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
 
     def spec_for(self, limits: dict) -> dict:
         self.count += 1
@@ -608,7 +623,7 @@ class ZygoteServer:
                 pass  # the next spawn forks its own and says why it cannot
 
     def _fork(self, limits: dict) -> tuple[dict, int, dict, socket.socket]:
-        """Fork a sandbox with ``limits``: (limits, pid of its process A, spec, our end of its socket)."""
+        """Fork a sandbox with ``limits``: (limits, pid of its process, spec, our end of its socket)."""
         spec = self.spec_for(limits)
         try:
             self.groups.create(spec["cgroup"], spec["memory_mb"] << 20, spec["nproc"])
@@ -617,7 +632,7 @@ class ZygoteServer:
         ends = ()
         try:
             ends = parent_end, child_end = socket.socketpair()
-            pid = os.fork()
+            pid = self._fork_into_new_pid_namespace()
         except OSError as exc:
             for end in ends:
                 end.close()
@@ -644,6 +659,20 @@ class ZygoteServer:
         child_end.close()
         return limits, pid, spec, parent_end
 
+    def _fork_into_new_pid_namespace(self) -> int:
+        """``os.fork``, the child PID 1 of a PID namespace of its own. ``unshare(CLONE_NEWPID)`` moves
+        only the children forked next, and only one namespace per process can be pending, so the
+        zygote sets its own namespace back for its children (``setns``) right after the fork."""
+        _unshare(CLONE_NEWPID)
+        try:
+            pid = os.fork()
+        except BaseException:
+            _setns(self.own_pid_namespace, CLONE_NEWPID)
+            raise
+        if pid:
+            _setns(self.own_pid_namespace, CLONE_NEWPID)
+        return pid
+
     def _discard(self, ahead: tuple[dict, int, dict, socket.socket]) -> None:
         """Kill a sandbox forked ahead that no one will use."""
         _, pid, spec, ours = ahead
@@ -653,7 +682,7 @@ class ZygoteServer:
         self.dying.add(spec["cgroup"])
 
     def _kill_process(self, pid: int) -> None:
-        """SIGKILL our unreaped child ``pid`` (process A; B and its namespace die with it, PDEATHSIG)
+        """SIGKILL our unreaped child ``pid`` (a sandbox's PID 1: its namespace dies with it)
         and reap it later: a zombie ignores the signal."""
         try:
             os.kill(pid, signal.SIGKILL)
@@ -661,17 +690,25 @@ class ZygoteServer:
             return
         self.unreaped.add(pid)
 
-    def kill(self, pid) -> None:
+    def kill(self, pid, closed: bool = False) -> None:
+        """Kill one of our sandboxes; tell the grader whether it ran out of memory and, if it had
+        ended on its own, how (its exit code or signal: the grader's explanation of a death comes
+        from here, never from the sandbox). ``closed``: the grader saw the sandbox's socket close,
+        so its process is exiting -- give it a moment to finish before looking."""
         name = self.live.pop(pid, None) if isinstance(pid, int) else None
         if name is None:
             send_reply(self.ctrl, {"op": "killed", "known": False})
             return
+        ended = _how_it_ended(pid, wait=self.EXIT_WAIT if closed else 0.0)
         self._kill_process(pid)
         self.groups.kill(name)
         exceeded = self.groups.memory_exceeded(name)  # read before the cgroup goes
         self.dying.add(name)
         self.reap()
-        send_reply(self.ctrl, {"op": "killed", "known": True, "memory_exceeded": exceeded})
+        reply = {"op": "killed", "known": True, "memory_exceeded": exceeded}
+        if ended is not None:
+            reply["ended"] = ended
+        send_reply(self.ctrl, reply)
 
     def reap(self) -> None:
         """Reap killed processes that have exited; remove the cgroups of killed sandboxes whose
@@ -702,6 +739,7 @@ class ZygoteServer:
             if not self.dying and not self.unreaped:
                 break
             time.sleep(0.01)
+        os.close(self.own_pid_namespace)
 
     def serve(self) -> None:
         from .protocol import FrameError, recv_frame
@@ -725,7 +763,7 @@ class ZygoteServer:
                 if msg.get("op") == "spawn":
                     self.spawn(msg.get("limits"))
                 elif msg.get("op") == "kill":
-                    self.kill(msg.get("pid"))
+                    self.kill(msg.get("pid"), closed=msg.get("closed") is True)
         finally:
             self.close()
 
