@@ -107,7 +107,9 @@ def test_an_unknown_warm_up_is_refused_by_name():
 
 PROBE = ("import sys\n"
          "print('dynamo' if 'torch._dynamo' in sys.modules else 'no dynamo', "
+         "'pyplot' if 'matplotlib.pyplot' in sys.modules else 'no pyplot', "
          "'font' if 'matplotlib.backends.backend_agg' in sys.modules else 'no font')")
+DRAW = "import matplotlib.pyplot as plt\nplt.plot([1, 4, 9])\nprint('drawn')"
 TRAIN = ("import torch\n"
          "torch.manual_seed(0)\n"
          "w = torch.nn.Parameter(torch.tensor([1.0, -2.0]))\n"
@@ -121,15 +123,18 @@ def _run(sandbox, source: str) -> str:
     return "".join(out.get("text", "") or str(out.get("evalue", "")) for out in reply["outputs"])
 
 
-@pytest.mark.parametrize("first_uses, before", [((), "no dynamo no font\n"),
-                                                (first_use.ALL, "dynamo font\n")])
-def test_a_zygote_pays_the_first_uses_it_was_asked_for_and_its_sandboxes_train_either_way(first_uses, before):
+@pytest.mark.parametrize("first_uses, before", [((), "no dynamo no pyplot no font\n"),
+                                                (first_use.ALL, "dynamo pyplot font\n")])
+def test_a_zygote_pays_the_first_uses_it_was_asked_for_and_its_sandboxes_train_and_draw_either_way(first_uses, before):
     zygote = Zygote(first_uses=first_uses)
     try:
         sandbox = zygote.spawn(SandboxLimits())
         try:
             assert _run(sandbox, PROBE) == before  # what the worker loaded before forking
             assert _run(sandbox, TRAIN) == "[0.5, -1.5]\n"  # AdamW's first step moves each weight by lr
+            _, reply = sandbox.call({"op": "cell", "source": DRAW})
+            kinds = [(out["output_type"], sorted(out.get("data", {}))) for out in reply["outputs"]]
+            assert kinds == [("stream", []), ("display_data", ["image/png", "text/plain"])], kinds
         finally:
             sandbox.close()
     finally:

@@ -422,18 +422,16 @@ class Worker:
 # --------------------------------------------------------------------------- the zygote loop
 
 def warm_up(first_uses: tuple[str, ...] = first_use.ALL) -> None:
-    """Import what every sandbox needs once, before any fork: torch, matplotlib, the wire codec;
-    pay the first-use costs named in ``first_uses`` (see ``first_use``)."""
+    """Import what every sandbox needs once, before any fork: torch and the wire codec; pay the
+    first-use costs named in ``first_uses`` (see ``first_use``; "figures" imports matplotlib)."""
     global _WIRE
     start_up_gc.pause()
     import torch
 
     torch.set_num_threads(1)
-    # Loaded once here, so no sandbox rebuilds matplotlib's font cache; Agg renders the PNGs
-    # that _flush_figures sends back, and plt.show() must not warn that Agg cannot show.
+    # Agg renders the PNGs that _flush_figures sends back, and plt.show() must not warn that Agg
+    # cannot show -- whether matplotlib is imported here or by a notebook.
     os.environ["MPLBACKEND"] = "Agg"
-    import matplotlib.pyplot  # noqa: F401
-
     warnings.filterwarnings("ignore", message=r".*(non-interactive|non-GUI backend).*", category=UserWarning)
     _first_use(first_uses)
     import grader_tests.wire as wire  # the codec only; no check, judge or reference
@@ -494,8 +492,9 @@ def _first_optimizer_steps() -> None:
 
 
 def _first_figure() -> None:
-    """A figure drawn and saved as a notebook's would be (fonts and the PNG writer, ~0.3 s); no figure
-    stays open and no setting is touched."""
+    """matplotlib imported (~0.5 CPU-s; with its font cache read here, so no sandbox builds one) and
+    a figure drawn and saved as a notebook's would be (fonts and the PNG writer, ~0.3 s); no figure
+    stays open and no setting is touched. A worker that skips it leaves both to the sandboxes that draw."""
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(1, 2)
