@@ -19,7 +19,7 @@ import pytest
 
 from attention_platform.course.notebooks import class_namespace, release_notebook, with_answer
 from attention_platform.grading.sandbox import SandboxLimits, Zygote, first_use
-from attention_platform.grading.sandbox.grading import GRADER_TESTS, grade_notebook, probe_payload, seed_function
+from attention_platform.grading.sandbox.grading import GRADER_TESTS, grade_notebook, is_test_cell, probe_payload, seed_function
 from grader_tests.answers import BUGGY, CORRECT
 from grader_tests.registry import CHECKS
 
@@ -366,3 +366,22 @@ def test_every_grading_thread_judges_on_one_torch_thread():
     done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["1", "1"]
+
+
+OWN_NOTEBOOK = """import nbformat
+nb = nbformat.read("submission.ipynb", as_version=4)
+nbformat.validate(nb)
+checks = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")]
+print(len(nb.cells), len(checks), all(c.source == "" and c.outputs == [] for c in checks))
+"""
+
+
+def test_the_notebook_a_sandbox_holds_is_the_students_with_the_check_cells_empty(zygote):
+    import nbformat
+
+    nb = release_notebook()
+    nb.cells.insert(0, nbformat.v4.new_code_cell(OWN_NOTEBOOK))
+    checks = sum(1 for cell in nb.cells if is_test_cell(cell))
+    assert checks >= 10
+    grade_notebook(nb, zygote=zygote, limits=LIMITS)
+    assert nb.cells[0].outputs[0].text == f"{len(nb.cells)} {checks} True\n"

@@ -50,7 +50,6 @@ from typing import Callable
 import nbformat
 import torch
 from nbformat import NotebookNode
-from nbformat.v4 import nbjson
 
 import grader_tests
 from grader_tests import pictures, wire
@@ -341,13 +340,11 @@ def _stopped_verdict(reason: str, cell_source: str | None) -> Verdict:
 
 
 def working_copy(nb) -> str:
-    """The student's own notebook as the sandbox sees it: check cells left empty."""
-    copy = nbformat.from_dict(nb)
-    for cell in copy.cells:
-        if is_test_cell(cell):
-            cell.source = ""
-            cell.outputs = []
-    return nbjson.writes(copy)  # nbformat.writes without re-validating what nbgrader read
+    """The student's own notebook as the sandbox sees it: check cells left empty. Written compactly
+    by the C JSON encoder, without copying the notebook (nbformat's writer copies it, splits its
+    lines and indents: ~2 ms of the grader's time a notebook); any notebook reader reads the same."""
+    cells = [dict(cell, source="", outputs=[]) if is_test_cell(cell) else cell for cell in nb.cells]
+    return json.dumps(dict(nb, cells=cells), ensure_ascii=False)
 
 
 def grade_notebook(nb, *, zygote: Zygote | None = None, limits: SandboxLimits | None = None,
