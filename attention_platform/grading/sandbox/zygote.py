@@ -26,9 +26,9 @@ when it exits the kernel kills everything left in its namespace), which
    and only then reads commands and runs student code.
 
 The zygote, its parent, tells the grader how it ended (exit code or signal) when asked to kill it.
-(Until a later round each sandbox was two processes: A, which did steps 1-3 and forked B into the
-new PID namespace to do step 4, waited for B and reported its exit. Copying and tearing down A's
-torch-sized address space cost ~11 CPU-ms a sandbox on a 2-core machine.)
+(Each sandbox used to be two processes: A, which did steps 1-3 and forked B into the new PID
+namespace to do step 4, waited for B and reported its exit on the sandbox's socket, where B could
+forge it. Copying and tearing down A's torch-sized address space cost ~11 CPU-ms a sandbox.)
 
 The trusted client enforces wall-clock deadlines and kills the whole cgroup.
 """
@@ -573,7 +573,7 @@ class ZygoteServer:
 
     MAX_LIVE = 64  # sandboxes at once per grader connection
     HUGE_PAGES_AFTER = 8  # sandboxes forked before the zygote's memory moves onto huge pages (huge_pages.py)
-    EXIT_WAIT = 0.5  # seconds a sandbox whose socket closed gets to become a zombie (it closed it itself: longer)
+    EXIT_WAIT = 0.5  # seconds a sandbox whose socket closed gets to finish exiting (one that runs on is killed)
 
     def __init__(self, ctrl: socket.socket, groups: cgroups.Cgroups, caps: SandboxLimits, root: str):
         self.ctrl, self.groups, self.caps, self.root = ctrl, groups, caps, root
