@@ -323,6 +323,20 @@ def test_the_grader_says_how_a_sandbox_ended(zygote, code, reason):
             sb.call({"op": "cell", "source": "print(1)"})  # ... and the next one finds the sandbox gone
 
 
+def test_a_sandbox_that_closes_its_socket_and_runs_on_is_killed_without_waiting_for_it(zygote):
+    """Its socket closed, the grader asks the worker how it ended; the worker waits a moment
+    (ZygoteServer.EXIT_WAIT) for an exit that never comes, then kills it -- its processes go too."""
+    with zygote.spawn(LIMITS) as sb:
+        uid, started = sb.spec["uid"], time.monotonic()
+        with pytest.raises(SandboxDied, match="stopped unexpectedly"):
+            sb.call({"op": "cell", "source": "import os, time\nos.close(3)\ntime.sleep(60)"})
+        assert time.monotonic() - started < 5
+    deadline = time.monotonic() + 3
+    while uid_processes(uid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert uid_processes(uid) == []
+
+
 def test_process_limit(zygote):
     with zygote.spawn(LIMITS) as sb:
         out = run(sb, """
