@@ -38,6 +38,7 @@ from __future__ import annotations
 import ast
 import base64
 import builtins
+import contextlib
 import io
 import json
 import math
@@ -518,31 +519,33 @@ def send_reply(ctrl: socket.socket, message: dict, fds: list[int] = ()) -> None:
     socket.send_fds(ctrl, [frame(JSON, json.dumps(message).encode())], list(fds))
 
 
+def _exit_unreaped(pid: int):
+    """``os.waitid``'s record of our child ``pid`` if it has exited, None while it runs; read without
+    reaping it, so its pid stays ours (ZygoteServer.reap). ChildProcessError if it is not our child."""
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+
+
 def _running(pid: int) -> bool:
     """Whether our child ``pid`` has not exited (a sandbox forked ahead may wait for hours; if
-    something killed it meanwhile, the next request gets a fresh one instead of a dead one).
-    Looked at without reaping it: its pid stays ours (ZygoteServer.reap)."""
+    something killed it meanwhile, the next request gets a fresh one instead of a dead one)."""
     try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+        return _exit_unreaped(pid) is None
     except ChildProcessError:
         return False
 
 
 def _how_it_ended(pid: int, wait: float) -> dict | None:
     """``{"code": n}`` or ``{"signal": n}`` if our child ``pid`` has exited (waiting up to ``wait``
-    seconds for that), else None. Read without reaping it: its pid stays ours."""
+    seconds for that), else None."""
     if wait > 0:
-        try:
+        with contextlib.suppress(OSError):
             pidfd = os.pidfd_open(pid)
-        except OSError:
-            pidfd = None
-        if pidfd is not None:
             try:
                 select.select([pidfd], [], [], wait)  # readable once the process has exited
             finally:
                 os.close(pidfd)
     try:
-        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        info = _exit_unreaped(pid)
     except ChildProcessError:
         return None
     if info is None:
