@@ -385,3 +385,58 @@ def test_the_notebook_a_sandbox_holds_is_the_students_with_the_check_cells_empty
     assert checks >= 10
     grade_notebook(nb, zygote=zygote, limits=LIMITS)
     assert nb.cells[0].outputs[0].text == f"{len(nb.cells)} {checks} True\n"
+
+
+# A cell that says how many bytes wait unread in the sandbox's socket (fd 3) after a moment.
+BYTES_WAITING = """import fcntl, struct, termios, time
+time.sleep(0.3)
+print(struct.unpack("i", fcntl.ioctl(3, termios.FIONREAD, bytes(4)))[0])"""
+
+
+def test_a_sandbox_finds_its_next_cells_waiting_instead_of_sleeping_until_the_grader_sends_each(zygote):
+    """Commands are sent ahead of their replies (client.Sandbox.send): the sandbox starts the next one
+    without a round trip through the grader, which on this machine cost ~15 CPU-ms a notebook."""
+    first, *_ = _run_cells(zygote, BYTES_WAITING, "1 + 1", "2 + 2")
+    assert int(first[0]["text"]) > 0, first
+
+
+def test_no_cell_before_the_checks_finds_the_probe_code_in_its_socket(zygote):
+    """The probe code is sent only once every cell before the first check has answered: a cell that
+    could read it from its socket could print it into the feedback."""
+    import nbformat
+
+    nb = with_answer(release_notebook(), CORRECT[0].code)
+    first_check = next(i for i, cell in enumerate(nb.cells) if is_test_cell(cell))
+    nb.cells.insert(first_check, nbformat.v4.new_code_cell(BYTES_WAITING))
+    result = grade_notebook(nb, zygote=zygote, limits=LIMITS)
+    assert nb.cells[first_check].outputs[0]["text"] == "0\n"
+    assert result.stopped is None and all(check.passed for check in result.checks.values())
+
+
+def test_a_cell_sent_ahead_has_its_whole_timeout_from_when_it_starts(zygote):
+    """Three cells of 1.2 s each with 2 s allowed per cell: each one's clock starts when the one before
+    it answered, not when the grader sent it."""
+    limits = SandboxLimits(cell_timeout=2, notebook_timeout=30)
+    outputs = _run_cells(zygote, *["import time; time.sleep(1.2); print('done')"] * 3, limits=limits)
+    assert outputs == [[{"output_type": "stream", "name": "stdout", "text": "done\n"}]] * 3, outputs
+
+
+def test_long_cells_with_long_outputs_sent_ahead_cannot_deadlock_grader_and_sandbox(zygote):
+    """Sent ahead without a bound, 40 cells of 50 kB each would fill the sandbox's socket while the
+    sandbox waits for the grader to read its 80 kB replies: each would wait on the other until the
+    cell timeout. The grader keeps at most Sandbox.SEND_AHEAD_BYTES unanswered."""
+    limits = SandboxLimits(cell_timeout=10, notebook_timeout=60)
+    cells = [f"# {'x' * 50_000}\nprint('{i % 10}' * 80_000)" for i in range(40)]
+    outputs = _run_cells(zygote, *cells, limits=limits)
+    assert [out[0]["text"] for out in outputs] == [f"{i % 10}" * 80_000 + "\n" for i in range(40)]
+
+
+def test_a_sandbox_that_exits_with_commands_still_queued_is_reported_as_exited(zygote):
+    """The cells after the one that exits are already sent or still queued; sending to a sandbox
+    that is gone fails quietly, and the cell that exited says how."""
+    padding = [f"# {'x' * 20_000}\n{i}" for i in range(10)]
+    outputs = _run_cells(zygote, "print(1)", "import os; os._exit(3)", *padding)
+    assert outputs[0] == [{"output_type": "stream", "name": "stdout", "text": "1\n"}]
+    (died,) = outputs[1]
+    assert died["ename"] == "DeadKernelError" and "exit code 3" in died["evalue"], died
+    assert outputs[2:] == [[]] * 10

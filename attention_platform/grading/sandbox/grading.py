@@ -288,13 +288,20 @@ def judged(check: Check, seed: int, request: dict, kind: bytes, reply) -> Verdic
     return verdict
 
 
-def _teaching_picture(sandbox) -> list:
+def _send_teaching_probe(sandbox) -> dict:
+    """Ask ``sandbox`` for the student's attention weights on the public teaching input (the reply is
+    read by ``_teaching_picture``); returns the request."""
+    request = pictures.teaching_request()
+    sandbox.send({"op": "probe", "check": pictures.TEACHING_PROBE}, wire_payload=wire.encode(request))
+    return request
+
+
+def _teaching_picture(sandbox, request: dict) -> list:
     """The student's attention weights on the public teaching input, drawn here beside the expected
     pattern (grader_tests/pictures.py): a display_data PNG with alt text, or nothing if their layer
     returned no usable weights. Never changes a grade."""
-    request = pictures.teaching_request()
     try:
-        kind, reply = sandbox.call({"op": "probe", "check": pictures.TEACHING_PROBE}, wire_payload=wire.encode(request))
+        kind, reply = sandbox.reply()
         picture = pictures.teaching_picture(wire.decode(reply), request) if kind != b"J" else None
     except (SandboxError, wire.WireError):
         return []
@@ -347,88 +354,141 @@ def working_copy(nb) -> str:
     return json.dumps(dict(nb, cells=cells), ensure_ascii=False)
 
 
+def _send_files(sandbox, nb_text: str, filename: str, extra_files: dict[str, bytes] | None) -> None:
+    files = [[filename, base64.b64encode(nb_text.encode()).decode()]]
+    files += [[name, base64.b64encode(data).decode()] for name, data in (extra_files or {}).items()]
+    sandbox.send({"op": "files", "files": files})
+
+
+def _read_cell(sandbox, cell, limits: SandboxLimits, result: NotebookResult, *, withheld: bool = False) -> bool:
+    """Read the reply to ``cell`` (sent ahead) into its outputs -- cleaned, or WITHHELD once the hidden
+    checks are loaded; False, with the error as the cell's output and ``result.stopped`` set, if the
+    sandbox stopped instead of answering."""
+    try:
+        kind, reply = sandbox.reply()
+    except SandboxError as exc:
+        result.stopped = exc.reason
+        ename = "CellTimeoutError" if isinstance(exc, SandboxTimeout) else "DeadKernelError"
+        cell.outputs = [_output("error", ename=ename, evalue=exc.reason, traceback=[f"{ename}: {exc.reason}"])]
+        return False
+    if withheld:
+        cell.outputs = [_output("stream", name="stdout", text=WITHHELD)]
+    else:
+        items = reply.get("outputs") if kind == b"J" and isinstance(reply, dict) else None
+        cell.outputs = _clean_outputs(items, limits.output_chars, limits.images_per_cell, limits.image_bytes)
+    return True
+
+
+def _code_cells_cleared(nb) -> list:
+    """``nb``'s code cells, each numbered as a kernel run from the top numbers it and without outputs."""
+    code = [cell for cell in nb.cells if cell.cell_type == "code"]
+    for count, cell in enumerate(code, 1):
+        cell.execution_count, cell.outputs = count, []
+    return code
+
+
+def _unregistered_output(grade_id: str) -> NotebookNode:
+    return _output("error", ename="CheckFailed",
+                   evalue=f"{grade_id!r} is not a registered hidden check, so the sandboxed grader cannot score it.",
+                   traceback=[f"CheckFailed: {grade_id!r} is not a registered hidden check"])
+
+
 def grade_notebook(nb, *, zygote: Zygote | None = None, limits: SandboxLimits | None = None,
                    seed_for: Callable[[Check], int] | None = None, filename: str = "submission.ipynb",
                    extra_files: dict[str, bytes] | None = None, log=None) -> NotebookResult:
     """Execute ``nb`` (a sanitized submission) in a fresh sandbox; write outputs into
     its code cells; return the judged results of its check cells. ``extra_files``
-    (relative path -> bytes) are the submission's other files, e.g. its data/."""
+    (relative path -> bytes) are the submission's other files, e.g. its data/.
+
+    Each phase's commands are sent ahead of their replies (``Sandbox.send``): the student's cells
+    together, then -- only once every one of their outputs is back, so no cell of phase 1 can read
+    the probe code from its socket and print it -- the probe code with the rest of the notebook in
+    order (requests depend only on their seeds, never on an earlier reply)."""
     started = time.monotonic()
     limits = limits or SandboxLimits()
     seed_for = seed_for or seed_function()
     result = NotebookResult()
-    stopped_at: str | None = None
-    count = 0
-    sandbox = None
     sandbox = (zygote or get_zygote()).spawn(limits)  # SandboxUnavailable propagates: no grade at all
     result.layers = sandbox.layers
     try:
-        files = [[filename, base64.b64encode(working_copy(nb).encode()).decode()]]
-        files += [[name, base64.b64encode(data).decode()] for name, data in (extra_files or {}).items()]
-        sandbox.call({"op": "files", "files": files})
-    except SandboxError as exc:
-        result.stopped = exc.reason
-    probes_loaded = False
-    try:
-        for cell in nb.cells:
-            if cell.cell_type != "code":
-                continue
-            count += 1
-            cell.execution_count = count
-            cell.outputs = []
-            if is_test_cell(cell):
-                grade_id = str(cell["metadata"]["nbgrader"].get("grade_id", ""))
-                check = check_for_grade_id(grade_id)
-                if check is None:
-                    cell.outputs = [_output("error", ename="CheckFailed",
-                                               evalue=f"{grade_id!r} is not a registered hidden check, so the sandboxed grader cannot score it.",
-                                               traceback=[f"CheckFailed: {grade_id!r} is not a registered hidden check"])]
-                    continue
-                if result.stopped is None and not probes_loaded:
-                    try:
-                        _, reply = sandbox.call(probe_payload())
-                        if not (isinstance(reply, dict) and reply.get("ok")):
-                            raise SandboxError(f"the hidden checks could not be loaded next to your code "
-                                               f"({str(reply.get('error') if isinstance(reply, dict) else reply)[:200]})")
-                        probes_loaded = True
-                    except SandboxError as exc:
-                        result.stopped = exc.reason
-                if result.stopped is not None:
-                    verdict = _stopped_verdict(result.stopped, stopped_at)
-                else:
-                    seed = seed_for(check)
-                    request, payload = built_request(check, seed)
-                    try:
-                        kind, reply = sandbox.call({"op": "probe", "check": check.id}, wire_payload=payload)
-                        verdict = judged(check, seed, request, kind, reply)
-                    except SandboxError as exc:
-                        result.stopped = exc.reason
-                        verdict = Verdict(False, f"This check could not finish: {exc.reason}.")
-                cell.outputs = [_verdict_output(check, verdict)]
-                result.checks[check.id] = CheckResult(check.id, verdict.passed, verdict.message, float(check.points))
-                if check.id == pictures.ANCHOR_CHECK and result.stopped is None:
-                    cell.outputs += _teaching_picture(sandbox)
-                continue
-            if result.stopped is not None:
-                continue
-            try:
-                kind, reply = sandbox.call({"op": "cell", "source": cell.source})
-                items = reply.get("outputs") if kind == b"J" and isinstance(reply, dict) else None
-                if probes_loaded:
-                    cell.outputs = [_output("stream", name="stdout", text=WITHHELD)]
-                else:
-                    cell.outputs = _clean_outputs(items, limits.output_chars, limits.images_per_cell, limits.image_bytes)
-            except SandboxError as exc:
-                result.stopped, stopped_at = exc.reason, cell.source
-                ename = "CellTimeoutError" if isinstance(exc, SandboxTimeout) else "DeadKernelError"
-                cell.outputs = [_output("error", ename=ename, evalue=exc.reason, traceback=[f"{ename}: {exc.reason}"])]
+        _send_files(sandbox, working_copy(nb), filename, extra_files)  # as submitted: outputs and all
+        code = _code_cells_cleared(nb)
+        grade_ids = [str(cell["metadata"]["nbgrader"].get("grade_id", "")) if is_test_cell(cell) else None
+                     for cell in code]
+        checks = [check_for_grade_id(grade_id) if grade_id is not None else None for grade_id in grade_ids]
+        phase_2 = next((i for i, check in enumerate(checks) if check is not None), len(code))
+        stopped_at: str | None = None  # the source of the cell the sandbox stopped in, if one did
+        for cell, grade_id in zip(code[:phase_2], grade_ids):
+            if grade_id is None:
+                sandbox.send({"op": "cell", "source": cell.source})
+        try:
+            sandbox.reply()
+        except SandboxError as exc:
+            result.stopped = exc.reason
+        for cell, grade_id in zip(code[:phase_2], grade_ids):
+            if grade_id is not None:
+                cell.outputs = [_unregistered_output(grade_id)]
+            elif result.stopped is None and not _read_cell(sandbox, cell, limits, result):
+                stopped_at = cell.source
+        if phase_2 < len(code):
+            _grade_checks(sandbox, code[phase_2:], grade_ids[phase_2:], checks[phase_2:], limits, seed_for,
+                          result, stopped_at)
     finally:
-        if sandbox is not None:
-            sandbox.close()
+        sandbox.close()
     result.seconds = time.monotonic() - started
     if log and result.stopped:
         log(f"sandbox stopped early: {result.stopped}")
     return result
+
+
+def _grade_checks(sandbox, cells: list, grade_ids: list, checks: list, limits: SandboxLimits,
+                  seed_for: Callable[[Check], int], result: NotebookResult, stopped_at: str | None) -> None:
+    """Phase 2, from the first registered check cell on: load the probe code, then each check's probe
+    (judged here) and each student cell (run, output withheld) in notebook order."""
+    requests: list = []  # per cell: (seed, request) of its check, or None
+    picture_request = None
+    if result.stopped is None:
+        sandbox.send(probe_payload())
+        for cell, grade_id, check in zip(cells, grade_ids, checks):
+            if check is not None:
+                seed = seed_for(check)
+                request, payload = built_request(check, seed)
+                sandbox.send({"op": "probe", "check": check.id}, wire_payload=payload)
+                requests.append((seed, request))
+                if check.id == pictures.ANCHOR_CHECK:
+                    picture_request = _send_teaching_probe(sandbox)
+                continue
+            if grade_id is None:
+                sandbox.send({"op": "cell", "source": cell.source})
+            requests.append(None)
+        try:
+            _, reply = sandbox.reply()
+            if not (isinstance(reply, dict) and reply.get("ok")):
+                result.stopped = (f"the hidden checks could not be loaded next to your code "
+                                  f"({str(reply.get('error') if isinstance(reply, dict) else reply)[:200]})")
+        except SandboxError as exc:
+            result.stopped = exc.reason
+    for index, (cell, grade_id, check) in enumerate(zip(cells, grade_ids, checks)):
+        if check is None:
+            if grade_id is not None:
+                cell.outputs = [_unregistered_output(grade_id)]
+            elif result.stopped is None and not _read_cell(sandbox, cell, limits, result, withheld=True):
+                stopped_at = cell.source
+            continue
+        if result.stopped is not None:
+            verdict = _stopped_verdict(result.stopped, stopped_at)
+        else:
+            seed, request = requests[index]
+            try:
+                kind, reply = sandbox.reply()
+                verdict = judged(check, seed, request, kind, reply)
+            except SandboxError as exc:
+                result.stopped = exc.reason
+                verdict = Verdict(False, f"This check could not finish: {exc.reason}.")
+        cell.outputs = [_verdict_output(check, verdict)]
+        result.checks[check.id] = CheckResult(check.id, verdict.passed, verdict.message, float(check.points))
+        if check.id == pictures.ANCHOR_CHECK and result.stopped is None:
+            cell.outputs += _teaching_picture(sandbox, picture_request)
 
 
 def execute_notebook(nb, *, zygote: Zygote | None = None, limits: SandboxLimits | None = None,
@@ -444,29 +504,17 @@ def execute_notebook(nb, *, zygote: Zygote | None = None, limits: SandboxLimits 
     sandbox = (zygote or get_zygote()).spawn(limits)  # SandboxUnavailable propagates: the caller falls back
     result.layers = sandbox.layers
     try:
-        files = [[filename, base64.b64encode(nbformat.writes(nb).encode()).decode()]]
-        files += [[name, base64.b64encode(data).decode()] for name, data in (extra_files or {}).items()]
-        sandbox.call({"op": "files", "files": files})
-    except SandboxError as exc:
-        result.stopped = exc.reason
-    count = 0
-    try:
-        for cell in nb.cells:
-            if cell.cell_type != "code":
-                continue
-            count += 1
-            cell.execution_count = count
-            cell.outputs = []
-            if result.stopped is not None:
-                continue
-            try:
-                kind, reply = sandbox.call({"op": "cell", "source": cell.source})
-                items = reply.get("outputs") if kind == b"J" and isinstance(reply, dict) else None
-                cell.outputs = _clean_outputs(items, limits.output_chars, limits.images_per_cell, limits.image_bytes)
-            except SandboxError as exc:
-                result.stopped = exc.reason
-                ename = "CellTimeoutError" if isinstance(exc, SandboxTimeout) else "DeadKernelError"
-                cell.outputs = [_output("error", ename=ename, evalue=exc.reason, traceback=[f"{ename}: {exc.reason}"])]
+        _send_files(sandbox, nbformat.writes(nb), filename, extra_files)  # as the student saved it
+        code = _code_cells_cleared(nb)
+        for cell in code:
+            sandbox.send({"op": "cell", "source": cell.source})
+        try:
+            sandbox.reply()
+        except SandboxError as exc:
+            result.stopped = exc.reason
+        for cell in code:
+            if result.stopped is None:
+                _read_cell(sandbox, cell, limits, result)
     finally:
         sandbox.close()
     result.seconds = time.monotonic() - started
