@@ -337,6 +337,30 @@ def test_a_sandbox_that_closes_its_socket_and_runs_on_is_killed_without_waiting_
     assert uid_processes(uid) == []
 
 
+def test_a_sandbox_closed_after_bye_is_killed_without_the_grader_waiting_for_the_worker(zygote, monkeypatch):
+    """Nobody asks how a finished sandbox ended: closing it sends the worker a kill that wants no
+    answer, so the grading thread goes on at once (~2 ms sooner a notebook). The worker still kills it
+    with its processes and cgroups, and the next request's answer is that request's own."""
+    from attention_platform.grading.sandbox import protocol
+
+    sb = zygote.spawn(LIMITS)
+    uid, cgroup = sb.spec["uid"], sb.spec["cgroup"]
+    assert run(sb, "import os\nif os.fork() == 0:\n    os.setsid(); import time; time.sleep(60)\nprint('forked')") == "forked\n"
+    answers = []
+    real = protocol.recv_frame_with_fds
+    monkeypatch.setattr(protocol, "recv_frame_with_fds", lambda *args, **kw: answers.append(args) or real(*args, **kw))
+    sb.close()
+    assert answers == []  # no answer awaited from the worker
+    monkeypatch.undo()
+    with zygote.spawn(LIMITS) as after:
+        assert run(after, "print(6 * 7)") == "42\n"
+    assert uid_processes(uid) == []
+    deadline = time.monotonic() + 3
+    while any(path.endswith("/" + cgroup) for path in sandbox_cgroups(zygote.pid, wait=0)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(path.endswith("/" + cgroup) for path in sandbox_cgroups(zygote.pid, wait=0))
+
+
 def test_process_limit(zygote):
     with zygote.spawn(LIMITS) as sb:
         out = run(sb, """

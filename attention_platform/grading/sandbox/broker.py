@@ -10,7 +10,8 @@ of a peer whose uid it checked with SO_PEERCRED:
   and PATH, and clamps the limits asked for to its own caps (``--max-*``). The
   grader gets the sandbox's end of a socketpair and talks to it directly.
 * ``kill`` — end one of *that connection's* sandboxes and say whether it ran out
-  of memory.
+  of memory and how it ended (or nothing, if the grader asked for no reply: a
+  sandbox it is done with).
 
 It opens no file a client names, runs nothing a client sends (student code runs
 only inside the sandboxes, as their own uid), and a closed connection kills every

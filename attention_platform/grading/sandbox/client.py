@@ -157,6 +157,16 @@ class Zygote:
         ended = reply.get("ended")
         return bool(reply.get("memory_exceeded")), ended if isinstance(ended, dict) else None
 
+    def release_sandbox(self, pid: int) -> None:
+        """Have the zygote kill one of its sandboxes that is done, without waiting for its answer
+        (nobody asks how a sandbox that was told "bye" ended): the grading thread goes on at once,
+        and the zygote sends no reply that would be in the way of the next one."""
+        with self.lock:
+            try:
+                protocol.send_json(self.ctrl, {"op": "kill", "pid": pid, "reply": False})
+            except OSError:
+                self.broken = True  # the zygote is gone, and its sandboxes with it
+
     def close(self) -> None:
         try:
             self.ctrl.close()
@@ -327,10 +337,10 @@ class Sandbox:
 
     # ------------------------------------------------------------------ ending
 
-    def kill(self, closed: bool = False) -> None:
+    def kill(self, closed: bool = False, *, asking: bool = True) -> None:
         """Kill every process of this sandbox now (the zygote does it: the sandbox's
         processes and cgroups are root's); remember whether memory ran out and how the process
-        ended if it had already (``closed``: its socket closed). Idempotent."""
+        ended if it had already (``closed``: its socket closed), unless not ``asking``. Idempotent."""
         if self.closed:
             return
         self.closed = True
@@ -340,8 +350,12 @@ class Sandbox:
             self.sock.close()
         except OSError:
             pass
-        if self.zygote is not None:
+        if self.zygote is None:
+            return
+        if asking:
             self.memory_failed, self.exit_report = self.zygote.kill_sandbox(self.pid, closed)
+        else:
+            self.zygote.release_sandbox(self.pid)
 
     def memory_exceeded(self) -> bool:
         """Did the memory cgroup OOM-kill or refuse memory? (known once the sandbox was killed)"""
@@ -353,7 +367,7 @@ class Sandbox:
                 protocol.send_json(self.sock, {"op": "bye"})
             except OSError:
                 pass
-        self.kill()
+        self.kill(asking=False)
 
     def __enter__(self):
         return self

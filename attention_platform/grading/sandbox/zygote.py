@@ -692,25 +692,28 @@ class ZygoteServer:
             return
         self.unreaped.add(pid)
 
-    def kill(self, pid, closed: bool = False) -> None:
+    def kill(self, pid, closed: bool = False, reply: bool = True) -> None:
         """Kill one of our sandboxes; tell the grader whether it ran out of memory and, if it had
         ended on its own, how (its exit code or signal: the grader's explanation of a death comes
-        from here, never from the sandbox). ``closed``: the grader saw the sandbox's socket close,
-        so its process is exiting -- give it a moment to finish before looking."""
+        from here, never from the sandbox) -- unless it asked for no ``reply`` (a sandbox it is done
+        with). ``closed``: the grader saw the sandbox's socket close, so its process is exiting --
+        give it a moment to finish before looking."""
         name = self.live.pop(pid, None) if isinstance(pid, int) else None
         if name is None:
-            send_reply(self.ctrl, {"op": "killed", "known": False})
+            if reply:
+                send_reply(self.ctrl, {"op": "killed", "known": False})
             return
-        ended = _how_it_ended(pid, wait=self.EXIT_WAIT if closed else 0.0)
+        ended = _how_it_ended(pid, wait=self.EXIT_WAIT if closed else 0.0) if reply else None
         self._kill_process(pid)
         self.groups.kill(name)
-        exceeded = self.groups.memory_exceeded(name)  # read before the cgroup goes
+        exceeded = self.groups.memory_exceeded(name) if reply else None  # read before the cgroup goes
         self.dying.add(name)
         self.reap()
-        reply = {"op": "killed", "known": True, "memory_exceeded": exceeded}
-        if ended is not None:
-            reply["ended"] = ended
-        send_reply(self.ctrl, reply)
+        if reply:
+            answer = {"op": "killed", "known": True, "memory_exceeded": exceeded}
+            if ended is not None:
+                answer["ended"] = ended
+            send_reply(self.ctrl, answer)
 
     def reap(self) -> None:
         """Reap killed processes that have exited; remove the cgroups of killed sandboxes whose
@@ -765,7 +768,7 @@ class ZygoteServer:
                 if msg.get("op") == "spawn":
                     self.spawn(msg.get("limits"))
                 elif msg.get("op") == "kill":
-                    self.kill(msg.get("pid"), closed=msg.get("closed") is True)
+                    self.kill(msg.get("pid"), closed=msg.get("closed") is True, reply=msg.get("reply") is not False)
         finally:
             self.close()
 
