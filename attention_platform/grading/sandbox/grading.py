@@ -360,6 +360,14 @@ def _send_files(sandbox, nb_text: str, filename: str, extra_files: dict[str, byt
     sandbox.send({"op": "files", "files": files})
 
 
+def _read_files_answer(sandbox, result: NotebookResult) -> None:
+    """Read the answer to ``_send_files``: a sandbox that stopped already stops the whole notebook."""
+    try:
+        sandbox.reply()
+    except SandboxError as exc:
+        result.stopped = exc.reason
+
+
 def _read_cell(sandbox, cell, limits: SandboxLimits, result: NotebookResult, *, withheld: bool = False) -> bool:
     """Read the reply to ``cell`` (sent ahead) into its outputs -- cleaned, or WITHHELD once the hidden
     checks are loaded; False, with the error as the cell's output and ``result.stopped`` set, if the
@@ -421,10 +429,7 @@ def grade_notebook(nb, *, zygote: Zygote | None = None, limits: SandboxLimits | 
         for cell, grade_id in zip(code[:phase_2], grade_ids):
             if grade_id is None:
                 sandbox.send({"op": "cell", "source": cell.source})
-        try:
-            sandbox.reply()
-        except SandboxError as exc:
-            result.stopped = exc.reason
+        _read_files_answer(sandbox, result)
         for cell, grade_id in zip(code[:phase_2], grade_ids):
             if grade_id is not None:
                 cell.outputs = [_unregistered_output(grade_id)]
@@ -508,10 +513,7 @@ def execute_notebook(nb, *, zygote: Zygote | None = None, limits: SandboxLimits 
         code = _code_cells_cleared(nb)
         for cell in code:
             sandbox.send({"op": "cell", "source": cell.source})
-        try:
-            sandbox.reply()
-        except SandboxError as exc:
-            result.stopped = exc.reason
+        _read_files_answer(sandbox, result)
         for cell in code:
             if result.stopped is None:
                 _read_cell(sandbox, cell, limits, result)
