@@ -182,24 +182,48 @@ def _fit_inverse_scale(log_w: torch.Tensor, scores: torch.Tensor, kept: torch.Te
     return float((centred_l * centred_s).sum()) / spread
 
 
+# Every (mask, axis, fill, mask after the softmax) the family holds, in the order a fit tries them.
+SHAPES = tuple((mask, axis, after, fill) for mask in MASKS for axis in (-1, -2) for after in (False, True)
+               for fill in FILLS if not (after and fill != FILLS[0]))
+
+
+@functools.lru_cache(maxsize=64)
+def _expected_zeros(seq_len: int) -> torch.Tensor:
+    """(len(SHAPES), T, T): where each shape's weights are zero. Shared, so only read."""
+    return torch.stack([Attention("q·k", 1.0, axis, mask, fill, after).expected_zeros(seq_len)
+                        for mask, axis, after, fill in SHAPES])
+
+
 def fit_attention(weights: torch.Tensor, params: dict, x: torch.Tensor, *, atol: float, snap: float = 1e-4,
                   zero: float = ZERO) -> Attention | None:
-    """The member of the family that reproduces ``weights`` (B, T, T) within ``atol``, or None."""
+    """The member of the family that reproduces ``weights`` (B, T, T) within ``atol``, or None: the
+    first that does, trying the score sources in ``SCORE_SOURCES`` order and for each the shapes in
+    ``SHAPES`` order.
+
+    Two tests leave a candidate out before its weights are computed, and neither can leave out one
+    that reproduces ``weights``: its mask must block only positions that are zero in ``weights`` (the
+    same for every score source, so decided once per shape), and, unless the mask comes after the
+    softmax, every softmax slice of ``weights`` sums to the same factor within T·atol (a softmax slice
+    sums to 1). Most of a fit's candidates used to be rejected only after that work."""
     weights = weights.to(torch.float64)
     x = x.to(torch.float64)
     batch, seq_len, dim = x.shape
     if tuple(weights.shape) != (batch, seq_len, seq_len) or not bool(torch.isfinite(weights).all()):
         return None
     log_w = weights.clamp_min(1e-300).log()
+    not_zero = (weights.abs() > zero).any(dim=0)  # (T, T): a position some batch row gives weight
+    # A candidate reproducing the weights has |w - factor·p| <= atol with p's slices summing to 1, so
+    # the slice sums differ by at most 2·T·atol (plus rounding, far below atol).
+    sums = {axis: weights.sum(dim=axis) for axis in (-1, -2)}
+    one_sum = {axis: float(s.max() - s.min()) <= 2 * seq_len * atol + 1e-9 for axis, s in sums.items()}
+    zeros_given = (_expected_zeros(seq_len) & not_zero).flatten(1).any(dim=1).tolist()
+    shapes = [shape for shape, given in zip(SHAPES, zeros_given) if not given and (shape[2] or one_sum[shape[1]])]
     for source, scores_of in SCORE_SOURCES.items():
+        if not shapes:
+            break
         scores = scores_of(params, x)
-        for mask, axis, after, fill in ((m, a, after, f) for m in MASKS for a in (-1, -2)
-                                        for after in (False, True) for f in FILLS):
-            if after and fill != FILLS[0]:
-                continue
+        for mask, axis, after, fill in shapes:
             candidate = Attention(source, 1.0, axis, mask, fill, after)
-            if not bool((weights[candidate.expected_zeros(seq_len).expand_as(weights)].abs() <= zero).all()):
-                continue
             blocked, full = candidate._blocked(seq_len)
             kept = (~blocked & ~full).expand_as(weights) & (weights > zero)
             inverse = _fit_inverse_scale(log_w, scores, kept, axis)
