@@ -106,7 +106,7 @@ def _tensor_from(meta: dict, body: memoryview) -> torch.Tensor:
     if any(n < 0 for n in shape) or len(shape) > 8:
         raise WireError("tensor shape is not valid")
     count = math.prod(shape)
-    itemsize = torch.empty((), dtype=dtype).element_size()
+    itemsize = dtype.itemsize
     if count > MAX_ELEMENTS or count * itemsize != nbytes:
         raise WireError("tensor size does not match its shape")
     if offset < 0 or offset + nbytes > len(body):

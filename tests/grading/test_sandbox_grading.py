@@ -233,29 +233,42 @@ def test_graders_that_start_together_build_the_probe_payload_without_tripping_ov
     assert all(payload == payloads[0] for payload in payloads) and payloads[0]["modules"]
 
 
-def test_a_request_is_built_once_per_seed_and_every_judge_gets_its_own_copy():
-    """Requests are remembered per (check, seed); a judge that changed its request in place (none
-    should) must not change what the next submission is judged against, nor what its probe gets."""
+def test_a_request_is_built_once_per_seed_and_every_judge_gets_its_own_copy(monkeypatch):
+    """Requests are remembered per (check, seed) and shared; a judge that changed its request in place
+    (none should) must not change what the next submission is judged against, nor what its probe gets."""
+    import dataclasses
+
     import torch
 
-    from attention_platform.grading.sandbox.grading import built_request
+    from attention_platform.grading.sandbox import grading
+    from attention_platform.grading.sandbox.protocol import WIRE
     from grader_tests import wire
 
+    monkeypatch.setattr(grading, "_VERDICTS", grading.OrderedDict())
     check = CHECKS["sqrt_d_scale"]
     seed = seed_function("a course secret")(check)
-    first, payload = built_request(check, seed)
+    first, payload = grading.built_request(check, seed)
     fresh = check.build_request(seed)
     assert first.keys() == fresh.keys()
     assert all(torch.equal(first[k], fresh[k]) if isinstance(fresh[k], torch.Tensor) else first[k] == fresh[k]
                for k in fresh)
     assert payload == wire.encode(fresh)
-    for value in first.values():
-        if isinstance(value, torch.Tensor) and value.is_floating_point():
-            value.mul_(0)  # a careless judge
-    second, again = built_request(check, seed)
+    seen = []
+
+    def careless(request, response):
+        seen.append({k: v.clone() for k, v in request.items() if isinstance(v, torch.Tensor)})
+        for value in request.values():
+            if isinstance(value, torch.Tensor) and value.is_floating_point():
+                value.mul_(0)
+
+    careless_check = dataclasses.replace(check, judge_response=careless)
+    for reply in (b"a reply", b"another reply"):  # two replies, both judged
+        grading.judged(careless_check, seed, first, WIRE, wire.encode({"reply": reply.decode()}))
+    assert len(seen) == 2 and all(torch.equal(v, fresh[k]) for judged in seen for k, v in judged.items())
+    second, again = grading.built_request(check, seed)
     assert again == payload
     assert all(torch.equal(second[k], fresh[k]) for k in fresh if isinstance(fresh[k], torch.Tensor))
-    other, _ = built_request(check, seed + 1)
+    other, _ = grading.built_request(check, seed + 1)
     assert not all(torch.equal(other[k], fresh[k]) for k in fresh if isinstance(fresh[k], torch.Tensor))
 
 

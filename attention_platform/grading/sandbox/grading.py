@@ -266,7 +266,8 @@ _VERDICTS_LOCK = threading.Lock()
 
 
 def judged(check: Check, seed: int, request: dict, kind: bytes, reply) -> Verdict:
-    """The verdict on ``reply``, remembered by the check, its seed (which decides the request) and
+    """The verdict on ``reply``, judged against a copy of ``request`` of its own (requests are shared:
+    ``built_request``), remembered by the check, its seed (which decides the request) and
     the SHA-256 of the reply exactly as the sandbox sent it: a judge is a function of its request
     and the reply, so a reply seen before gets the verdict it got then without judging it again.
     Students whose code computes the same numbers send byte-identical replies: about half of
@@ -278,7 +279,7 @@ def judged(check: Check, seed: int, request: dict, kind: bytes, reply) -> Verdic
         if verdict is not None:
             _VERDICTS.move_to_end(key)
             return verdict
-    verdict = _judge(check, request, kind, reply)
+    verdict = _judge(check, _own_copy(request), kind, reply)
     if isinstance(verdict, _Unjudged):
         return verdict
     with _VERDICTS_LOCK:
@@ -322,8 +323,9 @@ _REQUESTS_KEPT = 512  # (check, seed) pairs: a course grades with one seed per c
 def built_request(check: Check, seed: int) -> tuple[dict, bytes]:
     """``check``'s request for ``seed`` and its wire encoding. A request depends on nothing but its
     seed, and a course grades every submission with the same seeds, so each is built once per
-    process (some draw hundreds of candidates: a tenth of a submission's grading CPU in all); every
-    caller gets its own copy of the tensors, so no judge can change another's."""
+    process (some draw hundreds of candidates: a tenth of a submission's grading CPU in all). The
+    request returned is the one every caller shares: read it, never change it (``judged`` gives each
+    judge a copy of its own)."""
     key = (check.id, seed)
     built = _REQUESTS.get(key)
     if built is None:
@@ -332,9 +334,14 @@ def built_request(check: Check, seed: int) -> tuple[dict, bytes]:
         if len(_REQUESTS) >= _REQUESTS_KEPT:
             _REQUESTS.clear()
         _REQUESTS[key] = built
-    request = {name: value.clone() if isinstance(value, torch.Tensor) else copy.deepcopy(value)
-               for name, value in built[0].items()}  # flat (grader_tests/judging.py); deepcopy is 20x slower
-    return request, built[1]
+    return built
+
+
+def _own_copy(request: dict) -> dict:
+    """A request a judge may change without changing anyone else's: copied only when a reply is judged,
+    not for the half of a class's replies whose verdict is remembered."""
+    return {name: value.clone() if isinstance(value, torch.Tensor) else copy.deepcopy(value)
+            for name, value in request.items()}  # flat (grader_tests/judging.py); deepcopy is 20x slower
 
 
 def _stopped_verdict(reason: str, cell_source: str | None) -> Verdict:
