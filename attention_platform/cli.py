@@ -8,7 +8,10 @@ Those modules import nothing heavy: torch, nbgrader and the hub load only when t
 from __future__ import annotations
 
 import argparse
+import atexit
+import os
 import sys
+import threading
 
 from attention_platform import deferred_iri_syntax, venv
 
@@ -40,5 +43,31 @@ def main(argv: list[str] | None = None) -> int:
     return args.run(args) or 0
 
 
+def run() -> None:
+    """The ``attention-course`` script: :func:`main`, then :func:`exit_without_teardown` once it
+    returned a status (an exception or another thread still running takes the ordinary exit)."""
+    code = main()
+    if threading.active_count() > 1:
+        sys.exit(code)
+    exit_without_teardown(code)
+
+
+def exit_without_teardown(code: int) -> None:
+    """End the process after everything an ordinary exit does that someone could notice -- the atexit
+    handlers (the teaching picture's measurement kept, logging flushed, temporary folders removed)
+    and stdout/stderr flushed -- but without the interpreter's teardown, which frees every object
+    of every module one by one (torch, nbgrader, SQLAlchemy: ~0.2 s of a grading command's wall
+    clock and CPU on this machine) when the operating system frees the whole process at once."""
+    try:
+        atexit._run_exitfuncs()  # what sys.exit would run; the handlers report their own errors
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed pipe: nothing more can reach it either way
+                pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
