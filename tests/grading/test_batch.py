@@ -216,10 +216,18 @@ def test_the_batch_writes_the_rows_nbgrader_autograde_writes(tmp_path_factory):
     twin = course.parent / "twin"
     shutil.copytree(course, twin)
     nbgrader(course, "autograde", ASSIGNMENT, "--force", check=True)
-    autograde_batch(twin, ASSIGNMENT, progress=False, log=None)
+    outcomes = autograde_batch(twin, ASSIGNMENT, progress=False, log=None)
     expected = _gradebook_rows(course)
     assert "No response." in expected["una"][1].values() and "No response." not in expected["ann"][1].values()
     assert _gradebook_rows(twin) == expected
+    # The summary's score per student is the gradebook's
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{twin / 'gradebook.db'}") as gb:
+        saved = {o.student: (gb.find_submission(ASSIGNMENT, o.student).score,
+                             gb.find_submission(ASSIGNMENT, o.student).max_score) for o in outcomes}
+    assert {o.student: (o.score, o.max_score) for o in outcomes} == saved
+    assert saved["ann"][0] < saved["ann"][1] and saved["una"][0] == 0
 
 
 def _late_penalties(course) -> dict:
