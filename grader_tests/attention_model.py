@@ -223,23 +223,34 @@ def fit_attention(weights: torch.Tensor, params: dict, x: torch.Tensor, *, atol:
             break
         scores = scores_of(params, x)
         for mask, axis, after, fill in shapes:
-            candidate = Attention(source, 1.0, axis, mask, fill, after)
-            blocked, full = candidate._blocked(seq_len)
-            kept = (~blocked & ~full).expand_as(weights) & (weights > zero)
-            inverse = _fit_inverse_scale(log_w, scores, kept, axis)
-            if inverse is not None and inverse <= 0:
-                continue
-            scale = math.sqrt(dim) if inverse is None else 1.0 / inverse
-            scale = next((name for name, rule in SCALE_RULES.items() if abs(scale / rule(dim, seq_len) - 1) <= snap),
-                         scale)
-            model = replace(candidate, scale=scale)
-            predicted = model.from_scores(scores, dim)
-            norm = float((predicted * predicted).sum())
-            factor = float((weights * predicted).sum()) / norm if norm > 0 else 1.0
-            if abs(factor - 1) <= snap:
-                factor = 1.0
-            if factor > 0 and bool(((weights - factor * predicted).abs() <= atol).all()):
-                return replace(model, factor=factor)
+            member = fitted_member(Attention(source, 1.0, axis, mask, fill, after), weights, log_w, scores, dim,
+                                   atol=atol, snap=snap, zero=zero)
+            if member is not None:
+                return member
+    return None
+
+
+def fitted_member(candidate: Attention, weights: torch.Tensor, log_w: torch.Tensor, scores: torch.Tensor, dim: int,
+                  *, atol: float, snap: float, zero: float) -> Attention | None:
+    """``candidate`` (a score source and a shape) with the scale and factor that fit ``weights`` (float64,
+    ``log_w`` their logarithm, ``scores`` the source's raw scores), if it then reproduces them within
+    ``atol``; else None."""
+    seq_len = weights.shape[-1]
+    blocked, full = candidate._blocked(seq_len)
+    kept = (~blocked & ~full).expand_as(weights) & (weights > zero)
+    inverse = _fit_inverse_scale(log_w, scores, kept, candidate.axis)
+    if inverse is not None and inverse <= 0:
+        return None
+    scale = math.sqrt(dim) if inverse is None else 1.0 / inverse
+    scale = next((name for name, rule in SCALE_RULES.items() if abs(scale / rule(dim, seq_len) - 1) <= snap), scale)
+    model = replace(candidate, scale=scale)
+    predicted = model.from_scores(scores, dim)
+    norm = float((predicted * predicted).sum())
+    factor = float((weights * predicted).sum()) / norm if norm > 0 else 1.0
+    if abs(factor - 1) <= snap:
+        factor = 1.0
+    if factor > 0 and bool(((weights - factor * predicted).abs() <= atol).all()):
+        return replace(model, factor=factor)
     return None
 
 

@@ -5,14 +5,12 @@ tests hold it to the definition: try every score source and every shape in order
 first member that reproduces the weights within ``atol``."""
 
 import math
-from dataclasses import replace
 
 import pytest
 import torch
 
 from grader_tests import reference
-from grader_tests.attention_model import (SCALE_RULES, SCORE_SOURCES, SHAPES, ZERO, Attention, _fit_inverse_scale,
-                                          fit_attention)
+from grader_tests.attention_model import SCORE_SOURCES, SHAPES, ZERO, Attention, fit_attention, fitted_member
 from grader_tests.judging import generator
 
 ATOL = 1e-5
@@ -29,19 +27,9 @@ def every_candidate_tried(weights, params, x, *, atol, snap=1e-4, zero=ZERO):
             candidate = Attention(source, 1.0, axis, mask, fill, after)
             if not bool((weights[candidate.expected_zeros(seq_len).expand_as(weights)].abs() <= zero).all()):
                 continue
-            blocked, full = candidate._blocked(seq_len)
-            kept = (~blocked & ~full).expand_as(weights) & (weights > zero)
-            inverse = _fit_inverse_scale(log_w, scores, kept, axis)
-            if inverse is not None and inverse <= 0:
-                continue
-            scale = math.sqrt(dim) if inverse is None else 1.0 / inverse
-            scale = next((n for n, rule in SCALE_RULES.items() if abs(scale / rule(dim, seq_len) - 1) <= snap), scale)
-            predicted = replace(candidate, scale=scale).from_scores(scores, dim)
-            norm = float((predicted * predicted).sum())
-            factor = float((weights * predicted).sum()) / norm if norm > 0 else 1.0
-            factor = 1.0 if abs(factor - 1) <= snap else factor
-            if factor > 0 and bool(((weights - factor * predicted).abs() <= atol).all()):
-                return replace(candidate, scale=scale, factor=factor)
+            member = fitted_member(candidate, weights, log_w, scores, dim, atol=atol, snap=snap, zero=zero)
+            if member is not None:
+                return member
     return None
 
 
