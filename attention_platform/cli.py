@@ -45,9 +45,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def run() -> None:
     """The ``attention-course`` script: :func:`main`, then :func:`exit_without_teardown` once it
-    returned a status (an exception or another thread still running takes the ordinary exit)."""
+    returned a status. An exception takes the ordinary exit, and so does a thread still running that
+    the ordinary exit would wait for (a daemon thread, such as a progress bar's monitor, it would not)."""
     code = main()
-    if threading.active_count() > 1:
+    if any(thread.is_alive() and not thread.daemon for thread in threading.enumerate()
+           if thread is not threading.main_thread()):
         sys.exit(code)
     exit_without_teardown(code)
 

@@ -53,8 +53,8 @@ class SaysWhenFreed:
     def __del__(self):
         os.write(2, b"TORN DOWN")
 kept = SaysWhenFreed()
-if sys.argv[2] == "thread":
-    threading.Thread(target=threading.main_thread().join).start()  # runs until the main thread has ended
+if sys.argv[2] != "none":  # a thread that runs until the main thread has ended
+    threading.Thread(target=threading.main_thread().join, daemon=sys.argv[2] == "daemon").start()
 from attention_platform.cli import run
 sys.argv = ["attention-course", "report", "self_attention", "--course", sys.argv[3]]
 run()
@@ -63,6 +63,7 @@ run()
 
 @pytest.mark.parametrize("case, thread, torn_down", [
     ("the command alone ends without the interpreter's teardown", "none", False),
+    ("a daemon thread still running (a progress bar's): the same", "daemon", False),
     ("a thread still running: the ordinary exit, which waits for it", "thread", True),
 ])
 def test_the_script_keeps_its_status_output_and_exit_handlers(tmp_path, case, thread, torn_down):
