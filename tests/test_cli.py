@@ -69,7 +69,7 @@ run()
 def test_the_script_keeps_its_status_output_and_exit_handlers(tmp_path, case, thread, torn_down):
     marker = tmp_path / "atexit-ran"
     done = subprocess.run([sys.executable, "-c", ENTRY_POINT_PROBE, str(marker), thread, str(tmp_path / "no-course")],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)  # writes nothing elsewhere
     assert done.returncode == 1  # report's own status for a folder that is not a course
     assert done.stdout == "x" * 200_000  # flushed although nothing closed stdout
     assert "attention-course report: " in done.stderr
