@@ -213,9 +213,11 @@ def fit_attention(weights: torch.Tensor, params: dict, x: torch.Tensor, *, atol:
     log_w = weights.clamp_min(1e-300).log()
     not_zero = (weights.abs() > zero).any(dim=0)  # (T, T): a position some batch row gives weight
     # A candidate reproducing the weights has |w - factor·p| <= atol with p's slices summing to 1, so
-    # the slice sums differ by at most 2·T·atol (plus rounding, far below atol).
+    # the slice sums differ by at most 2·T·atol, plus rounding: relative to the sums' size (a factor
+    # of 1e300 is still a member), and well above T·2^-52 of it.
     sums = {axis: weights.sum(dim=axis) for axis in (-1, -2)}
-    one_sum = {axis: float(s.max() - s.min()) <= 2 * seq_len * atol + 1e-9 for axis, s in sums.items()}
+    one_sum = {axis: float(s.max() - s.min()) <= 2 * seq_len * atol + 1e-9 + 1e-12 * float(
+        weights.abs().sum(dim=axis).max()) for axis, s in sums.items()}
     zeros_given = (_expected_zeros(seq_len) & not_zero).flatten(1).any(dim=1).tolist()
     shapes = [shape for shape, given in zip(SHAPES, zeros_given) if not given and (shape[2] or one_sum[shape[1]])]
     for source, scores_of in SCORE_SOURCES.items():

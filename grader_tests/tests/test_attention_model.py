@@ -47,6 +47,7 @@ MEMBERS = [  # (source, shape, scale, factor): every shape, and the constants a 
     ("q·k", (SHAPES[2][0], -2, False, -math.inf), "1", 2.0),
     ("x·x", ("none", -2, False, 0.0), "√T", 1.0),
     ("q·q", ("past", -1, True, -math.inf), "T", 0.25),
+    ("q·k", SHAPES[0], "√D", 1e8),  # slice sums whose rounding alone exceeds 2·T·atol
 ]
 
 
@@ -70,6 +71,7 @@ def test_the_fit_finds_what_trying_every_candidate_finds(source, shape, scale, f
     ("rows summing to 1 but no softmax", lambda w: w.flip(-1)),
     ("a row doubled", lambda w: torch.cat([w[:, :1] * 2, w[:, 1:]], dim=1)),
     ("every entry zero", torch.zeros_like),
+    ("scaled by 1e300 (slice sums rounded far beyond 2·T·atol)", lambda w: w * 1e300),
 ])
 def test_weights_outside_the_family_are_judged_as_the_plain_search_judges_them(case, weights_of):
     params, x = layer_inputs(seed=11)
