@@ -12,7 +12,8 @@
    in parallel; the picture's measurement loaded); the same command on one
    submission (its start-up; the difference is the cost of each further
    submission); and the batch beside a resident sandbox broker, as a TA's batch on
-   the hub runs (the broker's CPU during the command counts).
+   the hub runs (the broker's CPU during the command counts; it pays the first uses the
+   course's notebooks need, as the native hub starts it).
 3. Every student's per-check scores must be identical in every gradebook.
 4. Prints both throughputs and their ratio, then the submit-to-feedback latency
    on a warm grader: a student's submission lands in ``submitted/`` and the
@@ -144,17 +145,20 @@ def _timed(cmd: list[str], cwd: Path, env: dict) -> tuple[float, float, subproce
 
 
 @contextlib.contextmanager
-def resident_broker(workdir: Path):
+def resident_broker(workdir: Path, first_uses: tuple[str, ...] | None = None):
     """The sandbox broker as the hub runs it (started, warmed and listening before any grading),
     in a cpuacct cgroup of its own: yields ``(socket path, CPU-seconds it has used so far)``, the
-    second a function, so a command's share of the broker's work can be added to the command's."""
+    second a function, so a command's share of the broker's work can be added to the command's.
+    ``first_uses``: the warm-ups it pays for every connection (all if None); the native hub passes
+    those its course's notebooks need."""
     group = _cpu_group()
     if group is None:
         raise RuntimeError("the resident-broker figure needs root and cgroup v1's cpuacct")
     folder = Path(tempfile.mkdtemp(prefix="attention-bench-broker-"))  # root's, 0700: the broker checks
     path = folder / "broker.sock"
+    warm = "all" if first_uses is None else ",".join(first_uses) or "none"
     broker = subprocess.Popen([sys.executable, "-m", "attention_platform.grading.sandbox.broker", "--socket", str(path),
-                               "--allow-uid", "0"], cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               "--allow-uid", "0", "--first-uses", warm], cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               text=True, preexec_fn=_joining(group))
     try:
         deadline = time.monotonic() + 180
@@ -223,7 +227,9 @@ def run_benchmark(workdir: Path, n: int = 100, *, jobs: int | None = None, laten
     if one_proc.returncode != 0:
         return failed("autograde-batch on one submission", one_proc)
     log(f"batch beside a resident sandbox broker (started and warm before, as on the hub) over {n} submissions ...")
-    with resident_broker(workdir) as (socket_path, broker_seconds):
+    from attention_platform.grading.sandbox import first_use
+
+    with resident_broker(workdir, first_use.needed_by_course(courses["hub"])) as (socket_path, broker_seconds):
         broker_before = broker_seconds()
         hub_s, hub_cpu, hub_proc = _timed(batch_command(courses["hub"]), courses["hub"],
                                           dict(env, ATTENTION_SANDBOX_SOCKET=socket_path))

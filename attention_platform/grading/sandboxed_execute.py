@@ -13,6 +13,7 @@ output shapes the in-kernel ``grader_tests.kernel.grade`` produces, so
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Float, Integer, Unicode
@@ -82,14 +83,18 @@ class SandboxedExecute(NbGraderPreprocessor):
         return nb, resources
 
 
-def start_sandbox_early(**_hook_args) -> None:
+def start_sandbox_early(assignment=None, **_hook_args) -> None:
     """Start the sandbox zygote (or reach the broker) without waiting for it, from
-    ``Autograde.pre_convert_hook``: its warm-up (importing torch, a first optimizer step, a first
-    figure: ~3 s on 2 cores) then runs while nbgrader copies and sanitises the submission instead
-    of after. A sandbox that cannot start is reported by the first notebook's grading."""
+    ``Autograde.pre_convert_hook`` (run in the course's root): its warm-up (importing torch, and the
+    first uses ``assignment``'s notebooks need: a first optimizer step, a first figure; ~3 s on 2
+    cores with both) then runs while nbgrader copies and sanitises the submission instead of after.
+    A process that grades several assignments (the formgrader) asks for each one's first uses as
+    it comes. A sandbox that cannot start is reported by the first notebook's grading."""
+    from attention_platform.grading.sandbox import first_use
     from attention_platform.grading.sandbox.client import SandboxUnavailable, get_zygote
 
+    needed = first_use.needed_by_assignment(Path.cwd(), str(assignment)) if assignment else first_use.ALL
     try:
-        get_zygote()
+        get_zygote(needed).warm(needed)
     except SandboxUnavailable:
         pass

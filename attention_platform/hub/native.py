@@ -400,9 +400,13 @@ def start_broker(hub: NativeHub, log_file, timeout: float = 120) -> None:
     # A socket left by the previous run (the state directory is kept) would pass the wait below
     # before the new broker listens, and the first client would be refused. run/ is root's alone.
     hub.sandbox_socket.unlink(missing_ok=True)
+    from attention_platform.grading.sandbox import first_use
+
+    # The first uses the course's notebooks need, paid once for every connection (grading/sandbox/first_use.py).
+    first_uses = ",".join(first_use.needed_by_course(hub.course_dir)) or "none"
     hub.broker = subprocess.Popen(
         [sys.executable, "-m", "attention_platform.grading.sandbox.broker", "--socket", str(hub.sandbox_socket),
-         "--allow-uid", str(entry.pw_uid), "--allow-gid", str(entry.pw_gid)],
+         "--allow-uid", str(entry.pw_uid), "--allow-gid", str(entry.pw_gid), "--first-uses", first_uses],
         cwd=hub.state, env=hub.env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
     )
     deadline = time.monotonic() + timeout

@@ -70,6 +70,35 @@ def test_every_warm_up_a_notebook_can_ask_for_is_one_the_worker_can_pay():
     assert tuple(sorted(zygote.FIRST_USES)) == first_use.ALL
 
 
+COURSES = [  # (case, {assignment folder: its notebook's text, or a link elsewhere}, the warm-ups it needs)
+    ("neither", {"a1": "attention only", "a2": "softmax"}, ()),
+    ("one draws", {"a1": "attention only", "a2": "plt.plot(x)"}, ("figures",)),
+    ("one trains, one draws", {"a1": "optim.AdamW", "a2": "import matplotlib"}, ("figures", "optimizers")),
+    ("a link is not followed", {"a1": "attention only", "a2": "->"}, ()),
+    ("no assignment", {}, first_use.ALL),
+]
+
+
+@pytest.mark.parametrize("case, assignments, expected", COURSES, ids=[row[0] for row in COURSES])
+def test_which_warm_ups_a_courses_broker_pays_for_everyone(tmp_path, case, assignments, expected):
+    (tmp_path / "source").mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "x.ipynb").write_text("import matplotlib.pyplot as plt; optim")
+    for name, text in assignments.items():
+        if text == "->":
+            (tmp_path / "source" / name).symlink_to(elsewhere)
+            continue
+        (tmp_path / "source" / name).mkdir()
+        (tmp_path / "source" / name / f"{name}.ipynb").write_text(text)
+    assert first_use.needed_by_course(tmp_path) == expected
+
+
+def test_this_course_needs_both_everywhere(tmp_path):
+    assert first_use.needed_by_course(REPO) == first_use.ALL
+    assert first_use.needed_by_course(tmp_path / "no course") == first_use.ALL
+
+
 def test_work_nobody_described_gets_every_warm_up(tmp_path):
     assert first_use.needed_by_folder(tmp_path / "missing") == first_use.ALL
     assert first_use.needed_by_folder(tmp_path) == first_use.ALL
@@ -139,3 +168,28 @@ def test_a_zygote_pays_the_first_uses_it_was_asked_for_and_its_sandboxes_train_a
             sandbox.close()
     finally:
         zygote.close()
+
+
+HOOK = """
+import json, os
+from attention_platform.grading.sandboxed_execute import start_sandbox_early
+from attention_platform.grading.sandbox.client import get_zygote
+os.chdir({course!r})  # nbgrader runs its hooks in the course's root
+start_sandbox_early(assignment="a1", student="s", notebooks=[])
+with get_zygote().spawn() as sandbox:
+    _, reply = sandbox.call({{"op": "cell", "source": {probe!r}}})
+print(json.dumps(reply["outputs"][0]["text"]))
+"""
+
+
+@pytest.mark.parametrize("notebook, before", [('{"cells": []}', "no dynamo no pyplot no font\n"),
+                                              ('{"source": "import matplotlib.pyplot as plt"}', "no dynamo pyplot font\n")])
+def test_nbgraders_autograde_warms_the_worker_for_the_assignment_it_grades(tmp_path, notebook, before):
+    """``nbgrader autograde`` and the formgrader start the worker from the pre-convert hook, with
+    the first uses of the assignment's source notebooks (a broker's worker pays none of its own)."""
+    (tmp_path / "source" / "a1").mkdir(parents=True)
+    (tmp_path / "source" / "a1" / "a1.ipynb").write_text(notebook)
+    done = subprocess.run([sys.executable, "-c", HOOK.format(course=str(tmp_path), probe=PROBE)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == before

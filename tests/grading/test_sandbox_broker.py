@@ -44,6 +44,20 @@ def broker():
     shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.fixture(scope="module")
+def lean_broker():
+    """A broker that pays no first use for everyone (``--first-uses none``), as the native hub starts
+    it for a course whose notebooks neither train nor draw."""
+    grader = ensure_user(GRADER)
+    folder = Path(tempfile.mkdtemp(prefix="attention-broker-test-"))
+    folder.chmod(0o755)
+    process, socket_path = start_broker(folder, grader, extra=("--first-uses", "none"))
+    yield socket_path, grader
+    process.terminate()
+    process.wait(20)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 CLIENT = """
 import json, os, sys
 from attention_platform.grading.sandbox import SandboxLimits, SandboxUnavailable, Zygote
@@ -97,6 +111,83 @@ def test_limits_asked_for_are_clamped_to_the_brokers_caps(broker):
     assert result["limits"]["memory_mb"] == BROKER_CAPS.memory_mb
     assert result["limits"]["nproc"] == BROKER_CAPS.nproc
     assert result["limits"]["cell_timeout"] == 9
+
+
+WARMED = """
+import json
+from attention_platform.grading.sandbox import SandboxUnavailable, Zygote
+try:
+    zygote = Zygote.connect({path!r}, first_uses={first_uses!r})
+    with zygote.spawn() as sb:
+        _, reply = sb.call({{"op": "cell", "source": {source!r}}})
+    print(json.dumps({{"loaded": reply["outputs"][0]["text"].split()}}))
+except SandboxUnavailable as exc:
+    print(json.dumps({{"unavailable": exc.reason}}))
+"""
+LOADED = "import sys\nprint(*sorted(m for m in ('torch._dynamo', 'matplotlib.pyplot') if m in sys.modules), 'torch')"
+
+
+@pytest.mark.parametrize("first_uses, loaded", [
+    ((), ["torch"]),  # the core notebook's batch: a sandbox forked from the smaller worker
+    (("figures",), ["matplotlib.pyplot", "torch"]),
+    (("figures", "optimizers"), ["matplotlib.pyplot", "torch._dynamo", "torch"]),
+])
+def test_a_connection_pays_the_warm_ups_its_grader_asks_for_and_no_other(lean_broker, first_uses, loaded):
+    path, grader = lean_broker
+    result = as_user(grader, WARMED.format(path=str(path), first_uses=first_uses, source=LOADED))
+    assert result == {"loaded": loaded}
+
+
+def test_the_first_uses_a_broker_paid_at_its_start_are_every_connections(broker):
+    path, grader = broker  # started with the default, --first-uses all
+    result = as_user(grader, WARMED.format(path=str(path), first_uses=(), source=LOADED))
+    assert result == {"loaded": ["matplotlib.pyplot", "torch._dynamo", "torch"]}
+
+
+def test_a_first_use_the_broker_does_not_know_stops_it_before_it_starts(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "attention_platform.grading.sandbox.broker", "--socket",
+                           str(tmp_path / "s.sock"), "--allow-uid", "1", "--first-uses", "figures,compile"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "unknown warm-up(s) compile; known: figures, optimizers" in done.stderr
+
+
+@pytest.mark.parametrize("first_uses, reason", [
+    (("figures", "compile"), "refused its warm-up: unknown warm-up(s) compile; known: figures, optimizers"),
+    (("figures", "../../bin/sh"), "unknown warm-up(s) ../../bin/sh; known"),
+])
+def test_a_warm_up_the_broker_does_not_know_is_refused_by_name(broker, first_uses, reason):
+    path, grader = broker
+    result = as_user(grader, WARMED.format(path=str(path), first_uses=first_uses, source="print(1)"))
+    assert reason in result["unavailable"]
+
+
+FROZEN_AND_DRAWING = "import gc, sys\nprint(gc.get_freeze_count(), 'matplotlib.pyplot' in sys.modules)"
+
+
+def test_a_warm_up_asked_for_later_reaches_the_next_sandbox_with_what_it_made_frozen(lean_broker):
+    """The sandbox forked ahead before the warm-up is not handed out after it; what the warm-up
+    imported is frozen like the rest of the worker's start-up (attention_platform/start_up_gc.py)."""
+    path, _ = lean_broker
+    zygote = Zygote.connect(str(path), first_uses=())
+
+    def seen_in_a_sandbox() -> tuple[int, str]:
+        with zygote.spawn() as sandbox:
+            _, reply = sandbox.call({"op": "cell", "source": FROZEN_AND_DRAWING})
+        frozen, drawing = reply["outputs"][0]["text"].split()
+        return int(frozen), drawing
+
+    try:
+        before = seen_in_a_sandbox()  # and the zygote forks the next one ahead
+        zygote.warm(("figures",))  # as the formgrader does when it grades an assignment that draws
+        zygote.warm(("figures",))  # asked for already: nothing is sent
+        after = seen_in_a_sandbox()
+        unread = zygote.warms_unread
+    finally:
+        zygote.close()
+    assert unread == 0  # the answer was read before the spawn's
+    assert (before[1], after[1]) == ("False", "True")
+    assert after[0] > before[0] + 10_000
 
 
 KILL_OTHERS = """

@@ -3,7 +3,7 @@
 Building a sandbox needs root (namespaces, pivot_root, a per-sandbox uid, cgroup
 limits); judging a submission and rendering it for a TA must not run as root. So
 the formgrader runs as the course's grader account and asks this broker, over a
-Unix socket, for sandboxes. The broker accepts exactly two requests, on behalf
+Unix socket, for sandboxes. The broker accepts exactly three requests, on behalf
 of a peer whose uid it checked with SO_PEERCRED:
 
 * ``spawn`` — a fresh sandbox; the broker chooses its uid, cgroup, visible paths
@@ -12,6 +12,9 @@ of a peer whose uid it checked with SO_PEERCRED:
 * ``kill`` — end one of *that connection's* sandboxes and say whether it ran out
   of memory and how it ended (or nothing, if the grader asked for no reply: a
   sandbox it is done with).
+* ``warm`` — pay some of ``first_use``'s optional first uses (named, from a fixed
+  list) in that connection's zygote before its sandboxes are forked, if the broker
+  did not pay them for everyone at its start (``--first-uses``).
 
 It opens no file a client names, runs nothing a client sends (student code runs
 only inside the sandboxes, as their own uid), and a closed connection kills every
@@ -32,7 +35,7 @@ import struct
 import sys
 from dataclasses import asdict, fields
 
-from . import zygote
+from . import first_use, zygote
 from .limits import BROKER_CAPS, SandboxLimits
 
 MAX_CLIENTS = 16  # grader processes served at once (each a forked zygote)
@@ -80,10 +83,15 @@ def serve_client(conn: socket.socket, groups, caps: SandboxLimits) -> None:
             pass
 
 
-def run(path: str, allowed_uids: set[int], gid: int | None, caps: SandboxLimits, log=print) -> int:
+def run(path: str, allowed_uids: set[int], gid: int | None, caps: SandboxLimits, log=print,
+        first_uses: tuple[str, ...] = first_use.ALL) -> int:
+    """``first_uses``: the optional warm-ups paid here, once, for every connection; a connection whose
+    grader asks for others pays those itself (ZygoteServer.warm). Each one paid here makes every
+    sandbox ~15 CPU-ms dearer (first_use.py), so a course whose notebooks neither train nor draw
+    starts its broker with none."""
     if os.geteuid() != 0:
         raise SystemExit("the sandbox broker must run as root: it builds namespaces and cgroups")
-    zygote.warm_up()
+    zygote.warm_up(first_uses)
     groups, problem = zygote.limit_groups()
     problem = problem or zygote.hidden_checks_problem()
     server = listen(path, gid)
@@ -102,7 +110,8 @@ def run(path: str, allowed_uids: set[int], gid: int | None, caps: SandboxLimits,
     signal.signal(signal.SIGCHLD, reap)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     log(f"sandbox broker on {path} for uid {sorted(allowed_uids)}; limits through "
-        f"{groups.version if groups else 'nothing: ' + str(problem)}", flush=True)
+        f"{groups.version if groups else 'nothing: ' + str(problem)}; first uses paid for every connection: "
+        f"{', '.join(first_uses) or 'none'}", flush=True)
     try:
         while True:
             conn, _ = server.accept()
@@ -150,9 +159,22 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument(f"--max-{field.name.replace('_', '-')}", type=type(getattr(BROKER_CAPS, field.name)),
                             default=getattr(BROKER_CAPS, field.name), dest=field.name,
                             help=f"largest {field.name} a grader may ask for (default %(default)s)")
+    parser.add_argument("--first-uses", default="all", type=_first_uses,
+                        help="optional warm-ups the broker pays once for every connection: 'all' (default), "
+                             f"'none' or a comma-separated list of {', '.join(first_use.ALL)}; a connection "
+                             "whose grader asks for others pays those itself")
     args = parser.parse_args(argv)
     caps = SandboxLimits(**{k: getattr(args, k) for k in asdict(BROKER_CAPS)})
-    return run(args.socket, set(args.allow_uid), args.allow_gid, caps)
+    return run(args.socket, set(args.allow_uid), args.allow_gid, caps, first_uses=args.first_uses)
+
+
+def _first_uses(argument: str) -> tuple[str, ...]:
+    if argument == "all":
+        return first_use.ALL
+    try:
+        return () if argument == "none" else first_use.parse(argument)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import protocol
+from . import first_use, protocol
 from .limits import SandboxLimits, asdict
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[3]  # where ``attention_platform`` can be imported from
@@ -78,9 +78,13 @@ class Zygote:
         )
         theirs.close()
         self._attach(ours, start_timeout)
+        self.asked.update(first_use.ALL if first_uses is None else first_uses)  # paid at its start
 
     @classmethod
-    def connect(cls, path: str, start_timeout: float = 180.0) -> "Zygote":
+    def connect(cls, path: str, start_timeout: float = 180.0,
+                first_uses: tuple[str, ...] = first_use.ALL) -> "Zygote":
+        """``first_uses``: the optional warm-ups this connection's zygote pays before its first sandbox
+        (the broker's own worker pays none); asked for now, paid while this process goes on."""
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.connect(path)
@@ -91,6 +95,8 @@ class Zygote:
         zygote = cls.__new__(cls)
         zygote.process = None
         zygote._attach(sock, start_timeout)
+        if first_uses:
+            zygote._send_warm(sorted(set(first_uses)))  # if the broker closed at once, wait_ready reads why
         return zygote
 
     def _attach(self, ctrl: socket.socket, start_timeout: float) -> None:
@@ -100,9 +106,48 @@ class Zygote:
         self.start_deadline = time.monotonic() + start_timeout
         self.pid = None  # known once the zygote said it is ready (it imports torch meanwhile)
         self.limits_kind = None
+        self.asked: set[str] = set()  # the optional warm-ups asked of this zygote so far (``warm``)
+        self.warms_unread = 0  # warm requests sent whose answer is not read yet: read before the next reply
+
+    def warm(self, first_uses) -> None:
+        """Ask the zygote to pay, before the sandboxes it forks from now on, the optional warm-ups
+        (``first_use`` names) in ``first_uses`` not asked for yet; without waiting for them (a new
+        sandbox waits, the zygote pays them first). A broker's zygote starts with none paid."""
+        missing = sorted(set(first_uses) - self.asked)
+        if not missing:
+            return
+        with self.lock:
+            if not self._send_warm(missing):
+                self.broken = True
+                raise SandboxUnavailable("the sandbox zygote stopped answering (its control socket closed)")
+
+    def _send_warm(self, names: list[str]) -> bool:
+        try:
+            protocol.send_json(self.ctrl, {"op": "warm", "first_uses": names})
+        except OSError:
+            return False
+        self.asked.update(names)
+        self.warms_unread += 1
+        return True
+
+    def _read_warmed(self, deadline: float) -> None:
+        """Read the answers to the warm requests sent (callers hold the lock): each ``warmed``, or the
+        reason the zygote refused."""
+        while self.warms_unread:
+            try:
+                answer, _ = protocol.recv_frame_with_fds(self.ctrl, deadline)
+            except (protocol.FrameError, OSError) as exc:
+                self.broken = True
+                raise SandboxUnavailable(f"the sandbox zygote did not finish its warm-up ({exc})") from None
+            self.warms_unread -= 1
+            if not isinstance(answer, dict) or answer.get("op") != "warmed":
+                self.broken = True
+                error = answer.get("error") if isinstance(answer, dict) else answer
+                raise SandboxUnavailable(f"the sandbox zygote refused its warm-up: {str(error)[:1000]}")
 
     def _request(self, message: dict, timeout: float) -> tuple[dict, list[int]]:
         """One request and its reply on the control socket (callers hold the lock)."""
+        self._read_warmed(time.monotonic() + self.WARM_TIMEOUT)
         try:
             protocol.send_json(self.ctrl, message)
             reply, fds = protocol.recv_frame_with_fds(self.ctrl, time.monotonic() + timeout)
@@ -114,8 +159,11 @@ class Zygote:
             raise SandboxUnavailable("the sandbox zygote sent a malformed reply")
         return reply, fds
 
+    WARM_TIMEOUT = 180.0  # seconds a warm-up asked for after the start may take (~2 s here)
+
     def wait_ready(self) -> None:
-        """Block until the zygote finished importing (called by the first spawn)."""
+        """Block until the zygote finished importing and the warm-ups asked for so far (called by the
+        first spawn)."""
         if self.pid is not None:
             return
         try:
@@ -127,6 +175,7 @@ class Zygote:
             self.broken = True
             error = ready.get("error") if isinstance(ready, dict) else ready
             raise SandboxUnavailable(str(error)[:1000])
+        self._read_warmed(self.start_deadline)
         self.pid, self.limits_kind = ready["pid"], ready.get("limits")
 
     def spawn(self, limits: SandboxLimits | None = None) -> "Sandbox":
@@ -191,13 +240,14 @@ _ZYGOTE_LOCK = threading.Lock()
 def get_zygote(first_uses: tuple[str, ...] | None = None) -> Zygote:
     """The process-wide zygote, started or connected on first use (and again if it died):
     the broker named by ATTENTION_SANDBOX_SOCKET if set, else a private one when root.
-    ``first_uses`` is passed to a private zygote this call starts (the broker warms everything)."""
+    ``first_uses``: the optional warm-ups the zygote this call starts or connects to pays before
+    its first sandbox; all of them if None (a process grading any notebook)."""
     global _ZYGOTE
     with _ZYGOTE_LOCK:
         if _ZYGOTE is None or not _ZYGOTE.alive():
             path = os.environ.get(SOCKET_ENV)
             if path:
-                _ZYGOTE = Zygote.connect(path)
+                _ZYGOTE = Zygote.connect(path, first_uses=first_use.ALL if first_uses is None else first_uses)
             elif os.geteuid() == 0:
                 _ZYGOTE = Zygote(first_uses=first_uses)
             else:

@@ -4,7 +4,13 @@ Some of torch's and matplotlib's work happens only the first time a feature is u
 first optimizer step imports ``torch._dynamo`` (~0.9 CPU-s here), the first figure loads
 fonts and the PNG writer (~0.3 CPU-s). A worker that pays them once, before forking, spares
 every sandbox that uses the feature; a worker that pays them for notebooks that never use
-the feature only delays its own start (the hub's broker, serving every notebook, pays them all).
+the feature delays its own start and makes every sandbox it forks dearer (~15 CPU-ms each on this
+machine: a larger address space to copy and tear down). So the hub's broker pays for every
+connection only those its course's notebooks need (``--first-uses``; the native hub passes
+``needed_by_course``), and each grader's connection asks for any other it needs and pays it
+itself: ``autograde-batch`` and nbgrader's autograde (the formgrader's too) those of the assignment
+they grade, asking for more when a later assignment needs them; the Validate and feedback-on-submit
+services, which take any notebook, all.
 The choice is a speed hint and nothing else: a sandbox that meets a feature its worker did not
 warm pays the first use itself and gets the same result.
 """
@@ -63,6 +69,21 @@ def needed_by_assignment(course: Path, assignment: str) -> tuple[str, ...]:
     directory: reading the course's configuration to find another would take the ~2 s the early
     start saves (it imports the course's preprocessors), and a course that moved it gets them all."""
     return needed_by_folder(Path(course) / "source" / assignment)
+
+
+def needed_by_course(course: Path) -> tuple[str, ...]:
+    """The warm-ups any assignment in the course's default source directory needs (each folder of
+    ``source/`` read as ``needed_by_assignment`` reads it); all of them if there is none. A folder
+    that is a link is not looked into: the reader may be root, and source/ is the instructors'."""
+    try:
+        with os.scandir(Path(course) / "source") as entries:
+            folders = sorted(entry.path for entry in entries if entry.is_dir(follow_symlinks=False))
+    except OSError:
+        return ALL
+    if not folders:
+        return ALL
+    needed = {name for folder in folders for name in needed_by_folder(Path(folder))}
+    return tuple(name for name in ALL if name in needed)
 
 
 def parse(argument: str) -> tuple[str, ...]:
