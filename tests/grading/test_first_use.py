@@ -94,6 +94,15 @@ def test_which_warm_ups_a_courses_broker_pays_for_everyone(tmp_path, case, assig
     assert first_use.needed_by_course(tmp_path) == expected
 
 
+def test_a_source_folder_that_is_a_link_is_not_read(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "a1").mkdir(parents=True)
+    (elsewhere / "a1" / "a1.ipynb").write_text("attention only")
+    (tmp_path / "course").mkdir()
+    (tmp_path / "course" / "source").symlink_to(elsewhere)
+    assert first_use.needed_by_course(tmp_path / "course") == first_use.ALL  # unknown work: every warm-up
+
+
 def test_this_course_needs_both_everywhere(tmp_path):
     assert first_use.needed_by_course(REPO) == first_use.ALL
     assert first_use.needed_by_course(tmp_path / "no course") == first_use.ALL

@@ -33,6 +33,7 @@ MAX_NOTEBOOK_BYTES = 8 << 20  # a source notebook larger than this is not looked
 # The grader may be root; source/ is the instructors' to write. A name that is not a regular file of
 # sane size (a link, a named pipe that would block the read, a device) is not read.
 OPEN_NOTEBOOK = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+OPEN_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC  # a link in its place is not entered
 
 
 def needed_by(texts: Iterable[str]) -> tuple[str, ...]:
@@ -50,9 +51,9 @@ def needed_by_folder(folder: Path) -> tuple[str, ...]:
     return needed_by(texts)
 
 
-def _notebook_text(path: Path) -> str | None:
+def _notebook_text(path, dir_fd: int | None = None) -> str | None:
     try:
-        fd = os.open(path, OPEN_NOTEBOOK)
+        fd = os.open(path, OPEN_NOTEBOOK, dir_fd=dir_fd)
     except OSError:
         return None
     try:
@@ -73,17 +74,42 @@ def needed_by_assignment(course: Path, assignment: str) -> tuple[str, ...]:
 
 def needed_by_course(course: Path) -> tuple[str, ...]:
     """The warm-ups any assignment in the course's default source directory needs (each folder of
-    ``source/`` read as ``needed_by_assignment`` reads it); all of them if there is none. A folder
-    that is a link is not looked into: the reader may be root, and source/ is the instructors'."""
+    ``source/`` read as ``needed_by_assignment`` reads it); all of them if there is none. The reader
+    may be root (the native hub starts the broker with this) and source/ is the instructors': it is
+    read through folder descriptors opened without following links, so a link in place of source/
+    or of an assignment's folder, even one swapped in while it is read, is not entered."""
     try:
-        with os.scandir(Path(course) / "source") as entries:
-            folders = sorted(entry.path for entry in entries if entry.is_dir(follow_symlinks=False))
+        source = os.open(Path(course) / "source", OPEN_FOLDER)
     except OSError:
         return ALL
-    if not folders:
+    needed: set[str] = set()
+    try:
+        with os.scandir(source) as entries:
+            names = sorted(entry.name for entry in entries if entry.is_dir(follow_symlinks=False))
+        for name in names:
+            try:
+                folder = os.open(name, OPEN_FOLDER, dir_fd=source)
+            except OSError:  # gone, or a link by now
+                continue
+            try:
+                needed.update(_needed_in(folder))
+            finally:
+                os.close(folder)
+    finally:
+        os.close(source)
+    if not names:
         return ALL
-    needed = {name for folder in folders for name in needed_by_folder(Path(folder))}
     return tuple(name for name in ALL if name in needed)
+
+
+def _needed_in(folder: int) -> tuple[str, ...]:
+    """``needed_by_folder`` for an open folder descriptor."""
+    with os.scandir(folder) as entries:
+        names = sorted(e.name for e in entries if e.name.endswith(".ipynb") and not e.name.startswith("."))
+    texts = [_notebook_text(name, dir_fd=folder) for name in names]
+    if not texts or None in texts:
+        return ALL
+    return needed_by(texts)
 
 
 def parse(argument: str) -> tuple[str, ...]:
