@@ -190,6 +190,20 @@ def test_a_warm_up_asked_for_later_reaches_the_next_sandbox_with_what_it_made_fr
     assert after[0] > before[0] + 10_000
 
 
+def test_a_warm_up_already_paid_keeps_the_sandbox_forked_ahead(lean_broker):
+    path, _ = lean_broker
+    zygote = Zygote.connect(str(path), first_uses=("figures",))
+    try:
+        zygote.spawn().close()  # and the zygote forks the next one ahead
+        with zygote.lock:
+            assert zygote._send_warm(["figures"])  # as a second grader thread could, before it saw the first
+        sandbox = zygote.spawn()
+        sandbox.close()
+    finally:
+        zygote.close()
+    assert sandbox.forked_ahead
+
+
 KILL_OTHERS = """
 import json, os
 from attention_platform.grading.sandbox import Zygote

@@ -83,8 +83,9 @@ class Zygote:
     @classmethod
     def connect(cls, path: str, start_timeout: float = 180.0,
                 first_uses: tuple[str, ...] = first_use.ALL) -> "Zygote":
-        """``first_uses``: the optional warm-ups this connection's zygote pays before its first sandbox
-        (the broker's own worker pays none); asked for now, paid while this process goes on."""
+        """``first_uses``: the optional warm-ups this connection's zygote pays before its first sandbox,
+        if the broker did not pay them for everyone at its start; asked for now, paid while this
+        process goes on."""
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.connect(path)
@@ -112,7 +113,8 @@ class Zygote:
     def warm(self, first_uses) -> None:
         """Ask the zygote to pay, before the sandboxes it forks from now on, the optional warm-ups
         (``first_use`` names) in ``first_uses`` not asked for yet; without waiting for them (a new
-        sandbox waits, the zygote pays them first). A broker's zygote starts with none paid."""
+        sandbox waits, the zygote pays them first). A broker's zygote starts with those its broker
+        paid for every connection (``broker.py --first-uses``), a private one with those it was started with."""
         missing = sorted(set(first_uses) - self.asked)
         if not missing:
             return

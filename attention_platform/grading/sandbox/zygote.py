@@ -630,11 +630,11 @@ class ZygoteServer:
                 pass  # the next spawn forks its own and says why it cannot
 
     def warm(self, names) -> None:
-        """Pay the optional first uses (``first_use`` names) this connection's grader asked for, before
-        its sandboxes: the broker forks each connection's server from a worker that paid none of them,
-        because a worker that did costs every sandbox it forks ~15 CPU-ms more (a larger address
-        space to copy and tear down), whether the notebooks use them or not. Replies ``warmed``, or
-        ``refused`` with the reason."""
+        """Pay the optional first uses (``first_use`` names) this connection's grader asked for that
+        this worker has not paid, before its sandboxes: a broker pays for every connection only those
+        its course needs (``--first-uses``), because each costs every sandbox forked after it ~15 CPU-ms
+        more (a larger address space to copy and tear down), whether the notebooks use it or not.
+        Replies ``warmed``, or ``refused`` with the reason."""
         if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
             send_reply(self.ctrl, {"op": "refused", "error": "a warm-up request names a list of warm-ups"})
             return
@@ -643,8 +643,8 @@ class ZygoteServer:
             send_reply(self.ctrl, {"op": "refused", "error": f"unknown warm-up(s) {', '.join(unknown)[:200]}; "
                                                              f"known: {', '.join(first_use.ALL)}"})
             return
-        if self.ahead is not None:  # forked before the warm-up: it would lack it
-            self._discard(self.ahead)
+        if any(name not in _PAID for name in names) and self.ahead is not None:
+            self._discard(self.ahead)  # forked before the warm-up: it would lack it
             self.ahead = None
         start_up_gc.pause()  # what the warm-up makes is frozen with the rest (see warm_up)
         try:
