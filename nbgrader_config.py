@@ -54,7 +54,7 @@ c.Autograde.sanitize_preprocessors = [
 # lose one's grading): each submission is graded holding the course's lock (grading/course_lock.py).
 # Before waiting for it, the sandbox starts warming up, so the first notebook does not wait for torch.
 def _before_autograde(**hook_args):
-    start_sandbox_early()
+    start_sandbox_early(**hook_args)  # with the first uses of hook_args["assignment"]
     before_autograde(**hook_args)
 
 

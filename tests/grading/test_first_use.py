@@ -181,10 +181,11 @@ def test_a_zygote_pays_the_first_uses_it_was_asked_for_and_its_sandboxes_train_a
 
 HOOK = """
 import json, os
-from attention_platform.grading.sandboxed_execute import start_sandbox_early
+from traitlets.config.loader import PyFileConfigLoader
 from attention_platform.grading.sandbox.client import get_zygote
+config = PyFileConfigLoader("nbgrader_config.py", path={repo!r}).load_config()  # the course's own hook
 os.chdir({course!r})  # nbgrader runs its hooks in the course's root
-start_sandbox_early(assignment="a1", student="s", notebooks=[])
+config.Autograde.pre_convert_hook(assignment="a1", student="s", notebooks=[])
 with get_zygote().spawn() as sandbox:
     _, reply = sandbox.call({{"op": "cell", "source": {probe!r}}})
 print(json.dumps(reply["outputs"][0]["text"]))
@@ -198,7 +199,7 @@ def test_nbgraders_autograde_warms_the_worker_for_the_assignment_it_grades(tmp_p
     the first uses of the assignment's source notebooks (a broker's worker pays none of its own)."""
     (tmp_path / "source" / "a1").mkdir(parents=True)
     (tmp_path / "source" / "a1" / "a1.ipynb").write_text(notebook)
-    done = subprocess.run([sys.executable, "-c", HOOK.format(course=str(tmp_path), probe=PROBE)],
+    done = subprocess.run([sys.executable, "-c", HOOK.format(repo=str(REPO), course=str(tmp_path), probe=PROBE)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == before

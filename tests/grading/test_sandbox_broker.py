@@ -114,10 +114,11 @@ def test_limits_asked_for_are_clamped_to_the_brokers_caps(broker):
 
 
 WARMED = """
-import json
+import json, time
 from attention_platform.grading.sandbox import SandboxUnavailable, Zygote
 try:
     zygote = Zygote.connect({path!r}, first_uses={first_uses!r})
+    time.sleep({pause!r})  # a grader importing what it grades with, meanwhile
     with zygote.spawn() as sb:
         _, reply = sb.call({{"op": "cell", "source": {source!r}}})
     print(json.dumps({{"loaded": reply["outputs"][0]["text"].split()}}))
@@ -134,13 +135,16 @@ LOADED = "import sys\nprint(*sorted(m for m in ('torch._dynamo', 'matplotlib.pyp
 ])
 def test_a_connection_pays_the_warm_ups_its_grader_asks_for_and_no_other(lean_broker, first_uses, loaded):
     path, grader = lean_broker
-    result = as_user(grader, WARMED.format(path=str(path), first_uses=first_uses, source=LOADED))
+    result = as_user(grader, WARMED.format(path=str(path), first_uses=first_uses, source=LOADED, pause=0))
     assert result == {"loaded": loaded}
 
 
-def test_the_first_uses_a_broker_paid_at_its_start_are_every_connections(broker):
+@pytest.mark.parametrize("first_uses", [(), ("figures", "optimizers")])
+def test_the_first_uses_a_broker_paid_at_its_start_are_every_connections(broker, first_uses):
+    """The second asks for what is paid already: its answer follows the connection's ``ready`` at once,
+    and both wait in the socket until the grader reads them."""
     path, grader = broker  # started with the default, --first-uses all
-    result = as_user(grader, WARMED.format(path=str(path), first_uses=(), source=LOADED))
+    result = as_user(grader, WARMED.format(path=str(path), first_uses=first_uses, source=LOADED, pause=1))
     assert result == {"loaded": ["matplotlib.pyplot", "torch._dynamo", "torch"]}
 
 
@@ -158,7 +162,7 @@ def test_a_first_use_the_broker_does_not_know_stops_it_before_it_starts(tmp_path
 ])
 def test_a_warm_up_the_broker_does_not_know_is_refused_by_name(broker, first_uses, reason):
     path, grader = broker
-    result = as_user(grader, WARMED.format(path=str(path), first_uses=first_uses, source="print(1)"))
+    result = as_user(grader, WARMED.format(path=str(path), first_uses=first_uses, source="print(1)", pause=0))
     assert reason in result["unavailable"]
 
 

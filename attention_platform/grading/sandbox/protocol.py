@@ -41,7 +41,9 @@ def send_frame(sock: socket.socket, kind: bytes, payload: bytes) -> None:
 def recv_frame_with_fds(sock: socket.socket, deadline: float | None, max_bytes: int = 1 << 16,
                         max_fds: int = 1) -> tuple[object, list[int]]:
     """A JSON frame sent in one ``sendmsg`` together with file descriptors (the zygote's
-    replies): returns (decoded JSON, fds)."""
+    replies): returns (decoded JSON, fds). Only this frame is read: the header first (the
+    descriptors arrive with it), then exactly its body, so a reply already waiting behind it
+    (a connection's ``ready`` and, at once, the answer to its warm-up) stays for the next read."""
     if deadline is not None:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -50,7 +52,7 @@ def recv_frame_with_fds(sock: socket.socket, deadline: float | None, max_bytes: 
     else:
         sock.settimeout(None)
     try:
-        data, fds, _, _ = socket.recv_fds(sock, 8 + 1 + max_bytes, max_fds)
+        data, fds, _, _ = socket.recv_fds(sock, 8, max_fds)
     except socket.timeout:
         raise Timeout("deadline passed") from None
     except OSError as exc:
@@ -59,14 +61,17 @@ def recv_frame_with_fds(sock: socket.socket, deadline: float | None, max_bytes: 
         raise PeerClosed("connection closed")
     if len(data) < 8:
         data += _recv_exact(sock, 8 - len(data), deadline)
-    (length,) = struct.unpack(">Q", data[:8])
+    (length,) = struct.unpack(">Q", data)
     if length < 1 or length > max_bytes + 1:
         for fd in fds:
             os.close(fd)
         raise FrameError(f"frame of {length} bytes exceeds the limit of {max_bytes}")
-    body = data[8:]
-    if len(body) < length:
-        body += _recv_exact(sock, length - len(body), deadline)
+    try:
+        body = _recv_exact(sock, length, deadline)
+    except (Timeout, PeerClosed):
+        for fd in fds:
+            os.close(fd)
+        raise
     if body[:1] != JSON:
         for fd in fds:
             os.close(fd)
