@@ -203,3 +203,12 @@ def test_nbgraders_autograde_warms_the_worker_for_the_assignment_it_grades(tmp_p
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == before
+
+
+def test_a_linked_assignment_folder_is_not_entered_by_a_root_grader(tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "a1.ipynb").write_text("attention only")
+    (tmp_path / "source").mkdir()
+    (tmp_path / "source" / "a1").symlink_to(tmp_path / "elsewhere")
+    assert first_use.needed_by_folder(tmp_path / "elsewhere") == ()
+    assert first_use.needed_by_assignment(tmp_path, "a1") == first_use.ALL  # unknown work: every warm-up

@@ -42,10 +42,20 @@ def needed_by(texts: Iterable[str]) -> tuple[str, ...]:
     return tuple(name for name in ALL if any(NEEDED_WHEN[name].search(text) for text in texts))
 
 
-def needed_by_folder(folder: Path) -> tuple[str, ...]:
-    """The warm-ups the notebooks in ``folder`` need; all of them if it holds none or one that is not
-    a regular file of at most MAX_NOTEBOOK_BYTES (unknown work)."""
-    texts = [_notebook_text(path) for path in sorted(Path(folder).glob("*.ipynb"))]
+def needed_by_folder(folder: Path, dir_fd: int | None = None) -> tuple[str, ...]:
+    """The warm-ups the notebooks in ``folder`` (relative to ``dir_fd`` if given) need; all of them if
+    it is not a folder (a link in its place included), or holds no notebook, or one that is not a
+    regular file of at most MAX_NOTEBOOK_BYTES (unknown work)."""
+    try:
+        fd = os.open(folder, OPEN_FOLDER, dir_fd=dir_fd)
+    except OSError:
+        return ALL
+    try:
+        with os.scandir(fd) as entries:
+            names = sorted(e.name for e in entries if e.name.endswith(".ipynb") and not e.name.startswith("."))
+        texts = [_notebook_text(name, dir_fd=fd) for name in names]
+    finally:
+        os.close(fd)
     if not texts or None in texts:
         return ALL
     return needed_by(texts)
@@ -87,29 +97,12 @@ def needed_by_course(course: Path) -> tuple[str, ...]:
         with os.scandir(source) as entries:
             names = sorted(entry.name for entry in entries if entry.is_dir(follow_symlinks=False))
         for name in names:
-            try:
-                folder = os.open(name, OPEN_FOLDER, dir_fd=source)
-            except OSError:  # gone, or a link by now
-                continue
-            try:
-                needed.update(_needed_in(folder))
-            finally:
-                os.close(folder)
+            needed.update(needed_by_folder(name, dir_fd=source))  # a link swapped in by now: all
     finally:
         os.close(source)
     if not names:
         return ALL
     return tuple(name for name in ALL if name in needed)
-
-
-def _needed_in(folder: int) -> tuple[str, ...]:
-    """``needed_by_folder`` for an open folder descriptor."""
-    with os.scandir(folder) as entries:
-        names = sorted(e.name for e in entries if e.name.endswith(".ipynb") and not e.name.startswith("."))
-    texts = [_notebook_text(name, dir_fd=folder) for name in names]
-    if not texts or None in texts:
-        return ALL
-    return needed_by(texts)
 
 
 def parse(argument: str) -> tuple[str, ...]:
