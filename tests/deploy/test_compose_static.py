@@ -130,6 +130,17 @@ def test_secrets_come_from_an_uncommitted_env_file():
     assert not (REPO / ".env").exists() or ".env" in (REPO / ".gitignore").read_text().split()
 
 
+def test_the_brokers_first_uses_default_to_all_and_the_example_is_a_value_it_accepts():
+    from attention_platform.grading.sandbox.broker import FIRST_USES_ENV, _first_uses
+
+    setting = COMPOSE["services"]["grader"]["environment"][FIRST_USES_ENV]
+    assert setting == f"${{{FIRST_USES_ENV}:-all}}"  # this course's experiments notebook trains and draws
+    example = dict(line.split("=", 1) for line in (REPO / ".env.example").read_text().splitlines()
+                   if line and not line.startswith("#"))
+    assert _first_uses(example[FIRST_USES_ENV]) == ("figures", "optimizers")
+    assert "--first-uses" not in (REPO / "docker" / "grader-entrypoint.sh").read_text()  # it would override it
+
+
 @pytest.mark.parametrize("name", sorted(DOCKERFILES))
 def test_dockerfile_copy_sources_exist_and_bases_are_pinned(name):
     args = {}

@@ -575,3 +575,12 @@ def test_the_charts_hub_config_then_ours_initialise_a_hub():
     assert found["spawner"] == "KubeSpawner" and found["services"] == sorted([COURSE, "idle-culler"])
     assert found["hub_connect_url"].startswith(f"http://{HUB_IP}:8081") and found["cleanup_servers"] is False
     assert found["pod_labels"]["release"] == COURSE and found["scheduler"] == "user-scheduler"
+
+
+def test_the_brokers_first_uses_are_set_in_its_environment_to_a_value_it_accepts():
+    from attention_platform.grading.sandbox.broker import FIRST_USES_ENV, _first_uses
+
+    broker = grader_container("sandbox-broker")
+    value = {e["name"]: e.get("value") for e in broker.get("env", [])}[FIRST_USES_ENV]
+    assert _first_uses(value) == ("figures", "optimizers")  # this course's experiments notebook trains and draws
+    assert "--first-uses" not in broker["args"][0]  # a flag would override the setting

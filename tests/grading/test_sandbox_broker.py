@@ -156,6 +156,35 @@ def test_a_first_use_the_broker_does_not_know_stops_it_before_it_starts(tmp_path
     assert "unknown warm-up(s) compile; known: figures, optimizers" in done.stderr
 
 
+@pytest.mark.parametrize("setting, flag, loaded", [
+    ("none", (), ["torch"]),  # a course whose notebooks neither train nor draw
+    ("figures", (), ["matplotlib.pyplot", "torch"]),
+    ("", (), ["matplotlib.pyplot", "torch._dynamo", "torch"]),  # set but empty: the default, all
+    ("all", ("--first-uses", "none"), ["torch"]),  # the command line wins over the environment
+])
+def test_the_deployments_set_the_brokers_first_uses_in_its_environment(run_folder, setting, flag, loaded):
+    """docker-compose.yml and deploy/kubernetes/course.yaml configure the broker through
+    ATTENTION_SANDBOX_FIRST_USES; a connection that asks for nothing sees what the broker paid."""
+    grader = ensure_user(GRADER)
+    process, path = start_broker(run_folder, grader, env={"ATTENTION_SANDBOX_FIRST_USES": setting}, extra=flag)
+    try:
+        result = as_user(grader, WARMED.format(path=str(path), first_uses=(), source=LOADED, pause=0))
+    finally:
+        process.terminate()
+        process.wait(20)
+    assert result == {"loaded": loaded}
+
+
+def test_a_first_use_the_deployment_names_wrongly_stops_the_broker_and_names_the_setting(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "attention_platform.grading.sandbox.broker", "--socket",
+                           str(tmp_path / "s.sock"), "--allow-uid", "1"],
+                          env={**os.environ, "ATTENTION_SANDBOX_FIRST_USES": "figures,plots"},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "ATTENTION_SANDBOX_FIRST_USES: unknown warm-up(s) plots; known: figures, optimizers" in done.stderr
+    assert not (tmp_path / "s.sock").exists()
+
+
 @pytest.mark.parametrize("first_uses, reason", [
     (("figures", "compile"), "refused its warm-up: unknown warm-up(s) compile; known: figures, optimizers"),
     (("figures", "../../bin/sh"), "unknown warm-up(s) ../../bin/sh; known"),

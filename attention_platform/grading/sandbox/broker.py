@@ -39,6 +39,7 @@ from . import first_use, zygote
 from .limits import BROKER_CAPS, SandboxLimits
 
 MAX_CLIENTS = 16  # grader processes served at once (each a forked zygote)
+FIRST_USES_ENV = "ATTENTION_SANDBOX_FIRST_USES"  # --first-uses as the deployments set it (compose, Kubernetes)
 
 
 def peer_credentials(conn: socket.socket) -> tuple[int, int, int]:
@@ -159,11 +160,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument(f"--max-{field.name.replace('_', '-')}", type=type(getattr(BROKER_CAPS, field.name)),
                             default=getattr(BROKER_CAPS, field.name), dest=field.name,
                             help=f"largest {field.name} a grader may ask for (default %(default)s)")
-    parser.add_argument("--first-uses", default="all", type=_first_uses,
-                        help="optional warm-ups the broker pays once for every connection: 'all' (default), "
+    parser.add_argument("--first-uses", default=None, type=_first_uses,
+                        help="optional warm-ups the broker pays once for every connection: 'all', "
                              f"'none' or a comma-separated list of {', '.join(first_use.ALL)}; a connection "
-                             "whose grader asks for others pays those itself")
+                             f"whose grader asks for others pays those itself. Default: ${FIRST_USES_ENV} "
+                             "if set (how Docker Compose and Kubernetes configure it), else 'all'")
     args = parser.parse_args(argv)
+    if args.first_uses is None:
+        try:
+            args.first_uses = _first_uses(os.environ.get(FIRST_USES_ENV) or "all")
+        except argparse.ArgumentTypeError as exc:
+            parser.error(f"{FIRST_USES_ENV}: {exc}")
     caps = SandboxLimits(**{k: getattr(args, k) for k in asdict(BROKER_CAPS)})
     return run(args.socket, set(args.allow_uid), args.allow_gid, caps, first_uses=args.first_uses)
 
