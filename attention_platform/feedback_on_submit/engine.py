@@ -215,7 +215,17 @@ class Engine:
                 self.ensure_definition(assignment)
             except Exception as exc:  # noqa: BLE001 - e.g. not generated yet: the first attempt tries again
                 self.log.warning("the definition of %s cannot be read yet (%s)", assignment, exc)
-        get_zygote().wait_ready()
+        needed = tuple(sorted({name for assignment in assignments for name in self.first_uses(assignment)}))
+        zygote = get_zygote(needed)
+        zygote.warm(needed)
+        zygote.wait_ready()
+
+    def first_uses(self, assignment: str) -> tuple[str, ...]:
+        """The first uses (grading/sandbox/first_use.py) ``assignment``'s source notebooks need: its
+        sandboxes' worker pays those, and no other (each one paid makes every sandbox dearer)."""
+        from attention_platform.grading.sandbox import first_use
+
+        return first_use.needed_by_folder(self.main.source / assignment)
 
     def close(self) -> None:
         if self._patch is not None:
@@ -274,6 +284,8 @@ class Engine:
 
         student, assignment, pipeline = attempt.student, attempt.assignment, self.scratch
         result = Result()
+        needed = self.first_uses(assignment)  # read again: an instructor may have changed the assignment
+        get_zygote(needed).warm(needed)
         src = pipeline.submitted(student, assignment)
         _replace_tree(attempt.intake.folder, src)
         dest = pipeline.autograded(student, assignment)
@@ -304,7 +316,7 @@ class Engine:
                     result.notes.append(f"{notebook_id}.ipynb could not be read as a notebook "
                                         f"({type(exc).__name__}): its checks score 0")
                     continue
-                graded = grade_notebook(nb, zygote=get_zygote(), limits=pipeline.limits, seed_for=pipeline.seed_for,
+                graded = grade_notebook(nb, zygote=get_zygote(needed), limits=pipeline.limits, seed_for=pipeline.seed_for,
                                         filename=f"{notebook_id}.ipynb",
                                         extra_files=submission_files(dest, notebook_id))
                 if graded.stopped:

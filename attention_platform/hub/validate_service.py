@@ -104,12 +104,16 @@ class ValidateService:
     def __init__(self, course: Path, socket_path: Path, uid_range: tuple[int, int], *, workers: int = 2,
                  wait_seconds: float = 240.0, log: logging.Logger | None = None):
         from attention_platform.grading.batch import load_course_config
+        from attention_platform.grading.sandbox import first_use
         from attention_platform.grading.sandboxed_execute import SandboxedExecute
 
         self.log = log or logging.getLogger("validate-service")
         self.socket_path, self.uid_range = Path(socket_path), uid_range
         # The course's sandbox limits, as grading uses them (c.SandboxedExecute in nbgrader_config.py).
         self.limits = SandboxedExecute(config=load_course_config(Path(course))).limits()
+        # Validate takes any notebook of the course: its worker pays the first uses they need (first_use.py),
+        # no more (each one paid makes every sandbox dearer) and no fewer (each sandbox would pay them).
+        self.first_uses = first_use.needed_by_course(Path(course))
         self.turns = Turns(workers)
         self.wait_seconds = wait_seconds
         self.served = 0
@@ -132,7 +136,7 @@ class ValidateService:
     def serve_forever(self) -> None:
         from attention_platform.grading.sandbox.client import get_zygote
 
-        get_zygote().wait_ready()  # the broker's warm worker, before the first student asks
+        get_zygote(self.first_uses).wait_ready()  # the broker's warm worker, before the first student asks
         server = self.listen()
         self.log.info("validate service on %s for uids %d-%d, %d at once", self.socket_path, *self.uid_range,
                       self.turns.workers)
@@ -163,7 +167,7 @@ class ValidateService:
     def validate(self, uid: int, request) -> dict:
         import nbformat
 
-        from attention_platform.grading.sandbox.client import SandboxUnavailable
+        from attention_platform.grading.sandbox.client import SandboxUnavailable, get_zygote
         from attention_platform.grading.sandbox.grading import execute_notebook
 
         if not isinstance(request, dict) or request.get("op") != "validate":
@@ -180,8 +184,9 @@ class ValidateService:
             return {"op": "busy", "error": f"no Validate could start within {self.wait_seconds:.0f} s"}
         try:
             started = time.monotonic()
-            result = execute_notebook(nb, limits=self.limits, filename=os.path.basename(str(request.get("name", "")))
-                                      or "notebook.ipynb", extra_files=files)
+            result = execute_notebook(nb, zygote=get_zygote(self.first_uses), limits=self.limits,
+                                      filename=os.path.basename(str(request.get("name", ""))) or "notebook.ipynb",
+                                      extra_files=files)
         except SandboxUnavailable as exc:
             return {"op": "unavailable", "error": exc.reason}
         finally:

@@ -13,6 +13,7 @@ import stat
 import subprocess
 import sys
 
+import nbformat
 import pytest
 
 from attention_platform.feedback_on_submit import status as status_file
@@ -398,3 +399,46 @@ def test_the_grader_warms_up_without_collections_and_serves_with_its_start_up_fr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert (seen["status"], seen["warming"], seen["serving"]) == (0, False, True), done.stderr[-2000:]
     assert seen["frozen"] > 100_000
+
+
+ENGINE_WARMED = """
+import json
+
+import nbformat
+from pathlib import Path
+from attention_platform.feedback_on_submit.engine import Engine
+from attention_platform.grading.sandbox.client import get_zygote
+
+engine = Engine(Path({course!r})).start()
+engine.warm({assignments!r})
+with get_zygote().spawn() as sandbox:
+    _, reply = sandbox.call({{"op": "cell", "source": {source!r}}})
+print(json.dumps({{"loaded": reply["outputs"][0]["text"].split()}}))
+"""
+LOADED = "import sys\nprint(*sorted(m for m in ('torch._dynamo', 'matplotlib.pyplot') if m in sys.modules), 'torch')"
+
+
+@pytest.mark.parametrize("notebooks, loaded", [
+    ("plain", ["torch"]),  # neither trains nor draws: sandboxes forked from the smaller worker
+    ("course's", ["matplotlib.pyplot", "torch._dynamo", "torch"]),  # the experiments notebook does both
+])
+@pytest.mark.skipif(os.geteuid() != 0, reason="a private sandbox worker needs root")
+def test_the_grader_warms_its_worker_for_the_assignments_with_feedback_on(tmp_path, notebooks, loaded):
+    """Its sandboxes' worker pays the first uses those assignments' source notebooks need, no more."""
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from attention_platform.course.directory import copy_course
+    from attention_platform.course.notebooks import ASSIGNMENT
+
+    course = copy_course(tmp_path / "course")
+    if notebooks == "plain":
+        for path in (course / "source" / ASSIGNMENT).glob("*.ipynb"):
+            path.unlink()
+        nbformat.write(new_notebook(cells=[new_code_cell("import torch\nx = torch.ones(3) * 2")]),
+                       course / "source" / ASSIGNMENT / "plain.ipynb")
+    code = ENGINE_WARMED.format(course=str(course), assignments=[ASSIGNMENT], source=LOADED)
+    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}
+    env.pop("ATTENTION_SANDBOX_SOCKET", None)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"loaded": loaded}

@@ -6,6 +6,7 @@ the same notebooks, in a kernel, is the reference: the warm path must give the s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -31,37 +32,60 @@ STUDENT = "attention-vs-student"  # stands in for a hub user (the service serves
 CELL_TIMEOUT = 5  # seconds per cell, for the service's sandboxes and the reference kernel alike
 
 
-@pytest.fixture(scope="module")
-def service():
-    grader, student, stranger = ensure_user(GRADER), ensure_user(STUDENT), ensure_user(STRANGER)
-    folder = Path(tempfile.mkdtemp(prefix="attention-validate-test-"))
-    folder.chmod(0o755)
-    broker, broker_socket = start_broker(folder, grader)
-    run = folder / "validate"
-    run.mkdir()
+@contextlib.contextmanager
+def validate_service(course: Path, broker_socket: Path, folder: Path, student):
+    """``attention-course validate-service`` for ``course`` as the grader account, serving ``student``,
+    its sandboxes from the broker at ``broker_socket``; yields the service's socket."""
+    grader = ensure_user(GRADER)
+    run = Path(tempfile.mkdtemp(prefix="validate-", dir=folder))
+    run.chmod(0o755)
     shutil.chown(run, grader.pw_uid, grader.pw_gid)  # the grader's folder: it binds its socket there
     socket_path = run / "validate.sock"
     lib = folder / "grader-lib"  # the grader's own copy of the probes' codec, as the hub installs it
-    shutil.copytree(COURSE_ROOT / "grader_tests", lib / "grader_tests", ignore=shutil.ignore_patterns("tests", "__pycache__"))
-    subprocess.run(["chown", "-R", f"{grader.pw_uid}:{grader.pw_gid}", str(lib)], check=True)
+    if not lib.exists():
+        shutil.copytree(COURSE_ROOT / "grader_tests", lib / "grader_tests",
+                        ignore=shutil.ignore_patterns("tests", "__pycache__"))
+        subprocess.run(["chown", "-R", f"{grader.pw_uid}:{grader.pw_gid}", str(lib)], check=True)
     process = subprocess.Popen(
-        [sys.executable, "-m", "attention_platform.cli", "validate-service", "--course", str(COURSE_ROOT),
+        [sys.executable, "-m", "attention_platform.cli", "validate-service", "--course", str(course),
          "--socket", str(socket_path), "--uid-min", str(student.pw_uid), "--uid-max", str(student.pw_uid)],
         user=grader.pw_uid, group=grader.pw_gid, extra_groups=[], cwd="/",
         env={"PATH": "/usr/bin:/bin", "ATTENTION_SANDBOX_SOCKET": str(broker_socket),
              "PYTHONPATH": str(lib), "NBGRADER_CELL_TIMEOUT": str(CELL_TIMEOUT)},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 180
-    while not socket_path.exists():
-        assert process.poll() is None, process.stdout.read()
-        assert time.monotonic() < deadline, "the validate service did not start"
-        time.sleep(0.1)
-    yield socket_path, student, stranger
-    process.terminate()
-    process.wait(20)
-    broker.terminate()
-    broker.wait(20)
-    shutil.rmtree(folder, ignore_errors=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not socket_path.exists():
+            assert process.poll() is None, process.stdout.read()
+            assert time.monotonic() < deadline, "the validate service did not start"
+            time.sleep(0.1)
+        yield socket_path
+    finally:
+        process.terminate()
+        process.wait(20)
+
+
+@contextlib.contextmanager
+def broker_folder(*extra: str):
+    """A root sandbox broker serving the grader account (``extra``: its options), in a folder of its own."""
+    grader = ensure_user(GRADER)
+    folder = Path(tempfile.mkdtemp(prefix="attention-validate-test-"))
+    folder.chmod(0o755)
+    broker, broker_socket = start_broker(folder, grader, extra=extra)
+    try:
+        yield folder, broker_socket
+    finally:
+        broker.terminate()
+        broker.wait(20)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def service():
+    student, stranger = ensure_user(STUDENT), ensure_user(STRANGER)
+    with broker_folder() as (folder, broker_socket), \
+            validate_service(COURSE_ROOT, broker_socket, folder, student) as socket_path:
+        yield socket_path, student, stranger
 
 
 def student_folder(student, notebooks: dict[str, nbformat.NotebookNode]) -> Path:
@@ -233,3 +257,41 @@ def test_only_hub_users_are_served(service):
     """
     answer = as_user(stranger, code)
     assert "is not a hub user's" in answer
+
+
+LOADED = "import sys\nprint(*sorted(m for m in ('torch._dynamo', 'matplotlib.pyplot') if m in sys.modules), 'torch')"
+
+
+def plain_course(folder: Path) -> Path:
+    """A course whose one notebook neither trains nor draws (this course's configuration)."""
+    course = folder / "plain-course"
+    (course / "source" / "plain").mkdir(parents=True)
+    shutil.copy(COURSE_ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
+    nbformat.write(new_notebook(cells=[new_code_cell("import torch\nx = torch.ones(3) * 2")]),
+                   course / "source" / "plain" / "plain.ipynb")
+    subprocess.run(["chmod", "-R", "a+rX", str(folder)], check=True)
+    return course
+
+
+@pytest.mark.parametrize("course, loaded", [
+    ("plain", ["torch"]),  # its sandboxes forked from a worker that loaded nothing it does not need
+    ("this", ["matplotlib.pyplot", "torch._dynamo", "torch"]),  # the experiments notebook trains and draws
+])
+def test_validates_sandboxes_come_from_a_worker_warmed_for_the_course(course, loaded):
+    """The service asks the broker (here one that paid nothing for everyone, as the native hub
+    starts it for a plain course) for exactly the first uses its course's notebooks need."""
+    student = ensure_user(STUDENT)
+    with broker_folder("--first-uses", "none") as (folder, broker_socket):
+        root = plain_course(folder) if course == "plain" else COURSE_ROOT
+        with validate_service(root, broker_socket, folder, student) as socket_path:
+            mine = student_folder(student, {})
+            result = as_user(student, f"""
+                import json, nbformat
+                from nbformat.v4 import new_code_cell, new_notebook
+                from attention_platform.hub.validate_service import executed_for_validate
+                nb = executed_for_validate(new_notebook(cells=[new_code_cell({LOADED!r})]), {str(mine)!r},
+                                           socket_path={str(socket_path)!r})
+                print(json.dumps({{"loaded": nb.cells[0].outputs[0]["text"].split()}}))
+            """)
+            shutil.rmtree(mine, ignore_errors=True)
+    assert result == {"loaded": loaded}

@@ -9,8 +9,9 @@ machine: a larger address space to copy and tear down). So the hub's broker pays
 connection only those its course's notebooks need (``--first-uses``; the native hub passes
 ``needed_by_course``), and each grader's connection asks for any other it needs and pays it
 itself: ``autograde-batch`` and nbgrader's autograde (the formgrader's too) those of the assignment
-they grade, asking for more when a later assignment needs them; the Validate and feedback-on-submit
-services, which take any notebook, all.
+they grade, asking for more when a later assignment needs them; the feedback-on-submit grader those
+of each attempt's assignment; the Validate service, which takes any notebook of the course, the
+course's. The Docker and Kubernetes brokers take theirs from ATTENTION_SANDBOX_FIRST_USES.
 The choice is a speed hint and nothing else: a sandbox that meets a feature its worker did not
 warm pays the first use itself and gets the same result.
 """
