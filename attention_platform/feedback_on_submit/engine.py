@@ -279,6 +279,7 @@ class Engine:
         return result
 
     def _grade(self, attempt: Attempt, deadline: float) -> Result:
+        from attention_platform.grading.batch import unreadable
         from attention_platform.grading.sandbox.client import get_zygote
         from attention_platform.grading.sandbox.grading import grade_notebook, submission_files
 
@@ -314,7 +315,7 @@ class Engine:
                     pipeline.missing(gb, student, assignment, notebook_id)
                     session.commit()
                     result.notes.append(f"{notebook_id}.ipynb could not be read as a notebook "
-                                        f"({type(exc).__name__}): its checks score 0")
+                                        f"({unreadable(exc)}): its checks score 0")
                     continue
                 graded = grade_notebook(nb, zygote=get_zygote(needed), limits=pipeline.limits, seed_for=pipeline.seed_for,
                                         filename=f"{notebook_id}.ipynb",

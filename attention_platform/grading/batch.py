@@ -556,7 +556,7 @@ class _BatchRun:
             with self._step():
                 nb = self.pipeline.read(path, resources)
         except Exception as exc:  # noqa: BLE001 - e.g. not JSON: rejected for this student alone
-            outcome.status = f"rejected: {type(exc).__name__}"[:60]
+            outcome.status = f"rejected: {unreadable(exc)}"[:60]
             shutil.rmtree(dest, ignore_errors=True)
             return
         future = self.pool.submit(grade_notebook, nb, zygote=self.zygote, limits=self.pipeline.limits,
@@ -626,6 +626,16 @@ class _BatchRun:
         if self.bar and not any(flight.student == student for flight in self.pending.values()):
             self.bar.set_postfix_str(student)
             self.bar.update()
+
+
+def unreadable(exc: Exception) -> str:
+    """What is wrong with a submitted file that could not be read as a notebook (``Pipeline.read``
+    raised ``exc``), in a few words for the grade table and the student's feedback."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not JSON at line {exc.lineno}, column {exc.colno}"
+    if isinstance(exc, UnicodeError):
+        return "text that is not valid Unicode"
+    return f"not a notebook: {type(exc).__name__}"
 
 
 def summary_table(outcomes: list[StudentOutcome], elapsed: float) -> str:

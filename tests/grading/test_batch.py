@@ -270,3 +270,29 @@ def test_late_penalties_are_nbgraders_computed_from_the_scores_just_saved(tmp_pa
         assert all(score > 0 and penalty == score for score, penalty in expected.values()), (round_, expected)
         assert _late_penalties(twin) == expected, round_
     assert expected["ann"][0] < expected["bo"][0], expected  # the answers did swap
+
+
+def _with_lone_surrogate(release: dict) -> str:
+    """The released notebook with an unpaired UTF-16 surrogate in a cell: valid JSON (escaped), no valid text."""
+    cell = next(c for c in release["cells"] if c["cell_type"] == "code")
+    cell["source"] = "".join(cell["source"]) + "\n# \ud800"
+    return json.dumps(release)
+
+
+@pytest.mark.parametrize("content, status", [
+    (lambda release: '{"cells": [', "not JSON at line 1, column 12"),
+    (lambda release: "", "not JSON at line 1, column 1"),
+    (_with_lone_surrogate, "text that is not valid Unicode"),
+    (lambda release: "[1, 2]", "not a notebook: AttributeError"),
+])
+def test_a_submission_that_is_no_notebook_is_rejected_saying_why(small_class, tmp_path, content, status):
+    """The grade table and the feedback on submit say what is wrong with the file (the batch goes on; the
+    file is kept)."""
+    from attention_platform.grading.batch import unreadable
+
+    pipeline = Pipeline(small_class)
+    path = tmp_path / "submitted.ipynb"
+    path.write_text(content(json.loads((small_class / "release" / ASSIGNMENT / NOTEBOOK).read_text())))
+    with pytest.raises(Exception) as raised:
+        pipeline.read(path, pipeline.resources("ann", ASSIGNMENT, NOTEBOOK.removesuffix(".ipynb"), tmp_path))
+    assert unreadable(raised.value) == status
