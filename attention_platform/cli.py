@@ -40,7 +40,12 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     venv.activate()
-    return args.run(args) or 0
+    try:
+        return args.run(args) or 0
+    except PermissionError as exc:  # e.g. a TA's own account, where the course is the grader account's
+        raise SystemExit(f"attention-course {args.command}: {exc.filename or exc}: permission denied. Run it as an "
+                         "account that may read the course and its hidden checks (the course's grader account, or "
+                         "an instructor's)") from None
 
 
 def run() -> None:

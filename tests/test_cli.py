@@ -206,6 +206,36 @@ def test_batch_grading_as_a_ta_account_without_the_broker_says_why_in_one_line(c
     assert done.stderr.startswith(f"attention-course autograde-batch: {said}"), done.stderr
 
 
+@pytest.mark.parametrize("command", [
+    ["autograde-batch", ASSIGNMENT, "--no-progress"], ["report", ASSIGNMENT], ["feedback", ASSIGNMENT],
+    ["export-checks", ASSIGNMENT], ["export-canvas", ASSIGNMENT], ["attempts"],
+])
+def test_a_course_this_account_may_not_read_is_said_in_one_line(command):
+    """A TA's own account where the course (or its hidden checks) is the grader account's alone: the
+    file refused and whose account to use, in one line and status 1, not a traceback."""
+    if os.geteuid() != 0:
+        pytest.skip("creates an account to run the command as")
+    import tempfile
+
+    from broker_helpers import ensure_user
+
+    ta = ensure_user("attention-cli-ta")
+    folder = Path(tempfile.mkdtemp(prefix="cli-ta-", dir="/tmp"))
+    try:
+        folder.chmod(0o755)
+        course = copy_course(folder / "course")
+        course.chmod(0o700)  # root's alone
+        done = subprocess.run([program("attention-course"), *command, "--course", str(course)], capture_output=True,
+                              text=True, timeout=300, cwd="/", user=ta.pw_uid, group=ta.pw_gid, extra_groups=[],
+                              env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+    finally:
+        shutil.rmtree(folder)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert done.stderr.startswith(f"attention-course {command[0]}: /"), done.stderr
+    assert ": permission denied. Run it as an account that may read the course" in done.stderr
+
+
 def test_a_named_student_without_a_submission_gets_a_row_that_says_so(released, tmp_path):
     """The others are graded; the status is 1 because not everything asked for was done."""
     course = tmp_path / "course"
