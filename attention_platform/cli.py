@@ -43,9 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args) or 0
     except PermissionError as exc:  # e.g. a TA's own account, where the course is the grader account's
-        raise SystemExit(f"attention-course {args.command}: {exc.filename or exc}: permission denied. Run it as an "
-                         "account that may read the course and its hidden checks (the course's grader account, or "
-                         "an instructor's)") from None
+        raise SystemExit(f"attention-course {args.command}: permission denied: {exc.filename or exc}. This account "
+                         "may not use that file: run the command as the course's grader account or an instructor, "
+                         "or name a path this account may write") from None
 
 
 def run() -> None:

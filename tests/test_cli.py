@@ -232,8 +232,8 @@ def test_a_course_this_account_may_not_read_is_said_in_one_line(command):
         shutil.rmtree(folder)
     assert done.returncode == 1
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
-    assert done.stderr.startswith(f"attention-course {command[0]}: /"), done.stderr
-    assert ": permission denied. Run it as an account that may read the course" in done.stderr
+    assert done.stderr.startswith(f"attention-course {command[0]}: permission denied: /"), done.stderr
+    assert ". This account may not use that file: run the command as the course's grader account" in done.stderr
 
 
 def test_a_named_student_without_a_submission_gets_a_row_that_says_so(released, tmp_path):
