@@ -70,6 +70,8 @@ pids=()
 stop_all() { for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done; }
 trap 'stop_all' TERM INT
 
+# The broker re-executes itself with only what it needs of this environment (its tokens and passwords
+# would be in every sandbox's memory otherwise: attention_platform/grading/sandbox/environment.py).
 python -m attention_platform.grading.sandbox.broker --socket "$ATTENTION_SANDBOX_SOCKET" \
   --allow-uid "$GRADER_UID" --allow-gid "$GRADER_GID" &
 pids+=($!)

@@ -8,6 +8,7 @@ code could see or do, and that nothing of it outlives the sandbox.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 import signal
@@ -432,3 +433,88 @@ def test_sandboxes_run_in_parallel_threads(zygote):
     for t in threads:
         t.join()
     assert results == ["499500\n"] * 4
+
+
+# A sandbox can read all of its own memory -- everything it inherited from the worker it was forked
+# from, the worker's initial environment block (the strings at the top of its stack) included. It
+# looks for the secret by a short prefix and the secret's SHA-256, so that this code itself never
+# holds the secret (the cell's source is in the sandbox's memory too).
+SCAN_OWN_MEMORY = """
+import ctypes, hashlib
+prefix, digest, size, step = {prefix!r}.encode(), {digest!r}, {size!r}, 1 << 24
+found = set()
+for line in open("/proc/self/maps"):
+    fields = line.split()
+    if not fields[1].startswith("rw"):
+        continue
+    start, end = (int(x, 16) for x in fields[0].split("-"))
+    for at in range(start, end, step):
+        chunk = ctypes.string_at(at, min(step + size, end - at))
+        i = chunk.find(prefix)
+        while i >= 0:
+            if hashlib.sha256(chunk[i:i + size]).hexdigest() == digest:
+                found.add(fields[5] if len(fields) > 5 else "anonymous memory")
+            i = chunk.find(prefix, i + 1)
+print(sorted(found))
+"""
+SECRET_HOLDER = """
+import json, os
+from attention_platform.grading.sandbox import Zygote
+zygote = Zygote.connect(os.environ["BROKER"]) if os.environ.get("BROKER") else Zygote()
+with zygote.spawn() as sandbox:
+    _, reply = sandbox.call({{"op": "cell", "source": {scan!r}}})
+print(json.dumps({{"seen": reply["outputs"][0].get("text", reply["outputs"][0]).strip()}}))
+"""
+
+
+@pytest.mark.parametrize("worker", ["a root grader's own worker", "the sandbox broker's"])
+def test_no_secret_in_the_environment_that_starts_the_worker_reaches_a_sandbox(tmp_path, worker):
+    """A service token, a database URL or the course's secret seed in the environment of the process
+    that starts the warm worker (the hub, a compose entrypoint, a TA's shell) must not be in the memory
+    a student's code can read: every sandbox is a fork of that worker."""
+    import hashlib
+    import secrets
+    import shutil
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from broker_helpers import GRADER, as_user, ensure_user, start_broker
+
+    secret = "Zq7K" + secrets.token_hex(14)
+    code = SECRET_HOLDER.format(scan=SCAN_OWN_MEMORY.format(prefix=secret[:4], size=len(secret),
+                                                            digest=hashlib.sha256(secret.encode()).hexdigest()))
+    if worker == "a root grader's own worker":
+        env = {k: v for k, v in os.environ.items() if k != "ATTENTION_SANDBOX_SOCKET"}
+        done = subprocess.run([sys.executable, "-c", code], env={**env, "ATTENTION_TEST_TOKEN": secret},
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        seen = done.stdout.strip().splitlines()[-1]
+    else:
+        grader = ensure_user(GRADER)
+        folder = Path(tempfile.mkdtemp(prefix="attention-broker-test-"))
+        folder.chmod(0o755)
+        process, socket_path = start_broker(folder, grader, env={"ATTENTION_TEST_TOKEN": secret})
+        try:
+            seen = json.dumps(as_user(grader, code, env={"BROKER": str(socket_path)}))
+        finally:
+            process.terminate()
+            process.wait(20)
+            shutil.rmtree(folder, ignore_errors=True)
+    assert json.loads(seen) == {"seen": "[]"}
+
+
+@pytest.mark.parametrize("starter, worker", [
+    ({"PATH": "/opt/py/bin:/usr/bin", "FORMGRADER_API_TOKEN": "t", "NBGRADER_DB_URL": "postgresql://u:pw@db/g",
+      "ATTENTION_SECRET_SEED": "s", "HOME": "/root", "LD_PRELOAD": "/tmp/x.so"}, {"PATH": "/opt/py/bin:/usr/bin"}),
+    ({}, {"PATH": "/usr/bin:/bin"}),  # a starter without PATH
+    ({"PYTHONPATH": "/srv/grader-lib", "ATTENTION_CGROUP_ROOT": "/sys/fs/cgroup/x",
+      "ATTENTION_SANDBOX_FIRST_USES": "none", "OMP_NUM_THREADS": "8", "LANG": "de_DE.UTF-8"},
+     {"PATH": "/usr/bin:/bin", "PYTHONPATH": "/srv/grader-lib", "ATTENTION_CGROUP_ROOT": "/sys/fs/cgroup/x",
+      "ATTENTION_SANDBOX_FIRST_USES": "none"}),  # the fixed settings win over the starter's
+])
+def test_a_worker_gets_only_the_settings_it_needs_of_its_starters_environment(starter, worker):
+    from attention_platform.grading.sandbox.environment import FIXED, worker_environment
+
+    assert worker_environment(starter) == {**worker, **FIXED}
+    assert worker_environment(worker_environment(starter)) == worker_environment(starter)  # the broker's re-exec ends

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import first_use, protocol
+from .environment import worker_environment
 from .limits import SandboxLimits, asdict
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[3]  # where ``attention_platform`` can be imported from
@@ -65,10 +66,7 @@ class Zygote:
                  first_uses: tuple[str, ...] | None = None):
         """``first_uses``: the optional warm-ups (``first_use.ALL`` names) to pay before forking; all if None."""
         ours, theirs = socket.socketpair()
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
-               "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-        if "PYTHONPATH" in os.environ:  # where this grader's copy of grader_tests (the wire codec) lives
-            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+        env = worker_environment()  # nothing secret of this grader's: every sandbox can read the worker's memory
         command = [python or sys.executable, "-m", "attention_platform.grading.sandbox.zygote", str(theirs.fileno())]
         if first_uses is not None:
             command.append(",".join(first_uses))
