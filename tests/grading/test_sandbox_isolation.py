@@ -514,7 +514,10 @@ def test_no_secret_in_the_environment_that_starts_the_worker_reaches_a_sandbox(t
       "ATTENTION_SANDBOX_FIRST_USES": "none"}),  # the fixed settings win over the starter's
 ])
 def test_a_worker_gets_only_the_settings_it_needs_of_its_starters_environment(starter, worker):
-    from attention_platform.grading.sandbox.environment import FIXED, worker_environment
+    from attention_platform.grading.sandbox.environment import FIXED, is_worker_environment, worker_environment
 
     assert worker_environment(starter) == {**worker, **FIXED}
-    assert worker_environment(worker_environment(starter)) == worker_environment(starter)  # the broker's re-exec ends
+    assert not is_worker_environment(starter)  # the broker re-executes itself ...
+    assert is_worker_environment(worker_environment(starter))  # ... once
+    # ... even where Python adds LC_CTYPE at its start (PEP 538: no C.UTF-8 locale on the machine)
+    assert is_worker_environment({**worker_environment(starter), "LC_CTYPE": "C.UTF-8"})

@@ -36,7 +36,7 @@ import sys
 from dataclasses import asdict, fields
 
 from . import first_use, zygote
-from .environment import worker_environment
+from .environment import is_worker_environment, worker_environment
 from .limits import BROKER_CAPS, SandboxLimits
 
 MAX_CLIENTS = 16  # grader processes served at once (each a forked zygote)
@@ -151,13 +151,13 @@ def run(path: str, allowed_uids: set[int], gid: int | None, caps: SandboxLimits,
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    clean = worker_environment()
-    if dict(os.environ) != clean:
+    if not is_worker_environment(os.environ):
         # Before anything is read: every sandbox is a fork of this process and can read its memory,
         # the environment it was started with included (a deployment's tokens and passwords).
         sys.stdout.flush()
         sys.stderr.flush()
-        os.execve(sys.executable, [sys.executable, "-m", "attention_platform.grading.sandbox.broker", *argv], clean)
+        os.execve(sys.executable, [sys.executable, "-m", "attention_platform.grading.sandbox.broker", *argv],
+                  worker_environment())
     parser = argparse.ArgumentParser(prog="python -m attention_platform.grading.sandbox.broker",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--socket", required=True, help="path of the Unix socket to listen on")

@@ -21,6 +21,8 @@ from collections.abc import Mapping
 KEPT = ("PATH", "PYTHONPATH", "ATTENTION_CGROUP_ROOT", "ATTENTION_SANDBOX_FIRST_USES")
 # Always: one thread per sandbox for torch's math libraries, no bytecode files written by a worker.
 FIXED = {"LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+# What Python itself may add at start-up (PEP 538: LC_CTYPE, where the C.UTF-8 locale is missing).
+ADDED_BY_PYTHON = ("LC_CTYPE",)
 
 
 def worker_environment(starter: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -30,3 +32,9 @@ def worker_environment(starter: Mapping[str, str] | None = None) -> dict[str, st
     env = {name: starter[name] for name in KEPT if name in starter}
     env.setdefault("PATH", "/usr/bin:/bin")
     return {**env, **FIXED}
+
+
+def is_worker_environment(env: Mapping[str, str]) -> bool:
+    """Whether ``env`` is already what ``worker_environment`` makes of it (give or take what Python adds
+    at start-up): the broker re-executes itself until it is, so once."""
+    return {k: v for k, v in env.items() if k not in ADDED_BY_PYTHON} == worker_environment(env)
