@@ -15,6 +15,8 @@ from pathlib import Path
 
 GRADER = "attention-sbx-grader"  # stands in for the course's grader account
 STRANGER = "attention-sbx-other"  # any other account on the machine
+# A cell that prints which optional first uses its sandbox's worker had paid (first_use.py), and torch.
+LOADED = "import sys\nprint(*sorted(m for m in ('torch._dynamo', 'matplotlib.pyplot') if m in sys.modules), 'torch')"
 
 def process_status(pid: int) -> dict | None:
     """``/proc/PID/status`` as a dict, None if there is no such process."""

@@ -415,7 +415,6 @@ with get_zygote().spawn() as sandbox:
     _, reply = sandbox.call({{"op": "cell", "source": {source!r}}})
 print(json.dumps({{"loaded": reply["outputs"][0]["text"].split()}}))
 """
-LOADED = "import sys\nprint(*sorted(m for m in ('torch._dynamo', 'matplotlib.pyplot') if m in sys.modules), 'torch')"
 
 
 @pytest.mark.parametrize("notebooks, loaded", [
@@ -429,6 +428,7 @@ def test_the_grader_warms_its_worker_for_the_assignments_with_feedback_on(tmp_pa
 
     from attention_platform.course.directory import copy_course
     from attention_platform.course.notebooks import ASSIGNMENT
+    from broker_helpers import LOADED
 
     course = copy_course(tmp_path / "course")
     if notebooks == "plain":

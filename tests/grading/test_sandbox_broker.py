@@ -17,7 +17,7 @@ import pytest
 
 from attention_platform.grading.sandbox import SandboxLimits, Zygote, cgroups
 from attention_platform.grading.sandbox.limits import BROKER_CAPS, UID_BASE, UID_SPAN
-from broker_helpers import (GRADER, STRANGER, as_user, assert_an_exited_sandbox_keeps_its_pid, ensure_user,
+from broker_helpers import (GRADER, LOADED, STRANGER, as_user, assert_an_exited_sandbox_keeps_its_pid, ensure_user,
                             sandbox_cgroups, start_broker, uid_processes)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the broker runs as root")
@@ -125,7 +125,6 @@ try:
 except SandboxUnavailable as exc:
     print(json.dumps({{"unavailable": exc.reason}}))
 """
-LOADED = "import sys\nprint(*sorted(m for m in ('torch._dynamo', 'matplotlib.pyplot') if m in sys.modules), 'torch')"
 
 
 @pytest.mark.parametrize("first_uses, loaded", [

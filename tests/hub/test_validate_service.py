@@ -23,7 +23,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT, class_cell, release_notebook, with_answer
-from broker_helpers import GRADER, STRANGER, as_user, ensure_user, start_broker
+from broker_helpers import GRADER, LOADED, STRANGER, as_user, ensure_user, start_broker
 from grader_tests.answers import BUGGY, CORRECT
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the broker and the hub users need root (CI is root)")
@@ -259,7 +259,6 @@ def test_only_hub_users_are_served(service):
     assert "is not a hub user's" in answer
 
 
-LOADED = "import sys\nprint(*sorted(m for m in ('torch._dynamo', 'matplotlib.pyplot') if m in sys.modules), 'torch')"
 
 
 def plain_course(folder: Path) -> Path:

@@ -36,11 +36,10 @@ import sys
 from dataclasses import asdict, fields
 
 from . import first_use, zygote
-from .environment import is_worker_environment, worker_environment
+from .environment import FIRST_USES_ENV, is_worker_environment, worker_environment
 from .limits import BROKER_CAPS, SandboxLimits
 
 MAX_CLIENTS = 16  # grader processes served at once (each a forked zygote)
-FIRST_USES_ENV = "ATTENTION_SANDBOX_FIRST_USES"  # --first-uses as the deployments set it (compose, Kubernetes)
 
 
 def peer_credentials(conn: socket.socket) -> tuple[int, int, int]:

@@ -16,9 +16,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+FIRST_USES_ENV = "ATTENTION_SANDBOX_FIRST_USES"  # the broker's --first-uses as the deployments set it
 # Passed on from the starter when set: where Python finds this package and the wire codec, where the
-# sandboxes' cgroups go, and the broker's setting for the first uses it pays (broker.FIRST_USES_ENV).
-KEPT = ("PATH", "PYTHONPATH", "ATTENTION_CGROUP_ROOT", "ATTENTION_SANDBOX_FIRST_USES")
+# sandboxes' cgroups go, and the broker's setting for the first uses it pays.
+KEPT = ("PATH", "PYTHONPATH", "ATTENTION_CGROUP_ROOT", FIRST_USES_ENV)
 # Always: one thread per sandbox for torch's math libraries, no bytecode files written by a worker.
 FIXED = {"LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 # What Python itself may add at start-up (PEP 538: LC_CTYPE, where the C.UTF-8 locale is missing).
