@@ -53,13 +53,14 @@ def put(sandbox, name: str, text: str) -> None:
     sandbox.call({"op": "files", "files": [[name, base64.b64encode(text.encode()).decode()]]})
 
 
-def sandbox_ahead(zygote_pid: int, wait: float = 3.0) -> dict[int, int]:
+def sandbox_ahead(zygote_pid: int, wait: float = 3.0, handed_out: tuple[int, ...] = ()) -> dict[int, int]:
     """{pid: uid} of the live (non-zombie) processes below the zygote, polled until they are one
     sandbox: one process, confined and running as its own uid. A sandbox just killed takes a moment
-    to exit, and the one forked ahead a moment to drop root, so a count alone can match the wrong one."""
+    to exit, and the one forked ahead a moment to drop root, so a count alone can match the wrong one:
+    sandboxes ``handed_out`` (closed just before, and perhaps still dying) are never it."""
     deadline = time.monotonic() + wait
     while True:
-        found = _descendants(zygote_pid)
+        found = {pid: uid for pid, uid in _descendants(zygote_pid).items() if pid not in handed_out}
         uids = sorted(found.values())
         if (len(uids) == 1 and uids[0] >= 1000) or time.monotonic() > deadline:
             return found
@@ -127,7 +128,7 @@ def test_the_next_sandbox_is_forked_ahead_and_is_one_like_any_other(fresh_zygote
         second.close()
     # What the zygote still holds: the one sandbox forked ahead (one process, already its own uid),
     # not yet handed out; it dies with the zygote.
-    ahead = sandbox_ahead(fresh_zygote.process.pid)
+    ahead = sandbox_ahead(fresh_zygote.process.pid, handed_out=(first.pid, second.pid))
     assert len(ahead) == 1 and list(ahead.values())[0] >= 1000, ahead
     zygote_pid = fresh_zygote.pid
     fresh_zygote.close()
@@ -135,8 +136,9 @@ def test_the_next_sandbox_is_forked_ahead_and_is_one_like_any_other(fresh_zygote
 
 
 def test_a_sandbox_forked_ahead_for_other_limits_is_killed_not_handed_out(fresh_zygote):
-    fresh_zygote.spawn(LIMITS).close()
-    ahead = sandbox_ahead(fresh_zygote.process.pid)  # forked for LIMITS
+    first = fresh_zygote.spawn(LIMITS)
+    first.close()
+    ahead = sandbox_ahead(fresh_zygote.process.pid, handed_out=(first.pid,))  # forked for LIMITS
     assert len(ahead) == 1, ahead
     bigger = SandboxLimits(**{**LIMITS.__dict__, "memory_mb": 2 * LIMITS.memory_mb})
     with fresh_zygote.spawn(bigger) as sb:
@@ -148,8 +150,9 @@ def test_a_sandbox_forked_ahead_for_other_limits_is_killed_not_handed_out(fresh_
 
 
 def test_a_sandbox_forked_ahead_that_died_meanwhile_is_replaced_by_a_fresh_one(fresh_zygote):
-    fresh_zygote.spawn(LIMITS).close()
-    ahead = sandbox_ahead(fresh_zygote.process.pid)
+    first = fresh_zygote.spawn(LIMITS)
+    first.close()
+    ahead = sandbox_ahead(fresh_zygote.process.pid, handed_out=(first.pid,))
     [process] = ahead
     os.kill(process, signal.SIGKILL)  # as an administrator's clean-up or the OOM killer might, while it waits
     assert gone(ahead)
