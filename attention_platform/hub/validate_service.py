@@ -18,7 +18,8 @@ Two halves:
   outputs. It runs no student code itself, opens no path a client names, decides no verdict. At
   most ``workers`` Validates run at once; students take turns (one running or waiting each, a
   second press while one waits is refused at once), so a rush queues fairly instead of
-  starting fifty kernels.
+  starting fifty kernels. A uid's third connection open at once is refused before anything is read
+  from it (``MAX_CONNECTIONS_PER_UID``).
 * :func:`executed_for_validate` — the student's server side: sends the notebook, returns the
   executed copy. nbgrader's Validate logic (which cells failed or changed) then runs on it in the
   student's own server, unchanged (``WarmExecute``, used by ``attention_platform.hub.warm_validate``).
@@ -46,6 +47,10 @@ from pathlib import Path
 SOCKET_ENV = "ATTENTION_VALIDATE_SOCKET"  # where a hub user's server finds the validate service
 MAX_REQUEST_BYTES = 24 << 20  # a notebook and its folder's files (submission_files keeps 16 MB)
 MAX_REPLY_BYTES = 64 << 20  # the executed notebook: outputs are bounded per cell by the limits
+# A uid's connections open at once: its Validate and a second press to be told it is busy. Each is
+# read whole (MAX_REQUEST_BYTES) and parsed on a thread of its own before its turn is checked, so
+# without a cap one student's many connections could fill the service's memory and threads.
+MAX_CONNECTIONS_PER_UID = 2
 
 
 def peer_uid(conn: socket.socket) -> int:
@@ -117,6 +122,8 @@ class ValidateService:
         self.turns = Turns(workers)
         self.wait_seconds = wait_seconds
         self.served = 0
+        self.connections: dict[int, int] = {}  # uid -> connections open (MAX_CONNECTIONS_PER_UID)
+        self.connections_lock = threading.Lock()
 
     def listen(self) -> socket.socket:
         """A socket every local account may open (the kernel names the peer; uids outside the hub's
@@ -142,27 +149,52 @@ class ValidateService:
                       self.turns.workers)
         while True:
             conn, _ = server.accept()
-            threading.Thread(target=self.handle, args=(conn,), daemon=True).start()
-
-    def handle(self, conn: socket.socket) -> None:
-        from attention_platform.grading.sandbox import protocol
-
-        with conn:
             try:
                 uid = peer_uid(conn)
+            except OSError:
+                conn.close()
+                continue
+            # Counted here, in the order connections arrive, before a thread reads anything.
+            admitted = self._opened(uid)
+            threading.Thread(target=self.handle, args=(conn, uid, admitted), daemon=True).start()
+
+    def _opened(self, uid: int) -> bool:
+        """Count a connection of ``uid``; False (not counted) if it has MAX_CONNECTIONS_PER_UID open."""
+        with self.connections_lock:
+            if self.connections.get(uid, 0) >= MAX_CONNECTIONS_PER_UID:
+                return False
+            self.connections[uid] = self.connections.get(uid, 0) + 1
+            return True
+
+    def _closed(self, uid: int) -> None:
+        with self.connections_lock:
+            left = self.connections.get(uid, 0) - 1
+            if left > 0:
+                self.connections[uid] = left
+            else:
+                self.connections.pop(uid, None)
+
+    def handle(self, conn: socket.socket, uid: int, admitted: bool) -> None:
+        from attention_platform.grading.sandbox import protocol
+
+        try:
+            with conn:
                 if not (self.uid_range[0] <= uid <= self.uid_range[1]):
-                    protocol.send_json(conn, {"op": "refused", "error": f"uid {uid} is not a hub user's"})
-                    return
-                _, request = protocol.recv_frame(conn, time.monotonic() + 60, MAX_REQUEST_BYTES)
-                reply = self.validate(uid, request)
-            except protocol.FrameError as exc:
-                reply = {"op": "refused", "error": f"unreadable request ({exc})"}
-            except OSError:
-                return
-            try:
+                    reply = {"op": "refused", "error": f"uid {uid} is not a hub user's"}
+                elif not admitted:
+                    reply = {"op": "busy", "error": f"you have {MAX_CONNECTIONS_PER_UID} Validate connections open already"}
+                else:
+                    try:
+                        _, request = protocol.recv_frame(conn, time.monotonic() + 60, MAX_REQUEST_BYTES)
+                        reply = self.validate(uid, request)
+                    except protocol.FrameError as exc:
+                        reply = {"op": "refused", "error": f"unreadable request ({exc})"}
                 protocol.send_json(conn, reply)
-            except OSError:
-                pass
+        except OSError:
+            pass
+        finally:
+            if admitted:
+                self._closed(uid)
 
     def validate(self, uid: int, request) -> dict:
         import nbformat

@@ -261,6 +261,40 @@ def test_only_hub_users_are_served(service):
 
 
 
+def test_a_student_cannot_hold_more_than_two_connections_open(service):
+    """Each connection is read whole (up to 24 MB) and parsed before its turn is checked, on a thread
+    of its own: a student holding many open could fill the service's memory and threads. A third
+    connection of one uid is told at once, before anything is read from it; two idle ones are left
+    alone, and once they close the student's Validate runs as usual."""
+    socket_path, student, _ = service
+    code = f"""
+        import json, socket, time, nbformat
+        from attention_platform.grading.sandbox import protocol
+        from attention_platform.hub.validate_service import executed_for_validate
+        idle = []
+        for _ in range(2):
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            conn.connect({str(socket_path)!r})
+            idle.append(conn)
+        third = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        third.connect({str(socket_path)!r})
+        try:
+            _, answer = protocol.recv_frame(third, time.monotonic() + 10, 1 << 20)
+        except protocol.FrameError as exc:
+            answer = "no answer: " + str(exc)
+        for conn in idle + [third]:
+            conn.close()
+        time.sleep(0.5)
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
+        ran = executed_for_validate(nb, "/nonexistent", socket_path={str(socket_path)!r})
+        print(json.dumps({{"third": answer, "after": ran.cells[0].outputs[0].get("text", "")}}))
+    """
+    answer = as_user(student, code)
+    assert isinstance(answer["third"], dict), answer
+    assert answer["third"]["op"] == "busy" and "2 Validate connections open" in answer["third"]["error"], answer
+    assert answer["after"] == "42\n"
+
+
 def plain_course(folder: Path) -> Path:
     """A course whose one notebook neither trains nor draws (this course's configuration)."""
     course = folder / "plain-course"
