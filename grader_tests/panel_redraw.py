@@ -53,7 +53,8 @@ class PanelRedraw:
         self.mask_bytes = 0
         self.learned = 0  # masks measured by this process (not restored)
         self.replaced = False  # a restored measurement turned out not to be this figure's
-        self._live = None
+        self._live = self._parts = None
+        self.generation = 0  # counts the measurements replaced (``_adopt``)
         for text in texts.values():
             text.set_visible(False)
 
@@ -165,7 +166,7 @@ class PanelRedraw:
         panel.right_edge = None if edge < 0 else edge
         panel.masks = picture_cache.unpack_masks(arrays)
         panel.mask_bytes = sum(mask[2].nbytes for mask in panel.masks.values())
-        panel.learned, panel.replaced, panel._live = 0, False, live
+        panel.learned, panel.replaced, panel._live, panel._parts, panel.generation = 0, False, live, None, 0
         return panel
 
     def _adopt(self, live: "PanelRedraw") -> None:
@@ -178,9 +179,21 @@ class PanelRedraw:
             self.masks, self.mask_bytes = {}, 0
             for name in (*self.MEASURED, "window", "right_edge"):
                 setattr(self, name, getattr(live, name))
+            self._parts = None  # made from what was just replaced
+            self.generation += 1  # pictures drawn from it are wrong too
             self.learned += 1
             self.replaced = True  # what is kept on disk is wrong: save this
         self.canvas, self.texts = live.canvas, live.texts
+
+    def _window_parts(self, cols: int) -> tuple[np.ndarray, np.ndarray]:
+        """(the base's pixels in the image's window as float32, each of them's cell as an index into
+        the row-major cells of a panel ``cols`` wide), made on the first picture: the measurement
+        decides both (a restored panel included), and a picture spent half its time making them."""
+        parts = self._parts
+        if parts is None or parts[0] != cols:
+            parts = self._parts = (cols, self.base[self.window].astype(np.float32),
+                                   (self.row_of * cols + self.col_of).astype(np.intp))
+        return parts[1], parts[2]
 
     def rgb(self, colours: np.ndarray, labels) -> np.ndarray:
         """The figure's (H, W, 3) uint8 pixels with the panel's cells in ``colours`` ((rows, cols,
@@ -189,8 +202,11 @@ class PanelRedraw:
         # The masks first: on a restored panel one may bring back the figure, and with it new pixels.
         masks = [(self._mask(cell, label), ink) for cell, label, ink in labels]
         out = self.base.copy()
-        cells = colours[..., :3].astype(np.float32)[self.row_of, self.col_of]
-        window = out[self.window].astype(np.float32) + self.cover * (cells - self.low)
+        base_window, cell_index = self._window_parts(colours.shape[1])
+        # Each cell's colour less ``low``, then spread over the window's pixels: the same float32
+        # values as spreading the colours first, with the arithmetic done per cell, not per pixel.
+        shift = colours[..., :3].reshape(-1, 3).astype(np.float32) - self.low
+        window = base_window + self.cover * shift[cell_index]
         out[self.window] = np.rint(window).clip(0, 255).astype(np.uint8)
         for mask, ink in masks:
             if mask is None:

@@ -207,7 +207,7 @@ class Engine:
         from attention_platform.grading.sandbox.grading import probe_payload
 
         probe_payload()
-        expected, unscaled = pictures.expected_weights(pictures.teaching_request())
+        _, expected, unscaled = pictures.teaching()
         pictures.draw(expected, expected, unscaled)
         pictures.save_measurements()  # the next engine or batch of this account starts without matplotlib
         for assignment in assignments:

@@ -96,3 +96,20 @@ def test_labels_too_long_for_the_panel_never_reach_the_other_panels(monkeypatch)
         assert np.array_equal(got[:, edge:], reference[:, edge:])
         assert np.abs(got[:, :edge] - reference[:, :edge]).max() > 100  # their labels are drawn
     assert np.abs(got - rendered_whole(huge)).max() > 100  # what matplotlib alone would have drawn
+
+
+def test_the_window_is_mixed_by_the_documented_formula_exactly():
+    """``rgb`` spreads each cell's colour less ``low`` over the window's pixels (made once per
+    panel): exactly ``round(base + cover × (cell colour − low))`` per pixel, as the module says."""
+    expected, unscaled = pictures.expected_weights(pictures.teaching_request())
+    pictures.draw(expected, expected, unscaled)
+    panel = pictures._FIGURE.panel
+    generator = np.random.default_rng(11)
+    for _ in range(2):  # the second picture reuses what the first made
+        cells = generator.integers(0, 256, size=(6, 6, 4), dtype=np.uint8)
+        spread = cells[..., :3].astype(np.float32)[panel.row_of, panel.col_of]
+        want = panel.base.copy()
+        want[panel.window] = np.rint(panel.base[panel.window].astype(np.float32)
+                                     + panel.cover * (spread - panel.low)).clip(0, 255).astype(np.uint8)
+        with pictures._FIGURE.lock:
+            assert np.array_equal(panel.rgb(cells, []), want)

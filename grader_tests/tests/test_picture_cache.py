@@ -172,13 +172,17 @@ def test_a_folder_someone_else_could_write_is_never_read_or_written(cache, monke
 
 def test_a_measurement_of_another_figure_is_replaced_by_what_matplotlib_measures(cache):
     """Same fingerprint, other pixels (fonts changed under the same matplotlib): the first label the
-    file lacks brings the figure back, which shows the difference; what was restored is dropped,
-    the picture is the figure's, and the file is rewritten."""
+    file lacks brings the figure back, which shows the difference; what was restored is dropped --
+    with every picture drawn from it before -- the pictures are the figure's, and the file is
+    rewritten."""
     path, key, arrays = _kept(cache)
     _rewrite(path, arrays, base=np.full_like(arrays["base"], 7))
     expected, unscaled = pictures.expected_weights(pictures.teaching_request())
+    spoiled = _pixels(pictures.draw(expected, expected, unscaled))  # every label of it is in the file
+    assert np.abs(spoiled - rendered_whole(expected)).max() > 100
     mine = _weights(6)
     assert np.abs(_pixels(pictures.draw(mine, expected, unscaled)) - rendered_whole(mine)).max() <= ROUNDING
+    assert np.abs(_pixels(pictures.draw(expected, expected, unscaled)) - rendered_whole(expected)).max() <= ROUNDING
     pictures.save_measurements()
     assert int(picture_cache.load(key, GRID)["base"].max()) == 255
 

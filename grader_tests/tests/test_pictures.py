@@ -27,9 +27,18 @@ def test_the_teaching_input_is_fixed_and_public():
     assert a["x"].shape == (1, pictures.TEACHING_TOKENS, pictures.TEACHING_DIM) and a["causal"] is True
 
 
+def test_the_shared_teaching_input_is_the_one_built_afresh():
+    request, expected, unscaled = pictures.teaching()
+    fresh = pictures.teaching_request()
+    assert request.keys() == fresh.keys()
+    assert all(torch.equal(request[k], fresh[k]) if isinstance(fresh[k], torch.Tensor) else request[k] == fresh[k]
+               for k in fresh)
+    assert all(torch.equal(a, b) for a, b in zip((expected, unscaled), pictures.expected_weights(fresh)))
+
+
 def test_a_correct_layer_reads_as_the_expected_pattern():
     request = pictures.teaching_request()
-    png, alt = pictures.teaching_picture({"weights": _weights(request)}, request)
+    png, alt = pictures.teaching_picture({"weights": _weights(request)})
     assert base64.b64decode(png)[:8] == b"\x89PNG\r\n\x1a\n"
     assert "rows sum to between 1.00 and 1.00" in alt and "largest weight above the diagonal is 0.00" in alt
     expected, unscaled = pictures.expected_weights(request)
@@ -38,17 +47,16 @@ def test_a_correct_layer_reads_as_the_expected_pattern():
 
 def test_a_layer_without_sqrt_d_looks_like_the_sharper_map():
     request = pictures.teaching_request()
-    _, alt = pictures.teaching_picture({"weights": _weights(request, scale=False)}, request)
+    _, alt = pictures.teaching_picture({"weights": _weights(request, scale=False)})
     mine = re_number(alt, "each row's largest weight averages ")
     sharper = re_number(alt, "sharper rows, largest weight averaging ")
     assert mine == sharper
 
 
 def test_no_usable_weights_no_picture():
-    request = pictures.teaching_request()
-    assert pictures.teaching_picture({}, request) is None
-    assert pictures.teaching_picture({"weights": torch.full((1, 6, 6), float("nan"))}, request) is None
-    assert pictures.teaching_picture({"weights": torch.zeros(1, 5, 5)}, request) is None
+    assert pictures.teaching_picture({}) is None
+    assert pictures.teaching_picture({"weights": torch.full((1, 6, 6), float("nan"))}) is None
+    assert pictures.teaching_picture({"weights": torch.zeros(1, 5, 5)}) is None
 
 
 def re_number(text: str, after: str) -> float:

@@ -33,6 +33,7 @@ import ast
 import atexit
 import base64
 import copy
+import functools
 import gc
 import hashlib
 import json
@@ -289,21 +290,25 @@ def judged(check: Check, seed: int, request: dict, kind: bytes, reply) -> Verdic
     return verdict
 
 
-def _send_teaching_probe(sandbox) -> dict:
+@functools.cache
+def _teaching_payload() -> bytes:
+    """The teaching request's wire encoding: the same for every submission (``pictures.teaching``)."""
+    return wire.encode(pictures.teaching()[0])
+
+
+def _send_teaching_probe(sandbox) -> None:
     """Ask ``sandbox`` for the student's attention weights on the public teaching input (the reply is
-    read by ``_teaching_picture``); returns the request."""
-    request = pictures.teaching_request()
-    sandbox.send({"op": "probe", "check": pictures.TEACHING_PROBE}, wire_payload=wire.encode(request))
-    return request
+    read by ``_teaching_picture``)."""
+    sandbox.send({"op": "probe", "check": pictures.TEACHING_PROBE}, wire_payload=_teaching_payload())
 
 
-def _teaching_picture(sandbox, request: dict) -> list:
+def _teaching_picture(sandbox) -> list:
     """The student's attention weights on the public teaching input, drawn here beside the expected
     pattern (grader_tests/pictures.py): a display_data PNG with alt text, or nothing if their layer
     returned no usable weights. Never changes a grade."""
     try:
         kind, reply = sandbox.reply()
-        picture = pictures.teaching_picture(wire.decode(reply), request) if kind != b"J" else None
+        picture = pictures.teaching_picture(wire.decode(reply)) if kind != b"J" else None
     except (SandboxError, wire.WireError):
         return []
     except Exception:  # noqa: BLE001 - drawing failed (a bug, a spoiled measurement): the feedback goes without it
@@ -458,7 +463,6 @@ def _grade_checks(sandbox, cells: list, grade_ids: list, checks: list, limits: S
     """Phase 2, from the first registered check cell on: load the probe code, then each check's probe
     (judged here) and each student cell (run, output withheld) in notebook order."""
     requests: list = []  # per cell: (seed, request) of its check, or None
-    picture_request = None
     if result.stopped is None:
         sandbox.send(probe_payload())
         for cell, grade_id, check in zip(cells, grade_ids, checks):
@@ -468,7 +472,7 @@ def _grade_checks(sandbox, cells: list, grade_ids: list, checks: list, limits: S
                 sandbox.send({"op": "probe", "check": check.id}, wire_payload=payload)
                 requests.append((seed, request))
                 if check.id == pictures.ANCHOR_CHECK:
-                    picture_request = _send_teaching_probe(sandbox)
+                    _send_teaching_probe(sandbox)
                 continue
             if grade_id is None:
                 sandbox.send({"op": "cell", "source": cell.source})
@@ -500,7 +504,7 @@ def _grade_checks(sandbox, cells: list, grade_ids: list, checks: list, limits: S
         cell.outputs = [_verdict_output(check, verdict)]
         result.checks[check.id] = CheckResult(check.id, verdict.passed, verdict.message, float(check.points))
         if check.id == pictures.ANCHOR_CHECK and result.stopped is None:
-            cell.outputs += _teaching_picture(sandbox, picture_request)
+            cell.outputs += _teaching_picture(sandbox)
 
 
 def execute_notebook(nb, *, zygote: Zygote | None = None, limits: SandboxLimits | None = None,
