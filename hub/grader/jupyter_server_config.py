@@ -29,3 +29,8 @@ c.KernelSpecManager.allowed_kernelspecs = {"no-kernels-on-the-grader"}
 # A user's hub groups (TA or instructor) are re-read from the hub at most this many seconds
 # after they change, so removing a TA takes effect within seconds, not the default 5 minutes.
 c.HubOAuth.cache_max_age = 10
+# Jupyter Server reads a request's whole body (512 MB by default) before any handler asks who sent
+# it, and anyone who reaches the hub reaches this service's path. The formgrader's requests carry
+# small JSON (grades, comments, forms): a larger body is refused from its length, unread.
+c.ServerApp.max_body_size = 1 << 20
+c.ServerApp.max_buffer_size = 1 << 20

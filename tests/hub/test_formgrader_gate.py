@@ -295,3 +295,24 @@ def test_the_formgrader_runs_as_the_grader_account_not_root(gate_hub):
         assert uids[0].split()[1:] == [str(pwd.getpwnam(grader).pw_uid)] * 4, uids
     # and it, not root, owns the course directory it serves
     assert (gate_hub.state / "course").stat().st_uid == pwd.getpwnam(grader).pw_uid
+
+
+@pytest.mark.slow
+def test_a_request_body_no_formgrader_page_needs_is_refused_unread(gate_hub):
+    """Jupyter Server reads a request's whole body (up to 512 MB by default) before any handler
+    checks who sent it, and the service's path is open to anyone who reaches the hub: a few such
+    posts, without logging in, could fill the grader account's memory. Its requests carry small
+    JSON; a body over 1 MB is refused from its length, before it is read."""
+    import requests
+
+    url = gate_hub.url + PREFIX + f"formgrader/api/assignment/{PROBE}/release"
+    small = requests.post(url, data=b"x" * 1000, allow_redirects=False, timeout=60)
+    assert small.status_code in (302, 403), small.status_code  # read, then refused: who is asking?
+    try:
+        status = requests.post(url, data=b"x" * (2 << 20), allow_redirects=False, timeout=60).status_code
+    except requests.ConnectionError:
+        status = "closed"
+    # The formgrader closes the connection on the length alone; the hub's proxy answers that with 503.
+    assert status in (400, 413, 503, "closed"), status
+    again = requests.post(url, data=b"x" * 1000, allow_redirects=False, timeout=60)
+    assert again.status_code == small.status_code  # and the service is still there
