@@ -186,9 +186,10 @@ class PanelRedraw:
         self.canvas, self.texts = live.canvas, live.texts
 
     def _window_parts(self, cols: int) -> tuple[np.ndarray, np.ndarray]:
-        """(the base's pixels in the image's window as float32, each of them's cell as an index into
-        the row-major cells of a panel ``cols`` wide), made on the first picture: the measurement
-        decides both (a restored panel included), and a picture spent half its time making them."""
+        """(the base's pixels in the image's window as float32, and for each of those pixels the cell
+        it shows, as an index into the row-major cells of a panel ``cols`` wide): made on the first
+        picture, as the measurement (restored or not) decides both; a picture spent half its time
+        remaking them."""
         parts = self._parts
         if parts is None or parts[0] != cols:
             parts = self._parts = (cols, self.base[self.window].astype(np.float32),

@@ -182,7 +182,8 @@ class ValidateService:
                 if not (self.uid_range[0] <= uid <= self.uid_range[1]):
                     reply = {"op": "refused", "error": f"uid {uid} is not a hub user's"}
                 elif not admitted:
-                    reply = {"op": "busy", "error": f"you have {MAX_CONNECTIONS_PER_UID} Validate connections open already"}
+                    reply = {"op": "busy",
+                             "error": f"you have {MAX_CONNECTIONS_PER_UID} Validate connections open already"}
                 else:
                     try:
                         _, request = protocol.recv_frame(conn, time.monotonic() + 60, MAX_REQUEST_BYTES)
