@@ -22,6 +22,7 @@ from pathlib import Path
 
 from attention_platform.course.settings import course_id
 from attention_platform.hub.exchange_layout import ExchangeLayout, Ids
+from attention_platform.hub import hub_request_limits
 from attention_platform.hub.intra_hub_http import CONNECTOR_OPTIONS as INTRA_HUB_CONNECTOR_OPTIONS
 
 c = get_config()  # noqa: F821
@@ -113,6 +114,9 @@ c.ConfigurableHTTPProxy.command = [str(_chp) if _chp.exists() else "configurable
 # A fresh connection for every request the hub makes of the proxy or a server: the proxy's API
 # closes idle connections after 5 s, and a busy hub would reuse one it closed (intra_hub_http.py).
 c.JupyterHubHTTPClient.connector_options = INTRA_HUB_CONNECTOR_OPTIONS
+# The hub's server refuses a request body over 1 MB unread: tornado would read up to 100 MB of any
+# request before the login page asks who sent it, and JupyterHub has no setting (hub_request_limits.py).
+hub_request_limits.install()
 # Natively, Ctrl-C stops every server: nothing keeps writing afterwards. In Docker a restarted hub
 # finds its students' containers still running (DockerSpawner keeps their ids in the database).
 c.JupyterHub.cleanup_servers = MODE == "native"
