@@ -310,7 +310,7 @@ def test_a_request_body_no_formgrader_page_needs_is_refused_unread(gate_hub):
     assert small.status_code in (302, 403), small.status_code  # read, then refused: who is asking?
     try:
         status = requests.post(url, data=b"x" * (2 << 20), allow_redirects=False, timeout=60).status_code
-    except requests.ConnectionError:
+    except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError):  # reset mid-request
         status = "closed"
     # The formgrader closes the connection on the length alone; the hub's proxy answers that with 503.
     assert status in (400, 413, 503, "closed"), status

@@ -270,7 +270,7 @@ def test_a_student_cannot_hold_more_than_two_connections_open(service):
     code = f"""
         import json, socket, time, nbformat
         from attention_platform.grading.sandbox import protocol
-        from attention_platform.hub.validate_service import executed_for_validate
+        from attention_platform.hub.validate_service import ValidateUnavailable, executed_for_validate
         idle = []
         for _ in range(2):
             conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -284,9 +284,13 @@ def test_a_student_cannot_hold_more_than_two_connections_open(service):
             answer = "no answer: " + str(exc)
         for conn in idle + [third]:
             conn.close()
-        time.sleep(0.5)
         nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
-        ran = executed_for_validate(nb, "/nonexistent", socket_path={str(socket_path)!r})
+        for _ in range(40):  # the service's threads notice the closes at once; a loaded machine may lag
+            try:
+                ran = executed_for_validate(nb, "/nonexistent", socket_path={str(socket_path)!r})
+                break
+            except ValidateUnavailable:
+                time.sleep(0.25)
         print(json.dumps({{"third": answer, "after": ran.cells[0].outputs[0].get("text", "")}}))
     """
     answer = as_user(student, code)
