@@ -14,6 +14,15 @@ import requests
 COURSE = "dl-attention"
 
 
+def posted_status(url: str, **kwargs):
+    """The status of a POST to ``url`` (no redirects followed), or "closed" if the server closed the
+    connection while the body was still being sent (a body refused from its length alone)."""
+    try:
+        return requests.post(url, allow_redirects=False, timeout=60, **kwargs).status_code
+    except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError):
+        return "closed"
+
+
 class HubSession:
     def __init__(self, base: str, username: str, password: str):
         self.base = base.rstrip("/")

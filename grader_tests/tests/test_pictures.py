@@ -21,18 +21,21 @@ def _weights(request, scale=True):
     return scores.masked_fill(reference.causal_mask(x.shape[-2]), float("-inf")).softmax(dim=-1).to(torch.float32)
 
 
+def _same_request(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(
+        torch.equal(a[k], b[k]) if isinstance(b[k], torch.Tensor) else a[k] == b[k] for k in b)
+
+
 def test_the_teaching_input_is_fixed_and_public():
     a, b = pictures.teaching_request(), pictures.teaching_request()
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a if isinstance(a[k], torch.Tensor))
+    assert _same_request(a, b)
     assert a["x"].shape == (1, pictures.TEACHING_TOKENS, pictures.TEACHING_DIM) and a["causal"] is True
 
 
 def test_the_shared_teaching_input_is_the_one_built_afresh():
     request, expected, unscaled = pictures.teaching()
     fresh = pictures.teaching_request()
-    assert request.keys() == fresh.keys()
-    assert all(torch.equal(request[k], fresh[k]) if isinstance(fresh[k], torch.Tensor) else request[k] == fresh[k]
-               for k in fresh)
+    assert _same_request(request, fresh)
     assert all(torch.equal(a, b) for a, b in zip((expected, unscaled), pictures.expected_weights(fresh)))
 
 

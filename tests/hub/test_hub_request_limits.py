@@ -7,11 +7,10 @@ import asyncio
 import threading
 
 import pytest
-import requests
 import tornado.web
 
 from attention_platform.hub.hub_request_limits import MAX_BODY_BYTES, LimitedHTTPServer
-from hub_helpers import free_port
+from hub_helpers import free_port, posted_status
 
 
 class Echo(tornado.web.RequestHandler):
@@ -48,21 +47,6 @@ def serve():
         thread.join(10)
 
 
-def _post(url: str, size: int):
-    try:
-        return requests.post(url, data=b"x" * size, timeout=30).status_code
-    except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError):  # reset mid-request
-        return "closed"
-
-
-def _post_form(url: str, size: int):
-    try:
-        return requests.post(url, data={"username": "nobody", "password": "x" * size}, allow_redirects=False,
-                             timeout=60).status_code
-    except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError):  # reset mid-request
-        return "closed"
-
-
 READ = (200,)
 REFUSED = (400, "closed")  # the server answers 400 and closes; a client still sending may see only the close
 
@@ -73,14 +57,18 @@ REFUSED = (400, "closed")  # the server answers 400 and closes; a client still s
     ("a limit the caller gives wins", {"max_body_size": 4 << 20, "max_buffer_size": 4 << 20}, 2 << 20, READ),
 ])
 def test_the_server_class(serve, case, kwargs, size, expected):
-    assert _post(serve(**kwargs), size) in expected, case
+    assert posted_status(serve(**kwargs), data=b"x" * size) in expected, case
 
 
 @pytest.mark.slow
 def test_the_live_hub_refuses_a_large_body_unread_and_goes_on(security_hub):
     """Before: the hub read the whole 2 MB, then its login page refused the form (403)."""
     url = security_hub.url + "/hub/login"
-    assert _post_form(url, 1000) == 403  # read: the form has no _xsrf token
-    large = _post_form(url, 2 << 20)
+
+    def login_form(size: int):
+        return posted_status(url, data={"username": "nobody", "password": "x" * size})
+
+    assert login_form(1000) == 403  # read: the form has no _xsrf token
+    large = login_form(2 << 20)
     assert large in (400, 413, 503, "closed"), large  # the hub closes on the length; its proxy says 503
-    assert _post_form(url, 1) == 403  # and it goes on serving
+    assert login_form(1) == 403  # and it goes on serving
