@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 DEMO_DIR ?= build/demo
 export PATH := $(BIN):$(PATH)
 
-.PHONY: venv lock system-deps demo test compose-test release clean start load bench bench-feedback
+.PHONY: venv lock system-deps demo test check docs compose-test release clean start load bench bench-feedback
 
 ## .venv: every package from requirements.lock, each pinned with its hashes (CPython 3.11 on Linux
 ## x86-64; torch is the CPU build), then this project itself, editable, and the .pth that defers
@@ -51,6 +51,11 @@ bench: venv
 BENCH_STUDENTS ?= 5
 bench-feedback: venv system-deps
 	$(BIN)/attention-course bench-feedback-on-submit -n $(BENCH_STUDENTS)
+
+## The documentation site (docs/, Sphinx + MyST) with warnings as errors, into build/docs/html.
+docs: venv
+	$(BIN)/sphinx-build -W --keep-going -q -b html docs build/docs/html
+	@echo "open build/docs/html/index.html"
 
 ## The whole test suite (CI runs exactly this).
 test: venv system-deps

@@ -11,7 +11,7 @@ Everything a student or a teacher reads about a graded item comes from here:
   the exports, the demo's totals and the end-to-end tests' expected scores.
 
 ``tests`` in ``grader_tests/tests/test_catalogue.py`` and ``tests/course/test_graded_cells_in_sync.py``
-fail when a notebook, the README's tables or the demo drift from it.
+fail when a notebook, the instructors' assignment page or the demo drift from it.
 
 This module is pure data and is never sent into a sandbox (a check's title would do no harm
 there, but nothing outside the probes has any business in one).

@@ -1,6 +1,6 @@
 """Everything that states a check, its points or a total agrees with ``grader_tests/catalogue.py``:
-the source notebooks' graded cells (and so the release and the feedback), the README's tables and
-the demo. Each test is shown able to fail on a drifted copy."""
+the source notebooks' graded cells (and so the release and the feedback), the instructors' page on the
+assignment (docs/instructors/assignment.md), the TA guide and the demo. Each test is shown able to fail on a drifted copy."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from attention_platform.course import demo, graded_cells
 from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT
 from grader_tests.catalogue import ASSIGNMENT_POINTS, PARTS, Part
 
-README = COURSE_ROOT / "README.md"
+ASSIGNMENT_PAGE = COURSE_ROOT / "docs" / "instructors" / "assignment.md"
+CHECKS_PAGE = COURSE_ROOT / "docs" / "instructors" / "hidden-checks.md"
 
 
 def test_source_notebooks_say_what_the_catalogue_defines():
@@ -57,7 +58,7 @@ def test_written_answer_points_come_from_the_catalogue(course_copy):
     assert graded_cells.drifted(course_copy) == [part.file]
 
 
-def _readme_parts(text: str) -> tuple[int, dict[str, str]]:
+def _page_parts(text: str) -> tuple[int, dict[str, str]]:
     head = re.search(r"^## The assignment's six parts \((\d+) points\)$", text, re.M)
     rows = dict(re.findall(r"^\| `([\w.]+\.ipynb)` \|[^\n]*\| ([^|\n]+) \|$", text[head.end():], re.M))
     return int(head.group(1)), rows
@@ -68,8 +69,8 @@ def _graded_text(part: Part) -> str:
     return " + ".join(texts)
 
 
-def readme_drift(text: str) -> list[str]:
-    total, rows = _readme_parts(text)
+def page_drift(text: str) -> list[str]:
+    total, rows = _page_parts(text)
     problems = [] if total == ASSIGNMENT_POINTS else [f"the heading says {total} points, not {ASSIGNMENT_POINTS}"]
     for part in PARTS:
         if rows.get(part.file) != _graded_text(part):
@@ -77,23 +78,23 @@ def readme_drift(text: str) -> list[str]:
     return problems
 
 
-def test_readme_tables_state_the_catalogue_points():
-    assert readme_drift(README.read_text()) == []
+def test_the_assignment_page_states_the_catalogue_points():
+    assert page_drift(ASSIGNMENT_PAGE.read_text()) == []
 
 
-def test_a_drifted_readme_table_is_named():
-    text = README.read_text()
+def test_a_drifted_assignment_page_is_named():
+    text = ASSIGNMENT_PAGE.read_text()
     core = PARTS[0]
     drifted = text.replace(f"| {core.auto_points} auto |", f"| {core.auto_points - 4} auto |", 1)
-    assert readme_drift(drifted) == [f"{core.file} is listed as '{core.auto_points - 4} auto', "
+    assert page_drift(drifted) == [f"{core.file} is listed as '{core.auto_points - 4} auto', "
                                      f"not '{core.auto_points} auto'"]
-    assert readme_drift(text.replace(f"({ASSIGNMENT_POINTS} points)", f"({ASSIGNMENT_POINTS + 1} points)", 1))
+    assert page_drift(text.replace(f"({ASSIGNMENT_POINTS} points)", f"({ASSIGNMENT_POINTS + 1} points)", 1))
 
 
-def test_readme_counts_the_cheat_catalogue():
+def test_the_checks_page_counts_the_cheat_catalogue():
     from cheats import CHEATS
 
-    assert f"`tests/cheats/`, {len(CHEATS)} attempts" in README.read_text()
+    assert f"`tests/cheats/`, {len(CHEATS)} attempts" in CHECKS_PAGE.read_text()
 
 
 def test_the_demo_states_no_point_total_of_its_own():
@@ -105,7 +106,7 @@ def test_the_demo_states_no_point_total_of_its_own():
     assert f"0/{PARTS[0].auto_points}" in table
 
 
-TA_GUIDE = COURSE_ROOT / "docs" / "ta-guide.md"
+TA_GUIDE = COURSE_ROOT / "docs" / "tas" / "guide.md"
 
 
 def ta_guide_totals(text: str) -> list[int]:

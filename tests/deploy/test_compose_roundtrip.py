@@ -1,9 +1,9 @@
-"""docker-compose.yml built and run for real, following README.md's "Running on a Docker host".
+"""docker-compose.yml built and run for real, following the operators' Docker guide (docs/operators/docker.md).
 
 Installs and starts the Docker engine if there is none (and stops it again at the end), makes the
 Debian-based base images (scripts/docker-local-bases.sh; COMPOSE_TEST_BASES=official builds on the
 official images instead), copies the checkout (tracked and unignored files) to
-build/compose-test/project and there runs the README's commands one by one: `cp .env.example .env`
+build/compose-test/project and there runs the guide's commands one by one: `cp .env.example .env`
 (then fills it in: secrets, people, a free port, the exchange), the exchange folder, `docker compose
 --profile images build`, `docker compose up -d --wait`. Then, only through the hub's port published
 on 127.0.0.1, as a browser would:
@@ -16,7 +16,7 @@ on 127.0.0.1, as a browser would:
   the TA collects, autogrades in the grader container's sandbox (its cgroups in force) and
   releases feedback; jane fetches it and reads her score.
 
-Last, the README's "Deleting the course and all its data" commands, after which nothing of the
+Last, the guide's "Deleting the course and all its data" commands, after which nothing of the
 project is left on the engine. Build, round-trip and teardown times are printed and written to
 build/compose-test/timings.json. Marker `docker`: deselect with -m 'not docker'.
 """
@@ -85,18 +85,20 @@ def timed(name: str):
     return _Timer()
 
 
-def readme_block(after: str) -> list[str]:
-    """The commands of the first ```bash block after the line ``after`` in README.md's Docker section."""
-    text = (REPO / "README.md").read_text()
-    section = text[text.index("### Running on a Docker host"):]
+DOCKER_GUIDE = REPO / "docs" / "operators" / "docker.md"
+
+
+def guide_block(after: str) -> list[str]:
+    """The commands of the first ```bash block after the line ``after`` in the operators' Docker guide."""
+    section = DOCKER_GUIDE.read_text()
     section = section[section.index(after):]
     block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
     commands = []
     for line in block.splitlines():
-        command = re.sub(r"\s+#\s.*$", "", line).strip()  # the README's comments
+        command = re.sub(r"\s+#\s.*$", "", line).strip()  # the guide's comments
         if command:
             commands.append(command)
-    assert commands, f"no commands after {after!r} in README.md"
+    assert commands, f"no commands after {after!r} in {DOCKER_GUIDE.name}"
     return commands
 
 
@@ -115,7 +117,7 @@ def leftovers() -> dict[str, list[str]]:
     }
 
 
-# ---------------------------------------------------------------- the stack, as the README says
+# ---------------------------------------------------------------- the stack, as the guide says
 
 def copy_checkout() -> None:
     if PROJECT_DIR.exists():
@@ -163,13 +165,13 @@ def stack():
     found = {kind: ids for kind, ids in leftovers().items() if ids}
     if found:
         pytest.fail(f"a {PROJECT!r} compose project already exists on this engine ({found}); "
-                    "the test would delete it: take it down first (README, 'Taking it down')")
+                    "the test would delete it: take it down first (docs/operators/docker.md, 'Taking it down')")
     try:
         if BASES == "local":
             with timed("local_bases_s"):
                 sh(["scripts/docker-local-bases.sh"], cwd=REPO, timeout=1200)
         copy_checkout()
-        if BASES == "local":  # the README's optional wheelhouse: the CPU torch this host's pip resolves
+        if BASES == "local":  # the guide's optional wheelhouse: the CPU torch this host's pip resolves
             sh([sys.executable, "-m", "pip", "download", "-q", "torch==2.13.0", "--no-deps", "-d",
                 str(PROJECT_DIR / "docker/build/wheelhouse")], quiet=True)
         exchange = WORK / "exchange"
@@ -177,7 +179,7 @@ def stack():
             shutil.rmtree(exchange)
         port = free_port()
         env = {}
-        for command in readme_block("On the Docker host, as root"):
+        for command in guide_block("On the Docker host, as root"):
             name = {"docker compose --profile images build": "build_s", "docker compose up -d --wait": "up_s"}.get(command)
             started = time.monotonic()
             sh(command, timeout=3600)
@@ -193,7 +195,7 @@ def stack():
                                   capture_output=True, text=True)
             (WORK / "compose.log").write_text(logs.stdout + logs.stderr)
         if leftovers()["containers"]:  # a failed run: take everything down all the same
-            for command in readme_block("**Deleting the course and all its data**"):
+            for command in guide_block("**Deleting the course and all its data**"):
                 sh(command, check=False, quiet=True)
         (WORK / "timings.json").write_text(json.dumps(TIMINGS, indent=1))
         if not engine_was_running:
@@ -426,7 +428,7 @@ def test_build_ca_bundle_is_in_no_image(stack):
 
 def test_deleting_everything_leaves_nothing_on_the_engine(stack, capsys):
     with timed("teardown_s"):
-        for command in readme_block("**Deleting the course and all its data**"):
+        for command in guide_block("**Deleting the course and all its data**"):
             sh(command)
     assert leftovers() == {"containers": [], "networks": [], "volumes": []}
     with capsys.disabled():
