@@ -415,7 +415,7 @@ def test_only_the_broker_is_privileged_and_only_as_much_as_the_sandbox_needs():
     assert spec["automountServiceAccountToken"] is False
     assert not any(spec.get(k) for k in ("hostNetwork", "hostPID", "hostIPC", "shareProcessNamespace"))
     assert not any("hostPath" in v for v in spec["volumes"])
-    for name in ("formgrader", "course-seed"):
+    for name in ("formgrader", "feedback-on-submit", "course-seed"):
         sc = grader_container(name)["securityContext"]
         assert sc["runAsUser"] == 1000 and sc["runAsNonRoot"] is True
         assert sc["allowPrivilegeEscalation"] is False and sc.get("privileged") is not True
@@ -876,6 +876,42 @@ def test_the_exchange_is_one_share_claimed_in_both_namespaces():
     exchange = {v["name"] for v in GRADER_POD["spec"]["volumes"]
                 if v.get("persistentVolumeClaim", {}).get("claimName") == claim}
     assert exchange == {"exchange"}
+
+
+# --------------------------------------------------------------------------- feedback on submit
+
+FOS_SETTINGS = ("NBGRADER_COURSE_ID", "NBGRADER_EXCHANGE_ROOT", "NBGRADER_CHECK_OWNER", "ATTENTION_SANDBOX_SOCKET")
+
+
+def test_feedback_on_submit_runs_beside_the_formgrader_as_the_native_launcher_starts_it():
+    """attention_platform/hub/native.py starts `attention-course feedback-on-submit --course C --exchange E` as
+    the grader account; here it is a container of its own (its own memory limit, restarted alone)."""
+    fos, formgrader = grader_container("feedback-on-submit"), grader_container("formgrader")
+    argv = fos["command"] + fos.get("args", [])
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["attention-course"].split(":")[0] == argv[2] and argv[:2] == ["python", "-m"]
+    assert argv[3] == "feedback-on-submit"
+    options = dict(zip(argv[4::2], argv[5::2]))
+    assert set(options) == {"--course", "--exchange"} and len(argv[4:]) == 4
+    mounts = {m["mountPath"]: m for m in fos["volumeMounts"]}
+    assert mounts[options["--course"]]["name"] == "course" and not mounts[options["--course"]].get("readOnly")
+    assert mounts[options["--exchange"]]["name"] == "exchange"
+    env, fg_env = ({e["name"]: e for e in c["env"]} for c in (fos, formgrader))
+    assert {name: env[name] for name in FOS_SETTINGS} == {name: fg_env[name] for name in FOS_SETTINGS}
+    assert options["--course"] == fg_env["COURSE_DIR"]["value"]
+    assert options["--exchange"] == env["NBGRADER_EXCHANGE_ROOT"]["value"]
+    # The grader's nbgrader settings (its sandboxed preprocessor), as the Docker grader's entrypoint gives them.
+    assert env["JUPYTER_CONFIG_PATH"]["value"] == fg_env["GRADER_CONFIG_DIR"]["value"]
+    assert "ATTENTION_FEEDBACK_ON_SUBMIT" in env  # the deployment's policies (README: feedback on submit)
+    assert "FORMGRADER_API_TOKEN" not in env  # it never talks to the hub
+    # The formgrader's account and none of the broker's powers; the broker's socket, through the same volume.
+    assert fos["securityContext"] == formgrader["securityContext"]
+    socket_dir = str(Path(env["ATTENTION_SANDBOX_SOCKET"]["value"]).parent)
+    assert mounts[socket_dir]["name"] == "sandbox-socket"
+    assert fos["resources"]["limits"]["memory"] and fos["resources"]["requests"]["memory"]
+    # Its scratch space is its own, not the formgrader's.
+    fg_mounts = {m["mountPath"]: m["name"] for m in formgrader["volumeMounts"]}
+    assert mounts["/tmp"]["name"] != fg_mounts["/tmp"]
 
 
 # --------------------------------------------------------------------------- the admin's login
