@@ -373,7 +373,8 @@ c.Spawner.pre_spawn_hook = pre_spawn_hook
 # here wins over the chart's values. KubeSpawner starts one pod per student from the student image; of the
 # exchange (one ReadWriteMany volume) each pod mounts only outbound (read-only) and that student's own
 # inbound and feedback folders, by subPath. Every uid is 1000 (jovyan), so isolation comes from what is
-# mounted, as in Docker. The formgrader and the sandbox broker are one pod (deploy/kubernetes/grader.yaml).
+# mounted, as in Docker. The formgrader, feedback on submit and the sandbox broker are one pod in a namespace of
+# its own, the only privileged one (deploy/kubernetes/course.yaml); the hub's pods stay `restricted`.
 if MODE == "kubernetes":
     # Student image: JupyterLab 4 + nbgrader's student extensions + torch (docker/student.Dockerfile).
     K8S_IMAGE = env("STUDENT_IMAGE", "dl-attention/student:0.1.0")

@@ -55,9 +55,11 @@ course, used once, and only with the role the user holds in this course:
    admin at run time), a reserved name (root, admin, nobody, daemon, …:
    ``reserved_usernames``) or a system account of this machine (uid < 1000: natively, as
    root, a hub user runs as the Unix user of that name). Otherwise 403. LTI users are
-   never hub admins: an administrator signs in some other way. The claim should be one
-   the LMS assigns and users cannot edit (``sub``, a login id in a custom claim): with an
-   editable one, one LMS user could take another's name.
+   never hub admins: an administrator signs in some other way. The claim is ``sub`` unless
+   LTI_USERNAME_KEY names another: the LMS assigns it, never changes it and users cannot
+   edit it. Upstream's default, ``email``, is one a user can edit in most LMSs and that
+   need not be unique there, so one LMS user could launch into another's account; a
+   login id in a custom claim is safe only if the LMS keeps users from editing it.
 
 Environment (all read when the hub starts):
     LTI_ISSUER            the platform's issuer, e.g. https://canvas.instructure.com  (required)
@@ -68,7 +70,7 @@ Environment (all read when the hub starts):
                           * = any course of those deployments (course-level deployments only)  (required)
     LTI_AUTHORIZE_URL     the platform's OIDC authorization endpoint                  (required)
     LTI_JWKS_URL          the platform's JWKS endpoint (public keys)                  (required)
-    LTI_USERNAME_KEY      id_token claim used as the hub username (default: email; custom_<name>
+    LTI_USERNAME_KEY      id_token claim used as the hub username (default: sub; custom_<name>
                           reads the LTI custom claim <name>; if missing, ``sub``)
     LTI_ROLE_GROUPS       full role URI → groups, ``;``-separated ROLE_URI=group[,group…],
                           e.g. "http://purl.imsglobal.org/vocab/lis/v2/membership#Learner=nbgrader-dl-attention;…"
@@ -338,6 +340,11 @@ class CourseLTI13Authenticator(LTI13Authenticator):
     def _role_groups_default(self):
         return default_role_groups()
 
+    @default("username_key")
+    def _username_key_default(self):
+        # the stable id the LMS assigns; upstream's "email" is user-editable (module docstring, Name)
+        return "sub"
+
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.spent_nonces = SpentNonces(self.launch_nonce_capacity)
@@ -441,8 +448,7 @@ def configure_lti(c, environ: dict | None = None) -> None:
     auth.jwks_endpoint = _required(env, "LTI_JWKS_URL")
     auth.deployment_ids = set(_required_list(env, "LTI_DEPLOYMENT_IDS"))
     auth.context_ids = set(_required_list(env, "LTI_CONTEXT_IDS"))
-    if env.get("LTI_USERNAME_KEY"):
-        auth.username_key = env["LTI_USERNAME_KEY"]
+    auth.username_key = env.get("LTI_USERNAME_KEY", "").strip() or "sub"
     auth.uri_scheme = env.get("LTI_URI_SCHEME", "auto") or "auto"
     auth.tool_name = env.get("LTI_TOOL_NAME", "Self-attention course")
     auth.tool_description = "Autograded self-attention assignment (nbgrader)"

@@ -6,13 +6,17 @@ the hub; its client is pointed at a kubeconfig for 127.0.0.1 that is never conta
 pods and claims, deploy/kubernetes/course.yaml) is validated with kubernetes-validate against Kubernetes'
 own OpenAPI schemas of the pinned versions, strictly (unknown fields fail). The values file is merged onto
 the chart's defaults and validated against the chart's values.schema.json, as `helm install` does
-(golden files in tests/deploy/z2jh/, provenance in tests/deploy/z2jh/PROVENANCE.md).
+(golden files in tests/deploy/z2jh/, provenance in tests/deploy/z2jh/PROVENANCE.md). What the API server would
+decide is checked with the rules it applies: Pod Security admission per namespace (the students' and the chart's
+pods against `restricted`, the grader's against `baseline`), RBAC for the hub's service account, and which pods
+each NetworkPolicy admits across the two namespaces.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import json
 import os
 import re
@@ -36,6 +40,10 @@ CHART_VERSION = "4.4.0"
 # The oldest Kubernetes the deployment claims (README) and the newest kubernetes-validate 1.37.0 knows.
 K8S_VERSIONS = ("1.33.0", "1.37.0")
 COURSE = "dl-attention"
+# The chart's release namespace: the hub, the proxy and the students' pods.
+HUB_NAMESPACE = COURSE
+# The grader's namespace: the sandbox broker's pod, the only privileged one.
+GRADER_NAMESPACE = f"{COURSE}-grader"
 STUDENTS = ("ana.lopez", "student2")  # "ana.lopez" is one KubeSpawner turns into a slug with a hash
 POD_EXCHANGE = "/srv/nbgrader/exchange"
 HUB_IP = "10.96.0.10"  # a Service cluster IP as Kubernetes gives it to the hub pod (never contacted)
@@ -62,12 +70,21 @@ CHART_POD_LABELS = {
 
 # --------------------------------------------------------------------------- helpers
 
+# What the operator puts into the Secrets the values file and course.yaml name (README: "Running on Kubernetes").
+SECRET_VALUES = {"formgrader-api-token": "t" * 64, "admin-password": "the admin's initial passphrase 7"}
+
+
+def secret_value(ref: dict) -> str:
+    """A secretKeyRef's value as the operator's Secret holds it; an unknown key fails the test."""
+    return SECRET_VALUES[ref["valueFrom"]["secretKeyRef"]["key"]]
+
+
 def hub_environment(tmp: Path) -> dict[str, str]:
-    """The hub pod's environment from values.yaml's hub.extraEnv (a Secret's value becomes a test token),
+    """The hub pod's environment from values.yaml's hub.extraEnv (a Secret's key becomes its test value),
     plus what Kubernetes and the chart add, and scratch paths for the hub's state and the exchange."""
     env = {}
     for name, value in VALUES["hub"]["extraEnv"].items():
-        env[name] = value if isinstance(value, str) else "t" * 64
+        env[name] = value if isinstance(value, str) else secret_value(value)
     env.update(HUB_STATE_DIR=str(tmp / "hub-state"), EXCHANGE_ROOT=str(tmp / "exchange"),
                HUB_SERVICE_HOST=HUB_IP, HUB_SERVICE_PORT="8081", PROXY_API_SERVICE_PORT="8001")
     return env
@@ -362,25 +379,15 @@ def test_students_reach_only_the_hub_and_the_proxy(deployment):
     assert VALUES["singleuser"]["networkPolicy"]["enabled"] is False
 
 
-def test_grader_policy_admits_hub_and_proxy_only():
-    spec = policy("dl-attention-grader")["spec"]
-    assert selects(spec["podSelector"], GRADER_POD["metadata"]["labels"])
-    assert set(spec["policyTypes"]) == {"Ingress", "Egress"}
-    sources = {n for rule in spec["ingress"] for peer in rule["from"]
-               for n, labels in CHART_POD_LABELS.items() if selects(peer["podSelector"], labels)}
-    assert sources == {"hub", "proxy"}
-    assert [p["port"] for rule in spec["ingress"] for p in rule["ports"]] == [9999]
-    for rule in spec["egress"]:
-        assert rule.get("to") and not any("ipBlock" in peer for peer in rule["to"])
-
-
 # --------------------------------------------------------------------------- grader
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 def test_course_manifests_are_valid_kubernetes(version):
     kinds = [doc["kind"] for doc in COURSE_DOCS]
-    assert sorted(kinds) == sorted(["PersistentVolumeClaim", "PersistentVolumeClaim", "Deployment", "Service",
-                                    "NetworkPolicy", "NetworkPolicy"])
+    assert sorted(kinds) == sorted(["Namespace", "Namespace", "PersistentVolume", "PersistentVolume",
+                                    "PersistentVolumeClaim", "PersistentVolumeClaim", "PersistentVolumeClaim",
+                                    "ServiceAccount", "Deployment", "Service",
+                                    "NetworkPolicy", "NetworkPolicy", "NetworkPolicy"])
     for doc in COURSE_DOCS:
         validate(doc, version)
 
@@ -408,7 +415,7 @@ def test_only_the_broker_is_privileged_and_only_as_much_as_the_sandbox_needs():
     assert spec["automountServiceAccountToken"] is False
     assert not any(spec.get(k) for k in ("hostNetwork", "hostPID", "hostIPC", "shareProcessNamespace"))
     assert not any("hostPath" in v for v in spec["volumes"])
-    for name in ("formgrader", "course-seed"):
+    for name in ("formgrader", "feedback-on-submit", "course-seed"):
         sc = grader_container(name)["securityContext"]
         assert sc["runAsUser"] == 1000 and sc["runAsNonRoot"] is True
         assert sc["allowPrivilegeEscalation"] is False and sc.get("privileged") is not True
@@ -451,19 +458,16 @@ def test_formgrader_and_broker_share_the_socket_and_agree_on_the_caller():
 def test_the_grader_is_the_hubs_course_service():
     formgrader = grader_container("formgrader")
     env = {e["name"]: e for e in formgrader["env"]}
+    # The same key of a Secret of the same name, one in each namespace (the operator gives both one value).
     token = env["FORMGRADER_API_TOKEN"]["valueFrom"]["secretKeyRef"]
     assert token == VALUES["hub"]["extraEnv"]["FORMGRADER_API_TOKEN"]["valueFrom"]["secretKeyRef"]
-    # The chart generates and stores a token exactly for the services listed in hub.services.
-    assert token == {"name": "hub", "key": f"hub.services.{COURSE}.apiToken"} and COURSE in VALUES["hub"]["services"]
+    assert "services" not in VALUES["hub"]  # the chart would make a token nobody reads
     service = course_doc("Service", "dl-attention-grader")
     assert selects({"matchLabels": service["spec"]["selector"]}, GRADER_POD["metadata"]["labels"])
     port = service["spec"]["ports"][0]
-    assert VALUES["hub"]["extraEnv"]["FORMGRADER_URL"] == f"http://{service['metadata']['name']}:{port['port']}"
     assert int(env["FORMGRADER_PORT"]["value"]) == next(p["containerPort"] for p in formgrader["ports"]
                                                        if p["name"] == port["targetPort"])
     assert env["NBGRADER_COURSE_ID"]["value"] == VALUES["hub"]["extraEnv"]["NBGRADER_COURSE_ID"] == COURSE
-    # The chart's hub NetworkPolicy admits pods with this label; without it the formgrader cannot check logins.
-    assert GRADER_POD["metadata"]["labels"]["hub.jupyter.org/network-access-hub"] == "true"
     assert formgrader["readinessProbe"]["httpGet"]["path"] == f"/services/{COURSE}/api"
 
 
@@ -584,3 +588,353 @@ def test_the_brokers_first_uses_are_set_in_its_environment_to_a_value_it_accepts
     value = {e["name"]: e.get("value") for e in broker.get("env", [])}[FIRST_USES_ENV]
     assert _first_uses(value) == ("figures", "optimizers")  # this course's experiments notebook trains and draws
     assert "--first-uses" not in broker["args"][0]  # a flag would override the setting
+
+
+# --------------------------------------------------------------------------- namespaces, Pod Security, RBAC
+
+# Pod Security Standards (kubernetes.io/docs/concepts/security/pod-security-standards/, as enforced by the
+# API server's PodSecurity admission at the versions above), for what the course's pods set.
+BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+                         "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
+                      "projected", "secret"}
+VOLUME_META = {"name"}
+
+
+def pod_security_violations(spec: dict, level: str) -> list[str]:
+    """What in a pod spec the level ("baseline" or "restricted") refuses; empty when the pod passes."""
+    found = []
+    pod_sc = spec.get("securityContext") or {}
+    containers = spec.get("containers", []) + spec.get("initContainers", []) + spec.get("ephemeralContainers", [])
+    for key in ("hostNetwork", "hostPID", "hostIPC"):
+        if spec.get(key):
+            found.append(key)
+    for volume in spec.get("volumes", []):
+        kinds = set(volume) - VOLUME_META
+        if "hostPath" in kinds:
+            found.append(f"hostPath volume {volume['name']}")
+        if level == "restricted" and not kinds <= RESTRICTED_VOLUMES:
+            found.append(f"volume {volume['name']} of type {sorted(kinds)}")
+    contexts = [("pod", pod_sc)] + [(c["name"], c.get("securityContext") or {}) for c in containers]
+    for where, sc in contexts:
+        if (sc.get("seccompProfile") or {}).get("type") == "Unconfined":
+            found.append(f"{where}: seccomp Unconfined")
+        if (sc.get("appArmorProfile") or {}).get("type") == "Unconfined":
+            found.append(f"{where}: AppArmor Unconfined")
+        if (sc.get("windowsOptions") or {}).get("hostProcess"):
+            found.append(f"{where}: hostProcess")
+        if level == "restricted" and sc.get("runAsUser") == 0:
+            found.append(f"{where}: runAsUser 0")
+    for container in containers:
+        sc, name = container.get("securityContext") or {}, container["name"]
+        caps = sc.get("capabilities") or {}
+        if sc.get("privileged"):
+            found.append(f"{name}: privileged")
+        if any(p.get("hostPort") for p in container.get("ports", [])):
+            found.append(f"{name}: hostPort")
+        if sc.get("procMount", "Default") != "Default":
+            found.append(f"{name}: procMount")
+        allowed = {"NET_BIND_SERVICE"} if level == "restricted" else BASELINE_CAPABILITIES
+        if set(caps.get("add", [])) - allowed:
+            found.append(f"{name}: adds {sorted(set(caps.get('add', [])) - allowed)}")
+        if level != "restricted":
+            continue
+        if sc.get("allowPrivilegeEscalation") is not False:
+            found.append(f"{name}: allowPrivilegeEscalation not false")
+        if "ALL" not in caps.get("drop", []):
+            found.append(f"{name}: does not drop ALL capabilities")
+        if not sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")):
+            found.append(f"{name}: runAsNonRoot not true")
+        seccomp = (sc.get("seccompProfile") or pod_sc.get("seccompProfile") or {}).get("type")
+        if seccomp not in ("RuntimeDefault", "Localhost"):
+            found.append(f"{name}: seccomp {seccomp}")
+    return found
+
+
+def chart_pods(values: dict) -> dict[str, dict]:
+    """The security-relevant part of the pods the chart creates in its namespace, as its templates at 4.4.0
+    build them from these values (hub/deployment.yaml, proxy/deployment.yaml, proxy/autohttps/deployment.yaml,
+    scheduling/user-scheduler/deployment.yaml, scheduling/user-placeholder/statefulset.yaml,
+    image-puller/_helpers-daemonset.tpl and job.yaml): which values key becomes which securityContext."""
+    v = chart_values(values)
+    sc = lambda *path: functools.reduce(lambda node, key: node[key], path, v)  # noqa: E731
+    chart_volumes = [{"name": "config", "configMap": {}}, {"name": "secret", "secret": {}},
+                     {"name": "pvc", "persistentVolumeClaim": {}}]
+    return {
+        "hub": {"securityContext": sc("hub", "podSecurityContext"),
+                "containers": [{"name": "hub", "securityContext": sc("hub", "containerSecurityContext")}]
+                + v["hub"].get("extraContainers", []),
+                "initContainers": v["hub"].get("initContainers", []),
+                "volumes": chart_volumes + v["hub"].get("extraVolumes", [])},
+        "proxy": {"containers": [{"name": "chp", "securityContext": sc("proxy", "chp", "containerSecurityContext")}]},
+        "autohttps": {"initContainers": [{"name": "load-acme",
+                                          "securityContext": sc("proxy", "secretSync", "containerSecurityContext")}],
+                      "containers": [{"name": "traefik", "securityContext": sc("proxy", "traefik", "containerSecurityContext")},
+                                     {"name": "secret-sync",
+                                      "securityContext": sc("proxy", "secretSync", "containerSecurityContext")}]},
+        "user-scheduler": {"containers": [{"name": "kube-scheduler", "securityContext":
+                                           sc("scheduling", "userScheduler", "containerSecurityContext")}]},
+        "user-placeholder": {"containers": [{"name": "pause", "securityContext":
+                                             sc("scheduling", "userPlaceholder", "containerSecurityContext")}]},
+        "image-puller": {"initContainers": [{"name": n, "securityContext": sc("prePuller", "containerSecurityContext")}
+                                            for n in ("image-pull-metadata-block", "image-pull-singleuser")],
+                         "containers": [{"name": "pause",
+                                         "securityContext": sc("prePuller", "pause", "containerSecurityContext")}]},
+        "hook-image-awaiter": {"containers": [{"name": "hook-image-awaiter", "securityContext":
+                                               sc("prePuller", "hook", "containerSecurityContext")}]},
+    }
+
+
+def namespaces() -> dict[str, dict]:
+    return {d["metadata"]["name"]: d["metadata"].get("labels", {}) for d in COURSE_DOCS if d["kind"] == "Namespace"}
+
+
+def namespace_of(doc: dict) -> str:
+    """Where an object of course.yaml lands: its own namespace, else the one `kubectl apply` was given
+    (the chart's, as the README's command said before the grader had a namespace of its own)."""
+    return doc["metadata"].get("namespace", HUB_NAMESPACE)
+
+
+def test_the_pod_security_check_can_fail(deployment):
+    student = deployment["users"][STUDENTS[0]]["pod"]["spec"]
+    assert pod_security_violations(student, "restricted") == []
+    for change, level in ((lambda s: container({"spec": s})["securityContext"].update(runAsNonRoot=False), "restricted"),
+                          (lambda s: s["securityContext"].update(seccompProfile={"type": "Unconfined"}), "baseline"),
+                          (lambda s: container({"spec": s})["securityContext"]["capabilities"].update(add=["SYS_ADMIN"]),
+                           "baseline"),
+                          (lambda s: s["volumes"].append({"name": "h", "hostPath": {"path": "/"}}), "baseline"),
+                          (lambda s: s["volumes"].append({"name": "n", "nfs": {"server": "x", "path": "/"}}), "restricted")):
+        spec = copy.deepcopy(student)
+        change(spec)
+        assert pod_security_violations(spec, level)
+
+
+def test_only_the_brokers_namespace_is_privileged(deployment):
+    """PodSecurity admission works per namespace: the broker's pod (SYS_ADMIN, no seccomp, no AppArmor) needs
+    `privileged`, so it has a namespace of its own; everything the hub spawns is held to `restricted`."""
+    labels = namespaces()
+    enforce = {name: lab.get("pod-security.kubernetes.io/enforce") for name, lab in labels.items()}
+    assert enforce == {HUB_NAMESPACE: "restricted", GRADER_NAMESPACE: "privileged"}
+    assert all(lab.get("pod-security.kubernetes.io/enforce-version") for lab in labels.values())
+    assert namespace_of(GRADER) == GRADER_NAMESPACE
+    assert pod_security_violations(GRADER_POD["spec"], "baseline"), "the broker does need a privileged namespace"
+    # Every other pod of the course meets restricted in the hub's namespace: the students' ...
+    for name in STUDENTS:
+        assert pod_security_violations(deployment["users"][name]["pod"]["spec"], "restricted") == []
+    # ... and the chart's own, with the values this file gives them.
+    for component, spec in chart_pods(VALUES).items():
+        assert pod_security_violations(spec, "restricted") == [], component
+    # Every namespaced object of course.yaml says where it goes.
+    for doc in COURSE_DOCS:
+        if doc["kind"] not in ("Namespace", "PersistentVolume"):
+            assert doc["metadata"].get("namespace") in (HUB_NAMESPACE, GRADER_NAMESPACE), doc["metadata"]["name"]
+
+
+# The chart's RBAC for its hub (templates/hub/rbac.yaml at 4.4.0, release dl-attention): the only
+# permissions of the hub's service account; no ClusterRole of the chart binds it.
+CHART_HUB_RBAC = [
+    {"kind": "Role", "metadata": {"name": "hub", "namespace": HUB_NAMESPACE},
+     "rules": [{"apiGroups": [""], "resources": ["pods", "persistentvolumeclaims", "secrets", "services"],
+                "verbs": ["get", "watch", "list", "create", "delete"]},
+               {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "watch", "list"]}]},
+    {"kind": "RoleBinding", "metadata": {"name": "hub", "namespace": HUB_NAMESPACE},
+     "subjects": [{"kind": "ServiceAccount", "name": "hub", "namespace": HUB_NAMESPACE}],
+     "roleRef": {"kind": "Role", "name": "hub", "apiGroup": "rbac.authorization.k8s.io"}},
+]
+HUB_ACCOUNT = {"kind": "ServiceAccount", "name": "hub", "namespace": HUB_NAMESPACE}
+RBAC_KINDS = ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
+
+
+def allowed(account: dict, verb: str, resource: str, namespace: str, rbac: list[dict]) -> bool:
+    """Kubernetes' RBAC decision for a service account (its own name and the groups every service account is in)."""
+    groups = {"system:serviceaccounts", f"system:serviceaccounts:{account['namespace']}", "system:authenticated"}
+
+    def names_account(subject):
+        if subject["kind"] == "ServiceAccount":
+            return subject["name"] == account["name"] and subject.get("namespace") == account["namespace"]
+        return subject["kind"] == "Group" and subject["name"] in groups
+
+    def role(ref, binding_namespace):
+        kind = ref["kind"]
+        return next((r for r in rbac if r["kind"] == kind and r["metadata"]["name"] == ref["name"]
+                     and (kind == "ClusterRole" or r["metadata"].get("namespace") == binding_namespace)), None)
+
+    for binding in rbac:
+        if binding["kind"] == "RoleBinding" and binding["metadata"].get("namespace") != namespace:
+            continue
+        if binding["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        if not any(names_account(s) for s in binding.get("subjects", [])):
+            continue
+        granted = role(binding["roleRef"], binding["metadata"].get("namespace"))
+        for rule in (granted or {}).get("rules", []):
+            if ({"", "*"} & set(rule.get("apiGroups", []))) and ({resource, "*"} & set(rule.get("resources", []))) \
+                    and ({verb, "*"} & set(rule.get("verbs", []))):
+                return True
+    return False
+
+
+def test_the_hubs_service_account_cannot_create_pods_where_the_broker_runs():
+    rbac = CHART_HUB_RBAC + [d for d in COURSE_DOCS if d["kind"] in RBAC_KINDS]
+    assert allowed(HUB_ACCOUNT, "create", "pods", HUB_NAMESPACE, rbac), "it spawns the students' pods"
+    assert not allowed(HUB_ACCOUNT, "create", "pods", namespace_of(GRADER), rbac)
+    for verb, resource in (("get", "secrets"), ("create", "persistentvolumeclaims"), ("delete", "pods")):
+        assert not allowed(HUB_ACCOUNT, verb, resource, namespace_of(GRADER), rbac)
+    # The grader's pod has an account of its own with no permissions and no token.
+    account = GRADER_POD["spec"].get("serviceAccountName")
+    assert account and account != "default" and GRADER_POD["spec"]["automountServiceAccountToken"] is False
+    grader_account = {"kind": "ServiceAccount", "name": account, "namespace": GRADER_NAMESPACE}
+    assert course_doc("ServiceAccount", account)["metadata"]["namespace"] == GRADER_NAMESPACE
+    assert not any(allowed(grader_account, verb, res, ns, rbac) for verb in ("get", "create", "list")
+                   for res in ("pods", "secrets") for ns in (HUB_NAMESPACE, GRADER_NAMESPACE))
+
+
+def test_the_allowed_check_can_say_yes_and_no():
+    binding = {"kind": "RoleBinding", "metadata": {"name": "x", "namespace": GRADER_NAMESPACE},
+               "subjects": [{"kind": "Group", "name": "system:serviceaccounts"}],
+               "roleRef": {"kind": "ClusterRole", "name": "edit"}}
+    edit = {"kind": "ClusterRole", "metadata": {"name": "edit"},
+            "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}
+    assert allowed(HUB_ACCOUNT, "create", "pods", GRADER_NAMESPACE, CHART_HUB_RBAC + [binding, edit])
+    assert not allowed(HUB_ACCOUNT, "create", "pods", GRADER_NAMESPACE, CHART_HUB_RBAC + [edit])
+    assert not allowed(HUB_ACCOUNT, "create", "deployments", HUB_NAMESPACE, CHART_HUB_RBAC)
+
+
+def peer_admits(peer: dict, policy_namespace: str, namespace: str, labels: dict) -> bool:
+    """Whether a NetworkPolicy peer (from/to) selects a pod with ``labels`` in ``namespace``: a podSelector
+    alone means the policy's own namespace; with a namespaceSelector, the namespaces it selects."""
+    if "ipBlock" in peer:
+        return True  # an address range can be any pod: the tests refuse them
+    if "namespaceSelector" in peer:
+        if not selects(peer["namespaceSelector"], {"kubernetes.io/metadata.name": namespace}):
+            return False
+    elif namespace != policy_namespace:
+        return False
+    return selects(peer.get("podSelector", {}), labels)
+
+
+def test_the_grader_is_reached_across_namespaces_by_the_hub_and_the_proxy_only(deployment):
+    """The grader's policy, in the grader's namespace, names the chart's hub and proxy in theirs; the chart's
+    hub policy (hub.networkPolicy.ingress) lets the grader's pod ask the hub about tokens, and nothing else."""
+    grader_policy = course_doc("NetworkPolicy", "dl-attention-grader")
+    where = namespace_of(grader_policy)
+    assert where == namespace_of(GRADER) == GRADER_NAMESPACE
+    spec = grader_policy["spec"]
+    assert selects(spec["podSelector"], GRADER_POD["metadata"]["labels"])
+    pods = {name: (HUB_NAMESPACE, labels) for name, labels in CHART_POD_LABELS.items()}
+    pods.update({name: (HUB_NAMESPACE, u["pod"]["metadata"]["labels"]) for name, u in deployment["users"].items()})
+    pods["a pod of the grader's namespace"] = (GRADER_NAMESPACE, {"app": "other"})
+    assert set(spec["policyTypes"]) == {"Ingress", "Egress"}
+    sources = {name for rule in spec["ingress"] for peer in rule["from"]
+               for name, (ns, labels) in pods.items() if peer_admits(peer, where, ns, labels)}
+    assert sources == {"hub", "proxy"}
+    assert [p["port"] for rule in spec["ingress"] for p in rule["ports"]] == [9999]
+    for rule in spec["egress"]:
+        assert rule.get("to") and not any("ipBlock" in peer for peer in rule["to"])
+    targets = {name for rule in spec["egress"] for peer in rule["to"]
+               for name, (ns, labels) in pods.items() if peer_admits(peer, where, ns, labels)}
+    assert targets == {"hub"}
+    # The rest of the grader's namespace: nothing in, nothing out.
+    deny = [d for d in COURSE_DOCS if d["kind"] == "NetworkPolicy" and namespace_of(d) == GRADER_NAMESPACE
+            and d["spec"]["podSelector"] == {}]
+    assert deny and all(set(d["spec"]["policyTypes"]) == {"Ingress", "Egress"} and not d["spec"].get("ingress")
+                        and not d["spec"].get("egress") for d in deny)
+    # The hub's own policy (the chart's) admits the grader on the hub's port; podSelector alone would not.
+    rules = VALUES["hub"]["networkPolicy"]["ingress"]
+    admitted = {name for rule in rules for peer in rule["from"]
+                for name, (ns, labels) in dict(pods, grader=(GRADER_NAMESPACE, GRADER_POD["metadata"]["labels"])).items()
+                if peer_admits(peer, HUB_NAMESPACE, ns, labels)}
+    assert admitted == {"grader"} and [p["port"] for rule in rules for p in rule["ports"]] == [8081]
+    # Names across namespaces: the grader asks the hub's Service, the hub routes to the grader's.
+    env = {e["name"]: e.get("value") for e in grader_container("formgrader")["env"]}
+    assert env["HUB_API_URL"] == f"http://hub.{HUB_NAMESPACE}.svc:8081/hub/api"
+    service = course_doc("Service", "dl-attention-grader")
+    assert namespace_of(service) == GRADER_NAMESPACE
+    assert VALUES["hub"]["extraEnv"]["FORMGRADER_URL"] == \
+        f"http://{service['metadata']['name']}.{GRADER_NAMESPACE}.svc:{service['spec']['ports'][0]['port']}"
+
+
+def test_the_exchange_is_one_share_claimed_in_both_namespaces():
+    """A claim belongs to one namespace: the hub and the students mount the exchange in theirs, the grader in
+    its own, so two PersistentVolumes point at the same ReadWriteMany share, each bound to one claim alone."""
+    claim = VALUES["hub"]["extraEnv"]["EXCHANGE_PVC"]
+    claims = {namespace_of(d): d for d in COURSE_DOCS
+              if d["kind"] == "PersistentVolumeClaim" and d["metadata"]["name"] == claim}
+    assert set(claims) == {HUB_NAMESPACE, GRADER_NAMESPACE}
+    volumes = {d["metadata"]["name"]: d for d in COURSE_DOCS if d["kind"] == "PersistentVolume"}
+    shares = set()
+    for ns, pvc in claims.items():
+        assert pvc["spec"]["accessModes"] == ["ReadWriteMany"] and pvc["spec"]["storageClassName"] == ""
+        pv = volumes[pvc["spec"]["volumeName"]]
+        assert pv["spec"]["claimRef"] == {"namespace": ns, "name": claim}
+        assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Retain" and pv["spec"]["storageClassName"] == ""
+        source = {k: v for k, v in pv["spec"].items() if k not in (
+            "claimRef", "persistentVolumeReclaimPolicy", "storageClassName", "accessModes", "capacity",
+            "mountOptions")}
+        shares.add(json.dumps(source, sort_keys=True))
+    assert len(shares) == 1 and len({pvc["spec"]["volumeName"] for pvc in claims.values()}) == 2
+    exchange = {v["name"] for v in GRADER_POD["spec"]["volumes"]
+                if v.get("persistentVolumeClaim", {}).get("claimName") == claim}
+    assert exchange == {"exchange"}
+
+
+# --------------------------------------------------------------------------- feedback on submit
+
+FOS_SETTINGS = ("NBGRADER_COURSE_ID", "NBGRADER_EXCHANGE_ROOT", "NBGRADER_CHECK_OWNER", "ATTENTION_SANDBOX_SOCKET")
+
+
+def test_feedback_on_submit_runs_beside_the_formgrader_as_the_native_launcher_starts_it():
+    """attention_platform/hub/native.py starts `attention-course feedback-on-submit --course C --exchange E` as
+    the grader account; here it is a container of its own (its own memory limit, restarted alone)."""
+    fos, formgrader = grader_container("feedback-on-submit"), grader_container("formgrader")
+    argv = fos["command"] + fos.get("args", [])
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["attention-course"].split(":")[0] == argv[2] and argv[:2] == ["python", "-m"]
+    assert argv[3] == "feedback-on-submit"
+    options = dict(zip(argv[4::2], argv[5::2]))
+    assert set(options) == {"--course", "--exchange"} and len(argv[4:]) == 4
+    mounts = {m["mountPath"]: m for m in fos["volumeMounts"]}
+    assert mounts[options["--course"]]["name"] == "course" and not mounts[options["--course"]].get("readOnly")
+    assert mounts[options["--exchange"]]["name"] == "exchange"
+    env, fg_env = ({e["name"]: e for e in c["env"]} for c in (fos, formgrader))
+    assert {name: env[name] for name in FOS_SETTINGS} == {name: fg_env[name] for name in FOS_SETTINGS}
+    assert options["--course"] == fg_env["COURSE_DIR"]["value"]
+    assert options["--exchange"] == env["NBGRADER_EXCHANGE_ROOT"]["value"]
+    # The grader's nbgrader settings (its sandboxed preprocessor), as the Docker grader's entrypoint gives them.
+    assert env["JUPYTER_CONFIG_PATH"]["value"] == fg_env["GRADER_CONFIG_DIR"]["value"]
+    assert "ATTENTION_FEEDBACK_ON_SUBMIT" in env  # the deployment's policies (README: feedback on submit)
+    assert "FORMGRADER_API_TOKEN" not in env  # it never talks to the hub
+    # The formgrader's account and none of the broker's powers; the broker's socket, through the same volume.
+    assert fos["securityContext"] == formgrader["securityContext"]
+    socket_dir = str(Path(env["ATTENTION_SANDBOX_SOCKET"]["value"]).parent)
+    assert mounts[socket_dir]["name"] == "sandbox-socket"
+    assert fos["resources"]["limits"]["memory"] and fos["resources"]["requests"]["memory"]
+    # Its scratch space is its own, not the formgrader's.
+    fg_mounts = {m["mountPath"]: m["name"] for m in formgrader["volumeMounts"]}
+    assert mounts["/tmp"]["name"] != fg_mounts["/tmp"]
+
+
+# --------------------------------------------------------------------------- the admin's login
+
+def test_the_admin_logs_in_with_the_password_from_the_secret(deployment):
+    """values.yaml gives the hub the admin's initial password from a Secret: the admin's login exists before
+    the hub serves anything (sign-up refuses admin names), and it opens with that password only."""
+    from nativeauthenticator.orm import Base
+    from sqlalchemy import create_engine
+    from sqlalchemy.orm import Session
+
+    config = deployment["config"]
+    env = VALUES["hub"]["extraEnv"]
+    assert env["HUB_AUTHENTICATOR"] == "native"
+    admin = env["HUB_ADMIN_USERS"]
+    password = secret_value(env["HUB_ADMIN_INITIAL_PASSWORD"])
+    assert env["HUB_ADMIN_INITIAL_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == \
+        env["FORMGRADER_API_TOKEN"]["valueFrom"]["secretKeyRef"]["name"]  # one Secret for the operator to make
+    engine = create_engine("sqlite://")
+    Base.metadata.create_all(engine)
+    with Session(engine) as db:
+        auth = config.JupyterHub.authenticator_class(config=config, db=db)
+        assert auth.admin_users == {admin}
+        assert asyncio.run(auth.authenticate(None, {"username": admin, "password": password})) == admin
+        assert asyncio.run(auth.authenticate(None, {"username": admin, "password": password + "x"})) is None
+        assert auth.create_user(admin, "an attacker's passphrase 9") is None

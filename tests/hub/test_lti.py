@@ -115,6 +115,22 @@ def test_configure_lti_reads_the_environment():
         configure_lti(Config(), dict(env, LTI_ROLE_GROUPS="Learner=s1"))
 
 
+def test_the_username_claim_is_sub_unless_set():
+    """``sub`` is the one claim an LMS assigns for good and never lets a user edit; ``email`` (upstream's
+    default) can be edited and shared, so one LMS user could launch into another's account."""
+    from traitlets.config import Config
+
+    env = {"LTI_ISSUER": ISSUER, "LTI_CLIENT_ID": CLIENT_ID, "LTI_AUTHORIZE_URL": "https://lms/auth",
+           "LTI_JWKS_URL": "https://lms/jwks", "LTI_DEPLOYMENT_IDS": DEPLOYMENT, "LTI_CONTEXT_IDS": CONTEXT}
+    assert CourseLTI13Authenticator().username_key == "sub"
+    for unset in ({}, {"LTI_USERNAME_KEY": ""}):
+        c = Config()
+        configure_lti(c, dict(env, **unset))
+        auth = CourseLTI13Authenticator(config=c)
+        assert auth.username_key == "sub"
+        assert auth.get_username({"sub": "a1b2c3", "email": "someone.else@lms.test"}) == "a1b2c3"
+
+
 def _course_authenticator(**settings):
     auth = CourseLTI13Authenticator(issuer=ISSUER, client_id={CLIENT_ID}, deployment_ids={DEPLOYMENT},
                                     context_ids={CONTEXT})
@@ -307,11 +323,12 @@ class LMS:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def id_token(self, *, email, roles, nonce, key=None, claims=None):
-        """A signed launch; ``claims`` replaces claims of a regular one (None removes the claim)."""
+    def id_token(self, *, user, roles, nonce, key=None, claims=None):
+        """A signed launch of the LMS user whose ``sub`` is ``user`` (the hub's default username claim);
+        ``claims`` replaces claims of a regular one (None removes the claim)."""
         now = int(time.time())
         token = {
-            "iss": ISSUER, "aud": CLIENT_ID, "sub": uuid.uuid5(uuid.NAMESPACE_DNS, email).hex, "email": email,
+            "iss": ISSUER, "aud": CLIENT_ID, "sub": user, "email": f"{uuid.uuid5(uuid.NAMESPACE_DNS, user).hex}@lms.test",
             "iat": now, "exp": now + 300, "nonce": nonce,
             CLAIM + "version": "1.3.0", CLAIM + "deployment_id": DEPLOYMENT,
             CLAIM + "message_type": "LtiResourceLinkRequest", CLAIM + "target_link_uri": "http://127.0.0.1/hub",
@@ -420,11 +437,11 @@ def hub(tmp_path_factory):
         lms.server.shutdown()
 
 
-def _login_init(hub, email):
+def _login_init(hub, user):
     """Step 1 (LMS → tool): OIDC login initiation; returns the session and the authorize request."""
     session = requests.Session()
     r = session.post(hub.base + "/hub/lti13/oauth_login", allow_redirects=False, data={
-        "iss": ISSUER, "login_hint": email, "target_link_uri": hub.base + "/hub", "client_id": CLIENT_ID,
+        "iss": ISSUER, "login_hint": user, "target_link_uri": hub.base + "/hub", "client_id": CLIENT_ID,
         "lti_message_hint": "hint-1"})
     assert r.status_code == 302, r.text[:500]
     location = urlparse(r.headers["Location"])
@@ -436,10 +453,10 @@ class Launch:
     """One launch as it crosses the wire: the browser's cookies and the id_token form post,
     i.e. everything an attacker who captured it holds."""
 
-    def __init__(self, hub, email, roles, *, nonce=None, key=None, claims=None):
-        self.session, auth = _login_init(hub, email)
+    def __init__(self, hub, user, roles, *, nonce=None, key=None, claims=None):
+        self.session, auth = _login_init(hub, user)
         assert auth["client_id"] == CLIENT_ID and auth["response_type"] == "id_token"
-        token = hub.lms.id_token(email=email, roles=roles, nonce=nonce or auth["nonce"], key=key, claims=claims)
+        token = hub.lms.id_token(user=user, roles=roles, nonce=nonce or auth["nonce"], key=key, claims=claims)
         self.url = auth["redirect_uri"]
         self.form = {"id_token": token, "state": auth["state"]}
         self.cookies = self.session.cookies.get_dict()
@@ -452,9 +469,9 @@ class Launch:
         return requests.post(self.url, data=self.form, cookies=self.cookies, allow_redirects=False)
 
 
-def launch(hub, email, roles, *, nonce=None, key=None, claims=None):
+def launch(hub, user, roles, *, nonce=None, key=None, claims=None):
     """A whole launch; returns the callback response (the tool's answer to the signed id_token)."""
-    return Launch(hub, email, roles, nonce=nonce, key=key, claims=claims).post()
+    return Launch(hub, user, roles, nonce=nonce, key=key, claims=claims).post()
 
 
 def logged_in(response) -> bool:
@@ -479,16 +496,16 @@ def groups_of(hub, name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("email, roles, groups", [
+@pytest.mark.parametrize("user, roles, groups", [
     ("learner@lms.test", [LEARNER], [STUDENTS]),
     ("ta@lms.test", [INSTRUCTOR, TA], [GRADERS]),
     ("prof@lms.test", [INSTRUCTOR, LIS + "institution/person#Faculty"], sorted([GRADERS, INSTRUCTORS])),
 ])
-def test_signed_launch_puts_each_role_in_its_groups(hub, email, roles, groups):
-    r = launch(hub, email, roles)
+def test_signed_launch_puts_each_role_in_its_groups(hub, user, roles, groups):
+    r = launch(hub, user, roles)
     assert r.status_code == 302, r.text[:500]
     assert logged_in(r), "the launch logs the user in"
-    assert groups_of(hub, email) == groups
+    assert groups_of(hub, user) == groups
 
 
 @pytest.mark.slow
@@ -538,15 +555,15 @@ def test_role_without_a_course_group_is_refused(hub):
     ("a learner sub-role whose fragment is TeachingAssistant", [LIS + "membership/Learner#TeachingAssistant"], None),
 ])
 def test_attack_roles_are_matched_on_their_full_uri(hub, case, roles, groups):
-    email = f"roles-{uuid.uuid4().hex[:8]}@lms.test"
-    r = launch(hub, email, roles)
+    user = f"roles-{uuid.uuid4().hex[:8]}@lms.test"
+    r = launch(hub, user, roles)
     if groups is None:
         assert r.status_code == 403, (case, r.status_code)
-        assert not logged_in(r) and groups_of(hub, email) is None, case
+        assert not logged_in(r) and groups_of(hub, user) is None, case
         assert "role" in message(r).lower()
     else:
         assert r.status_code == 302, (case, message(r)[:500])
-        assert groups_of(hub, email) == groups, case
+        assert groups_of(hub, user) == groups, case
 
 
 OTHER_COURSE = {"id": "course-99", "label": "ML", "title": "Machine learning"}
@@ -563,11 +580,11 @@ OTHER_COURSE = {"id": "course-99", "label": "ML", "title": "Machine learning"}
     ("a token authorised by another party", {"aud": [CLIENT_ID, "another-tool"], "azp": "another-tool"}, "client id"),
 ])
 def test_attack_launch_from_elsewhere_is_refused(hub, case, claims, says):
-    email = f"elsewhere-{uuid.uuid4().hex[:8]}@lms.test"
-    r = launch(hub, email, [INSTRUCTOR], claims=claims)
+    user = f"elsewhere-{uuid.uuid4().hex[:8]}@lms.test"
+    r = launch(hub, user, [INSTRUCTOR], claims=claims)
     assert r.status_code == 403, (case, r.status_code, message(r)[:300])
     assert says in message(r).lower(), (case, message(r)[:1000])
-    assert not logged_in(r) and groups_of(hub, email) is None, case
+    assert not logged_in(r) and groups_of(hub, user) is None, case
 
 
 @pytest.mark.slow
@@ -607,12 +624,24 @@ def test_attack_captured_launch_is_replayed_after_a_hub_restart(hub):
     ("too long", "e" * 65, "not a valid user name"),
 ])
 def test_attack_username_claims_a_reserved_or_unclean_name(hub, case, username, why):
-    r = launch(hub, username, [INSTRUCTOR], claims={"sub": uuid.uuid4().hex})
+    r = launch(hub, username, [INSTRUCTOR])
     assert r.status_code == 403, (case, r.status_code, message(r)[:300])
     assert why in message(r).lower(), (case, message(r)[:1000])
     assert not logged_in(r), case
     admin = user_model(hub, ADMIN)
     assert admin["admin"] and admin["groups"] == [], "the hub admin is untouched"
+
+
+@pytest.mark.slow
+def test_attack_an_edited_email_does_not_reach_another_account(hub):
+    """A student sets their LMS e-mail to a TA's (LMSs let users edit it, and do not keep it unique):
+    they still land in their own account, and the TA's keeps its groups."""
+    ta, student = f"ta-{uuid.uuid4().hex[:8]}", f"student-{uuid.uuid4().hex[:8]}"
+    assert launch(hub, ta, [INSTRUCTOR, TA], claims={"email": "ta@uni.test"}).status_code == 302
+    r = launch(hub, student, [LEARNER], claims={"email": "ta@uni.test"})
+    assert r.status_code == 302 and logged_in(r), message(r)[:500]
+    assert groups_of(hub, student) == [STUDENTS] and groups_of(hub, ta) == [GRADERS]
+    assert groups_of(hub, "ta@uni.test") is None
 
 
 @pytest.mark.slow

@@ -59,7 +59,7 @@ def main(checkout: str, tag: str, scratch: Path) -> None:
                                     for k, v in values["hub"]["extraConfig"].items()}
     (etc / "secret" / "values.yaml").write_text(yaml.safe_dump(values))
     for key in ("hub.config.JupyterHub.cookie_secret", "hub.config.CryptKeeper.keys",
-                "hub.config.ConfigurableHTTPProxy.auth_token", f"hub.services.{tests.COURSE}.apiToken"):
+                "hub.config.ConfigurableHTTPProxy.auth_token"):
         (etc / "secret" / key).write_text(secrets.token_hex(32))
     for name in ("hub", "proxy-api", "proxy-public", "user-scheduler", "priority", "image-pull-secret", "singleuser"):
         (etc / "config" / name).write_text(name)
@@ -70,8 +70,7 @@ def main(checkout: str, tag: str, scratch: Path) -> None:
         "users": [{"name": "offline", "user": {"token": "unused"}}],
         "contexts": [{"name": "offline", "context": {"cluster": "offline", "user": "offline"}}],
     }))
-    token = (etc / "secret" / f"hub.services.{tests.COURSE}.apiToken").read_text()
-    env = {k: v if isinstance(v, str) else token for k, v in tests.VALUES["hub"]["extraEnv"].items()}
+    env = {k: v if isinstance(v, str) else tests.secret_value(v) for k, v in tests.VALUES["hub"]["extraEnv"].items()}
     env.update(HUB_STATE_DIR=str(scratch / "state"), EXCHANGE_ROOT=str(scratch / "exchange"),
                POD_NAMESPACE=tests.COURSE, HUB_SERVICE_HOST=tests.HUB_IP, HUB_SERVICE_PORT="8081",
                PROXY_API_SERVICE_PORT="8001", CONFIGPROXY_AUTH_TOKEN=secrets.token_hex(32), KUBECONFIG=str(kubeconfig))
