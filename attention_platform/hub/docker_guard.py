@@ -40,7 +40,9 @@ MAX_BODY = 256 * 1024
 # Replies from the engine the hub may see are container/image descriptions, far below this.
 MAX_REPLY = 4 * 1024 * 1024
 STUDENT_UID = ("1000:100", "1000")
-API_PREFIX = re.compile(r"^/v\d+\.\d+(?=/)")
+API_PREFIX = re.compile(r"^/v(\d+)\.(\d+)(?=/)")
+# Older API versions read settings from other places (before 1.24 a start's body is a HostConfig).
+MIN_API = (1, 40)
 PROJECT_LABEL = "dl-attention.project"
 # A single path component safe for a bind mount's source: no separators, no bind-syntax colon.
 RAW_NAME = re.compile(r"^[^/:\x00]+$")
@@ -51,7 +53,7 @@ EMPTY = (None, "", 0, False, [], {})
 NAMESPACE_MODES = {"PidMode": ("",), "IpcMode": ("", "private", "none"), "UTSMode": ("",),
                    "UsernsMode": ("",), "CgroupnsMode": ("", "private")}
 RESOURCE_KEYS = {"Memory", "MemorySwap", "MemoryReservation", "NanoCpus", "CpuPeriod", "CpuQuota", "CpuShares",
-                 "PidsLimit", "ShmSize", "AutoRemove", "OomKillDisable", "Init"}
+                 "PidsLimit", "ShmSize", "AutoRemove"}
 CONFIG_KEYS = {"Hostname", "Domainname", "User", "AttachStdin", "AttachStdout", "AttachStderr", "Tty", "OpenStdin",
                "StdinOnce", "Env", "Cmd", "Image", "Volumes", "WorkingDir", "Entrypoint", "NetworkDisabled",
                "Labels", "ExposedPorts", "StopSignal", "StopTimeout", "Healthcheck", "MacAddress",
@@ -110,8 +112,8 @@ class Policy:
             raise Refused(f"settings not allowed: {sorted(unknown)}")
         if body.get("Image") != self.image:
             raise Refused(f"image {body.get('Image')!r} is not the student image")
-        if (body.get("Labels") or {}).get(PROJECT_LABEL) != self.project:
-            raise Refused(f"no {PROJECT_LABEL}={self.project} label")
+        if body.get("Labels") != {PROJECT_LABEL: self.project}:  # no other: the hub is found by its labels
+            raise Refused(f"the labels must be exactly {PROJECT_LABEL}={self.project}")
         if body.get("User") not in (None, "", *STUDENT_UID):
             raise Refused(f"user {body.get('User')!r} is not the student's uid")
         if body.get("Entrypoint") not in EMPTY:
@@ -205,9 +207,10 @@ class Guard:
         labels = json.dumps({"label": [f"com.docker.compose.project={self.policy.project}",
                                        "com.docker.compose.service=hub"]})
         status, found = self.engine.json("GET", "/containers/json?filters=" + urllib.parse.quote(labels))
-        if status != 200 or not found:
+        hubs = [c["Id"] for c in found or [] if status == 200 and PROJECT_LABEL not in (c.get("Labels") or {})]
+        if not hubs:
             raise Refused("the hub's container is not running")
-        return found[0]["Id"]
+        return hubs[0]
 
     def free_subnet(self) -> str:
         status, networks = self.engine.json("GET", "/networks")
@@ -247,7 +250,12 @@ class Guard:
 
     def route(self, method: str, path: str, query: dict[str, list[str]], body: bytes) -> None:
         """Refuse (Refused) what is not allowed; prepare what an allowed request needs."""
+        version = API_PREFIX.match(path)
+        if version and tuple(map(int, version.groups())) < MIN_API:
+            raise Refused(f"API version {version.group(1)}.{version.group(2)} is older than the guard allows")
         path = API_PREFIX.sub("", path)
+        if body and (method, path) != ("POST", "/containers/create"):
+            raise Refused("only a container create carries a body")
         if method in ("GET", "HEAD") and path in ("/version", "/_ping"):
             return
         if method == "GET" and path == f"/images/{self.policy.image}/json":
@@ -276,6 +284,7 @@ class Guard:
 class Handler(BaseHTTPRequestHandler):
     guard: Guard
     protocol_version = "HTTP/1.1"
+    timeout = 60  # seconds a connection may stay silent (a declared body that never comes)
 
     def log_message(self, fmt, *args):
         sys.stderr.write("docker-guard: " + (fmt % args) + "\n")

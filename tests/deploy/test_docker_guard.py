@@ -182,3 +182,27 @@ def test_a_chunked_body_is_refused(guard_server):
                      b"4\r\n{}{}\r\n0\r\n\r\n")
         reply = sock.recv(4096)
     assert reply.startswith(b"HTTP/1.1 411"), reply[:200]
+
+
+def test_a_hub_label_on_a_student_container_is_refused(spawner_config):
+    """The guard finds the hub's container by its compose labels: a student container must not pass for it."""
+    query, body = create_request(spawner_config, "jane.doe")
+    body["Labels"]["com.docker.compose.service"] = "hub"
+    with pytest.raises(Refused):
+        policy().check_create(query, body)
+
+
+@pytest.mark.parametrize("method,path", [
+    # before API 1.24 the engine applies a HostConfig sent with start (privileged, binds, ...)
+    ("POST", "/v1.23/containers/dl-attention-student-jane-2edoe/start"),
+    ("POST", "/v1.23/containers/create?name=dl-attention-student-jane-2edoe"),
+])
+def test_an_old_api_version_is_refused(guard_server, method, path):
+    status, reply = ask(guard_server, method, path, b'{"Privileged": true, "Binds": ["/:/host"]}')
+    assert status == 403 and "API version" in reply["message"], reply
+
+
+def test_a_body_on_anything_but_a_create_is_refused(guard_server):
+    status, reply = ask(guard_server, "POST", "/v1.41/containers/dl-attention-student-jane-2edoe/start",
+                        b'{"Privileged": true, "Binds": ["/:/host"]}')
+    assert status == 403 and "body" in reply["message"], reply
