@@ -289,6 +289,10 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         sys.stderr.write("docker-guard: " + (fmt % args) + "\n")
 
+    def log_request(self, code="-", size="-"):
+        if not self.path.endswith("/_ping"):  # the healthcheck's, every few seconds
+            super().log_request(code, size)
+
     def answer(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
         for key, value in (headers or {"Content-Type": "application/json"}).items():
