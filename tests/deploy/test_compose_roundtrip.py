@@ -399,7 +399,7 @@ print(json.dumps({{"socket": os.path.exists("/var/run/docker.sock"),
     assert userns.returncode != 0 and "Operation not permitted" in userns.stderr, userns
     # root in the grader cannot override file permissions (no DAC_OVERRIDE, nor FOWNER to change them)
     locked = sh(["docker", "compose", "exec", "-T", "grader", "sh", "-c",
-                 "f=$(mktemp) && chown 1000:100 \"$f\" && chmod 000 \"$f\" && "
+                 "f=$(mktemp) && chmod 000 \"$f\" && chown 1000:100 \"$f\" && "
                  "(cat \"$f\" && echo read; chmod 600 \"$f\" && echo changed; rm -f \"$f\") 2>&1"],
                 check=False, quiet=True).stdout
     assert "Permission denied" in locked and "read" not in locked.split() and "changed" not in locked.split(), locked
