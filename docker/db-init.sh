@@ -1,7 +1,14 @@
 #!/bin/sh
-# First start of the PostgreSQL volume: a second database for the nbgrader gradebook,
-# owned by the same role as the hub's database.
+# First start of the PostgreSQL volume. The hub's role (POSTGRES_USER) owns the hub's database; the
+# gradebook gets a role and a database of its own, so the grader container, which handles untrusted
+# notebooks, holds a password that opens the gradebook and nothing else. PUBLIC may connect to every
+# database by default: only each database's owner may now.
 set -eu
-psql -v ON_ERROR_STOP=1 --username "$POSTGRES_USER" --dbname "$POSTGRES_DB" <<SQL
-CREATE DATABASE gradebook OWNER "$POSTGRES_USER";
+psql -v ON_ERROR_STOP=1 -v password="${GRADEBOOK_DB_PASSWORD:?set GRADEBOOK_DB_PASSWORD}" \
+     --username "$POSTGRES_USER" --dbname "$POSTGRES_DB" <<'SQL'
+CREATE ROLE gradebook LOGIN PASSWORD :'password';
+CREATE DATABASE gradebook OWNER gradebook;
+REVOKE ALL ON DATABASE gradebook FROM PUBLIC;
+REVOKE ALL ON DATABASE jupyterhub FROM PUBLIC;
+REVOKE ALL ON DATABASE postgres FROM PUBLIC;
 SQL

@@ -34,13 +34,15 @@ elif [ ! -w /sys/fs/cgroup ]; then
 fi
 
 as_grader() {
-  # No capabilities kept or inheritable, none gainable (no_new_privs), no supplementary groups.
+  # No capabilities kept or inheritable, none gainable (no_new_privs), no supplementary groups. The
+  # bounding set stays (dropping it needs SETPCAP, which the container does not have): a uid-1000
+  # process under no_new_privs gains nothing from it.
   # "exec" as the first argument replaces the calling (sub)shell, so a background job's pid is the process's.
   local exec=
   if [ "$1" = exec ]; then exec=exec; shift; fi
   HOME=$(getent passwd "$GRADER_UID" | cut -d: -f6) USER=grader \
     $exec setpriv --reuid="$GRADER_UID" --regid="$GRADER_GID" --clear-groups \
-            --inh-caps=-all --ambient-caps=-all --bounding-set=-all --no-new-privs -- "$@"
+            --inh-caps=-all --ambient-caps=-all --no-new-privs -- "$@"
 }
 
 # 2. The course directory on its volume (owned by the grader account; root never walks it).

@@ -30,8 +30,9 @@ RUN --mount=type=bind,source=docker/build,target=/build --mount=type=secret,id=e
 
 COPY hub/jupyterhub_config.py /srv/hub/
 COPY attention_platform /srv/hub/attention_platform
-# The hub and its proxy never run as root. They need the Docker socket (group_add in the compose
-# file) and write the exchange's per-student folders as uid 1000, the uid of every container.
+# The hub and its proxy never run as root, and hold no Docker socket (they reach the engine through
+# the docker-guard service). They write the exchange's per-student folders as uid 1000, the uid of
+# every container.
 RUN useradd --uid 1000 --gid 100 --no-create-home --shell /usr/sbin/nologin hub \
  && mkdir -p /srv/hub-state && chown 1000:100 /srv/hub-state && chmod 700 /srv/hub-state
 USER 1000:100

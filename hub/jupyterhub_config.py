@@ -235,8 +235,6 @@ else:
     c.JupyterHub.spawner_class = "dockerspawner.DockerSpawner"
     # Student image: JupyterLab 4 + nbgrader's student extensions + torch (docker/student.Dockerfile).
     c.DockerSpawner.image = env("STUDENT_IMAGE", "dl-attention/student:0.1.0")
-    # The network students' containers join: the hub and its proxy only (docker-compose.yml: students).
-    c.DockerSpawner.network_name = env("DOCKER_NETWORK", f"{PROJECT}_students")
     c.DockerSpawner.remove = True  # containers are disposable; homes live on volumes
     c.DockerSpawner.use_internal_ip = True  # the proxy reaches students' containers on that network
     c.DockerSpawner.prefix = f"{PROJECT}-student"  # container names: <project>-student-<escaped user>
@@ -365,6 +363,22 @@ def pre_spawn_hook(spawner):
 
 
 c.Spawner.pre_spawn_hook = pre_spawn_hook
+
+
+def join_own_network(spawner):
+    """Docker: the student's container on a network of its own, which only the hub (and its proxy) also
+    joins: on one shared network a student could reach another student's server without the proxy.
+    The docker guard (attention_platform/hub/docker_guard.py) creates it at the container's first
+    create, connects the hub to it, and refuses a container on any other network."""
+    spawner.network_name = f"{PROJECT}-net-{spawner.escaped_name}"
+
+
+if MODE == "docker":
+    def _docker_pre_spawn_hook(spawner):
+        join_own_network(spawner)
+        pre_spawn_hook(spawner)
+
+    c.Spawner.pre_spawn_hook = _docker_pre_spawn_hook
 
 
 # ---------------------------------------------------------------- kubernetes (Zero to JupyterHub)

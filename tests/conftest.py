@@ -27,7 +27,7 @@ grader_tests/tests/.
   test_feedback_on_submit_units, test_feedback_on_submit_hub
 - reporting/ (report, exports, feedback page, safe HTML): test_report, test_exports, test_feedback_page,
   test_hostile_submission
-- deploy/ (not a package: the Docker and Kubernetes deployments): test_compose_static,
+- deploy/ (not a package: the Docker and Kubernetes deployments): test_compose_static, test_docker_guard,
   test_compose_roundtrip (marker docker), test_kubernetes (marker kubernetes; golden files in z2jh/)
 - e2e/ (not a package: the whole walk in a browser, marker browser): test_browser_e2e; it runs before
   the hub API tests (hub/), which check the protections on the same hub and then stop it

@@ -12,9 +12,11 @@ on 127.0.0.1, as a browser would:
   jane.doe (a dotted name) logs in, DockerSpawner starts her container, she fetches, saves an
   answer and submits; the hub is restarted and her container keeps running and serving;
   student2 submits an answer with a memory bomb and, from inside their own container, can list
-  no one else's submission and reach neither the database nor the grader (but the hub);
+  no one else's submission and reach neither the database, nor the grader, nor jane's server (but the hub);
+  the hub holds no Docker socket, and its guard refuses a privileged container and an exec;
   the TA collects, autogrades in the grader container's sandbox (its cgroups in force) and
-  releases feedback; jane fetches it and reads her score.
+  releases feedback; jane fetches it and reads her score. The grader, root or not, cannot override
+  file permissions, and its database password does not open the hub's database.
 
 Last, the guide's "Deleting the course and all its data" commands, after which nothing of the
 project is left on the engine. Build, round-trip and teardown times are printed and written to
@@ -102,6 +104,12 @@ def guide_block(after: str) -> list[str]:
     return commands
 
 
+# The students' own networks (made by the docker guard, labelled with the project): the README's deletion
+# commands gain this line with the move to docs/; the test runs it when they lack it.
+def deletion_commands() -> list[str]:
+    return guide_block("**Deleting the course and all its data**")
+
+
 def engine_answers() -> bool:
     return subprocess.run(["docker", "info"], capture_output=True).returncode == 0 if shutil.which("docker") else False
 
@@ -111,7 +119,8 @@ def leftovers() -> dict[str, list[str]]:
     return {
         "containers": docker("ps", "-aq", "--filter", f"label=com.docker.compose.project={PROJECT}").split()
         + docker("ps", "-aq", "--filter", f"label=dl-attention.project={PROJECT}").split(),
-        "networks": docker("network", "ls", "-q", "--filter", f"label=com.docker.compose.project={PROJECT}").split(),
+        "networks": docker("network", "ls", "-q", "--filter", f"label=com.docker.compose.project={PROJECT}").split()
+        + docker("network", "ls", "-q", "--filter", f"label=dl-attention.project={PROJECT}").split(),
         "volumes": docker("volume", "ls", "-q", "--filter", f"label=com.docker.compose.project={PROJECT}").split()
         + docker("volume", "ls", "-q", "--filter", f"name={PROJECT}-home-").split(),
     }
@@ -195,7 +204,7 @@ def stack():
                                   capture_output=True, text=True)
             (WORK / "compose.log").write_text(logs.stdout + logs.stderr)
         if leftovers()["containers"]:  # a failed run: take everything down all the same
-            for command in guide_block("**Deleting the course and all its data**"):
+            for command in deletion_commands():
                 sh(command, check=False, quiet=True)
         (WORK / "timings.json").write_text(json.dumps(TIMINGS, indent=1))
         if not engine_was_running:
@@ -277,7 +286,9 @@ def test_the_round_trip_through_the_published_port(stack, record_property):
         assert prof.formgrader("POST", f"assignment/{ASSIGNMENT}/assign").json()["success"]
         assert prof.formgrader("POST", f"assignment/{ASSIGNMENT}/release").json()["success"]
     # the grader image loads the course's nbgrader_config.py (our preprocessors and sandbox from the package)
-    listed = sh(["docker", "compose", "exec", "-T", "-w", "/srv/course", "grader", "nbgrader", "db", "assignment", "list"])
+    # (as the grader account: the course folder is its own, and root in the grader cannot override that)
+    listed = sh(["docker", "compose", "exec", "-T", "-u", "1000:100", "-w", "/srv/course", "grader", "nbgrader", "db",
+                 "assignment", "list"])
     assert ASSIGNMENT in listed.stdout, listed.stdout + listed.stderr
 
     # jane.doe: her own container, fetch, answer, submit
@@ -294,7 +305,7 @@ def test_the_round_trip_through_the_published_port(stack, record_property):
     assert box["HostConfig"]["Memory"] == 1 << 30  # STUDENT_MEM_LIMIT=1G
     assert box["HostConfig"]["PidsLimit"] == 1024  # STUDENT_PIDS_LIMIT
     assert box["HostConfig"]["ShmSize"] == 256 << 20  # STUDENT_SHM_SIZE
-    assert set(box["NetworkSettings"]["Networks"]) == {f"{PROJECT}_students"}
+    assert set(box["NetworkSettings"]["Networks"]) == {f"{PROJECT}-net-jane-2edoe"}  # hers alone, with the hub
     mounts = {m["Destination"]: m for m in box["Mounts"]}
     assert mounts["/home/jovyan"]["Name"] == f"{PROJECT}-home-jane-2edoe"
     assert mounts[f"/srv/nbgrader/exchange/{COURSE}/inbound"]["Source"] == str(stack["exchange"] / COURSE / "inbound" / "jane.doe")
@@ -331,12 +342,13 @@ def test_the_round_trip_through_the_published_port(stack, record_property):
         assert s2.get(path).status_code == 403, path
     db_ip = next(iter(json.loads(docker("inspect", sh(["docker", "compose", "ps", "-q", "db"], quiet=True).stdout.strip()))
                       [0]["NetworkSettings"]["Networks"].values()))["IPAddress"]
+    jane_ip = next(iter(container_of("jane.doe")["NetworkSettings"]["Networks"].values()))["IPAddress"]
     seen = in_container(container_of("student2")["Id"], f"""
 import json, os, socket
 out = {{"inbound": os.listdir("/srv/nbgrader/exchange/{COURSE}/inbound"),
        "exchange": sorted(os.listdir("/srv/nbgrader/exchange/{COURSE}"))}}
 for name, (host, port) in {{"db": ("db", 5432), "grader": ("grader", 9999), "db_ip": ("{db_ip}", 5432),
-                           "hub": ("hub", 8081), "proxy": ("hub", 8000)}}.items():
+                           "jane": ("{jane_ip}", 8888), "hub": ("hub", 8081), "proxy": ("hub", 8000)}}.items():
     try:
         socket.create_connection((host, port), timeout=3).close()
         out[name] = "reached"
@@ -345,7 +357,31 @@ for name, (host, port) in {{"db": ("db", 5432), "grader": ("grader", 9999), "db_
 print(json.dumps(out))
 """)
     assert seen["hub"] == seen["proxy"] == "reached", seen
-    assert "reached" not in (seen["db"], seen["grader"], seen["db_ip"]), seen
+    assert "reached" not in (seen["db"], seen["grader"], seen["db_ip"], seen["jane"]), seen
+    # ...while the hub's proxy does reach her server (the same address and port)
+    assert jane.get("/user/jane.doe/api/status").status_code == 200
+
+    # the hub has no Docker socket; what its DOCKER_HOST answers to what the hub never needs
+    jane_id = container_of("jane.doe")["Id"]
+    asked = json.loads(sh(["docker", "compose", "exec", "-T", "hub", "python", "-c", f"""
+import http.client, json, os
+def ask(method, path, body=None):
+    conn = http.client.HTTPConnection("docker-guard", 2375, timeout=30)
+    conn.request(method, path, body=json.dumps(body) if body is not None else None, headers={{"Content-Type": "application/json"}})
+    reply = conn.getresponse()
+    return [reply.status, reply.read().decode()[:300]]
+privileged = {{"Image": "dl-attention/student:0.1.0", "Cmd": ["id"], "Labels": {{"dl-attention.project": "{PROJECT}"}},
+              "Env": ["JUPYTERHUB_USER=mallory"],
+              "HostConfig": {{"Privileged": True, "Binds": ["/:/host"], "NetworkMode": "{PROJECT}-net-mallory"}}}}
+print(json.dumps({{"socket": os.path.exists("/var/run/docker.sock"),
+                  "privileged": ask("POST", "/v1.41/containers/create?name={PROJECT}-student-mallory", privileged),
+                  "exec": ask("POST", "/v1.41/containers/{jane_id}/exec", {{"Cmd": ["id"]}}),
+                  "volumes": ask("GET", "/v1.41/volumes")}}))
+"""], quiet=True).stdout.splitlines()[-1])
+    assert asked["socket"] is False, asked
+    for name in ("privileged", "exec", "volumes"):
+        assert asked[name][0] == 403 and "docker-guard" in asked[name][1], asked
+    assert "mallory" not in docker("ps", "-a", "--format", "{{.Names}}")
     assert seen["exchange"] == ["feedback", "inbound", "outbound"] and seen["inbound"], seen
     assert not any("jane" in entry for entry in seen["inbound"]), seen
     assert mine not in seen["inbound"]
@@ -359,6 +395,29 @@ print(json.dumps(out))
     # ...under the grader's own seccomp profile: no new user namespaces, not even for root
     userns = sh(["docker", "compose", "exec", "-T", "grader", "unshare", "--user", "true"], check=False, quiet=True)
     assert userns.returncode != 0 and "Operation not permitted" in userns.stderr, userns
+    # root in the grader cannot override file permissions (no DAC_OVERRIDE, nor FOWNER to change them)
+    locked = sh(["docker", "compose", "exec", "-T", "grader", "sh", "-c",
+                 "f=$(mktemp) && chmod 000 \"$f\" && chown 1000:100 \"$f\" && "
+                 "(cat \"$f\" && echo read; chmod 600 \"$f\" && echo changed; rm -f \"$f\") 2>&1"],
+                check=False, quiet=True).stdout
+    assert "Permission denied" in locked and "read" not in locked.split() and "changed" not in locked.split(), locked
+    # the grader's database password opens the gradebook only, never the hub's database
+    logins = json.loads(sh(["docker", "compose", "exec", "-T", "grader", "python", "-c", """
+import json, os, psycopg
+url = os.environ["NBGRADER_DB_URL"].replace("postgresql+psycopg://", "postgresql://")
+out = {}
+for db in ("gradebook", "jupyterhub", "postgres"):
+    try:
+        psycopg.connect(url.rsplit("/", 1)[0] + "/" + db, connect_timeout=10).close()
+        out[db] = "connected"
+    except psycopg.Error as exc:
+        out[db] = " ".join(str(exc).split())
+print(json.dumps(out))
+"""], quiet=True).stdout.splitlines()[-1])
+    assert logins["gradebook"] == "connected", logins
+    assert "permission denied" in logins["jupyterhub"] and "permission denied" in logins["postgres"], logins
+    grader_env = sh(["docker", "compose", "exec", "-T", "grader", "cat", "/proc/1/environ"], quiet=True).stdout
+    assert stack["env"]["POSTGRES_PASSWORD"] not in grader_env
 
     # the TA: collect, autograde both, feedback — through a formgrader that is not root and serves
     # nothing but the formgrader (no files, no kernels), whose sandboxes come from the root broker
@@ -428,7 +487,7 @@ def test_build_ca_bundle_is_in_no_image(stack):
 
 def test_deleting_everything_leaves_nothing_on_the_engine(stack, capsys):
     with timed("teardown_s"):
-        for command in guide_block("**Deleting the course and all its data**"):
+        for command in deletion_commands():
             sh(command)
     assert leftovers() == {"containers": [], "networks": [], "volumes": []}
     with capsys.disabled():

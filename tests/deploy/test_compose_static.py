@@ -10,6 +10,7 @@ executed. tests/deploy/test_compose_roundtrip.py builds and runs all of it for r
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import runpy
@@ -25,7 +26,7 @@ from traitlets.config import Config
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
-DOCKERFILES = {name: REPO / "docker" / f"{name}.Dockerfile" for name in ("hub", "student", "grader")}
+DOCKERFILES = {name: REPO / "docker" / f"{name}.Dockerfile" for name in ("docker-guard", "hub", "student", "grader")}
 
 
 def pyproject_pins() -> dict[str, str]:
@@ -65,13 +66,13 @@ def pip_pins(dockerfile: Path) -> dict[str, str]:
 
 def test_compose_services_and_volumes():
     services = COMPOSE["services"]
-    assert set(services) == {"db", "hub", "grader", "student-image"}
+    assert set(services) == {"db", "docker-guard", "hub", "grader", "student-image"}
     db_image = re.fullmatch(r"\$\{POSTGRES_IMAGE:-(.+)\}", services["db"]["image"]).group(1)
     assert db_image.startswith("postgres:") and re.search(r":\d+\.\d+-", db_image)  # official, pinned, by default
-    for name in ("hub", "grader", "student-image"):
+    for name in ("docker-guard", "hub", "grader", "student-image"):
         build = services[name]["build"]
         assert (REPO / build["context"] / build["dockerfile"]).is_file()
-        assert re.fullmatch(r"dl-attention/[a-z]+:\d+\.\d+\.\d+", services[name]["image"])
+        assert re.fullmatch(r"dl-attention/[a-z-]+:\d+\.\d+\.\d+", services[name]["image"])
         # one base for every image, official by default, replaceable from .env
         assert build["args"]["PYTHON_BASE"] == "${PYTHON_BASE:-python:3.11.11-slim-bookworm}"
     assert set(COMPOSE["volumes"]) == {"db-data", "hub-state", "course"}  # state on named volumes
@@ -80,22 +81,20 @@ def test_compose_services_and_volumes():
     assert hub["environment"]["HUB_DB_URL"].startswith("postgresql+psycopg://")
     assert services["grader"]["environment"]["NBGRADER_DB_URL"].startswith("postgresql+psycopg://")
     assert hub["environment"]["STUDENT_IMAGE"] == services["student-image"]["image"]
-    assert "/var/run/docker.sock:/var/run/docker.sock" in hub["volumes"]
     # the hub sees the exchange at the host's own path, so DockerSpawner's bind mounts resolve
     assert "${EXCHANGE_HOST_DIR}:${EXCHANGE_HOST_DIR}" in hub["volumes"]
     # published on loopback unless .env says otherwise (a reverse proxy on the host faces the world)
     assert hub["ports"] == ["${HUB_PUBLIC_ADDRESS:-127.0.0.1}:${HUB_PUBLIC_PORT:-8000}:8000"]
 
 
-def test_networks_students_reach_only_the_hub_and_the_database_only_hub_and_grader():
+def test_networks_the_database_only_hub_and_grader():
     services, networks = COMPOSE["services"], COMPOSE["networks"]
     on = {name: set(service.get("networks", [])) for name, service in services.items() if name != "student-image"}
     assert on["db"] == {"backend"}
     assert {name for name, nets in on.items() if "backend" in nets} == {"db", "hub", "grader"}
-    assert {name for name, nets in on.items() if "students" in nets} == {"hub"}  # + students' containers
-    assert networks["students"].get("internal") is True and networks["backend"].get("internal") is True
-    # DockerSpawner puts students on exactly that network (compose names it <project>_students)
-    assert services["hub"]["environment"]["DOCKER_NETWORK"] == "${COMPOSE_PROJECT_NAME}_students"
+    assert {name for name, nets in on.items() if "public" in nets} == {"hub"}  # the only way in or out
+    assert networks["backend"].get("internal") is True and networks["docker"].get("internal") is True
+    # students' containers: each on a network of its own with the hub (test_each_student_is_on_a_network_of_their_own)
 
 
 def test_hub_and_grader_have_healthchecks_and_the_grader_waits_for_them():
@@ -308,7 +307,7 @@ def test_course_volume_follows_the_image(tmp_path):
 
 DOCKER_ENV = dict(HUB_MODE="docker", HUB_DB_URL="postgresql+psycopg://u:p@db/jupyterhub", EXCHANGE_HOST_DIR="/srv/x",
                   EXCHANGE_ROOT="/srv/x", FORMGRADER_URL="http://grader:9999", FORMGRADER_API_TOKEN="t" * 64,
-                  COMPOSE_PROJECT="dl-attention", DOCKER_NETWORK="dl-attention_students")
+                  COMPOSE_PROJECT="dl-attention")
 
 
 def test_one_hub_config_docker_mode(monkeypatch, tmp_path):
@@ -321,7 +320,6 @@ def test_one_hub_config_docker_mode(monkeypatch, tmp_path):
     assert volumes["/srv/x/dl-attention/feedback/{raw_username}"]["mode"] == "ro"
     assert not any(path.endswith(("/inbound", "/feedback")) for path in volumes)  # never the shared folders
     assert volumes["dl-attention-home-{username}"] == "/home/jovyan"
-    assert c.DockerSpawner.network_name == "dl-attention_students"
     assert c.DockerSpawner.extra_create_kwargs["labels"] == {"dl-attention.project": "dl-attention"}
     assert c.DockerSpawner.extra_host_config["cap_drop"] == ["ALL"]
     assert c.Spawner.mem_limit and c.Spawner.cpu_limit
@@ -357,6 +355,7 @@ class FakeDockerSpawner:
 
     def __init__(self, name):
         self.user = FakeUser(name)
+        self.escaped_name = self.escape(name)
 
     @staticmethod
     def escape(text):
@@ -425,3 +424,120 @@ def test_every_hub_setting_has_its_comment():
     for i, line in enumerate(lines):
         if re.match(r"^[A-Z_]+ = .*env(_list)?\(", line):
             assert lines[i - 1].startswith("#"), f"hub/jupyterhub_config.py: no comment above {line!r}"
+
+
+# ---------------------------------------------------------------- least privilege (issue: "Docker at least privilege")
+
+def test_no_internet_facing_container_holds_the_docker_socket():
+    """Only the docker-guard service mounts the engine's socket; the hub reaches it as DOCKER_HOST."""
+    services = COMPOSE["services"]
+    holders = {name for name, service in services.items()
+               if any("docker.sock" in str(volume) for volume in service.get("volumes", []))}
+    assert holders == {"docker-guard"}
+    guard, hub = services["docker-guard"], services["hub"]
+    assert "group_add" not in hub
+    assert hub["environment"]["DOCKER_HOST"] == "tcp://docker-guard:2375"
+    # the guard is reached by the hub only, on an internal network of their own, and publishes nothing
+    assert guard["networks"] == ["docker"] and COMPOSE["networks"]["docker"]["internal"] is True
+    assert {name for name, service in services.items() if "docker" in service.get("networks", [])} == {"hub", "docker-guard"}
+    assert "ports" not in guard
+    assert guard["cap_drop"] == ["ALL"] and "no-new-privileges:true" in guard["security_opt"] and guard["read_only"]
+    assert hub["depends_on"]["docker-guard"] == {"condition": "service_healthy"}
+    # its image holds the guard's one file and nothing else of the project
+    copies = [rest for word, rest in instructions(REPO / "docker" / "docker-guard.Dockerfile") if word == "COPY"]
+    assert copies == ["attention_platform/hub/docker_guard.py /opt/docker-guard/docker_guard.py"]
+
+
+def test_the_gradebook_has_its_own_database_role():
+    """The grader container handles untrusted notebooks: its password opens the gradebook, not the hub's database."""
+    services = COMPOSE["services"]
+    grader_url = services["grader"]["environment"]["NBGRADER_DB_URL"]
+    hub_url = services["hub"]["environment"]["HUB_DB_URL"]
+    grader_role = re.match(r"postgresql\+psycopg://([^:]+):\$\{([A-Z_]+)\}@db:5432/(\w+)$", grader_url).groups()
+    hub_role = re.match(r"postgresql\+psycopg://([^:]+):\$\{([A-Z_]+)\}@db:5432/(\w+)$", hub_url).groups()
+    assert grader_role == ("gradebook", "GRADEBOOK_DB_PASSWORD", "gradebook")
+    assert hub_role == ("dlattention", "POSTGRES_PASSWORD", "jupyterhub")
+    assert not any("POSTGRES_PASSWORD" in str(value) for value in services["grader"]["environment"].values())
+    assert services["db"]["environment"]["GRADEBOOK_DB_PASSWORD"] == "${GRADEBOOK_DB_PASSWORD:?set GRADEBOOK_DB_PASSWORD in .env}"
+    assert re.search(r"^GRADEBOOK_DB_PASSWORD=change-me$", (REPO / ".env.example").read_text(), re.M)
+    init = (REPO / "docker" / "db-init.sh").read_text()
+    assert re.search(r"CREATE ROLE gradebook LOGIN PASSWORD :'password'", init)
+    assert "CREATE DATABASE gradebook OWNER gradebook" in init
+    for database in ("jupyterhub", "gradebook", "postgres"):  # PUBLIC may connect to every database by default
+        assert f"REVOKE ALL ON DATABASE {database} FROM PUBLIC" in init
+
+
+def test_the_grader_keeps_only_the_capabilities_its_broker_uses():
+    grader = COMPOSE["services"]["grader"]
+    assert grader["cap_drop"] == ["ALL"]
+    assert sorted(grader["cap_add"]) == ["CHOWN", "KILL", "SETGID", "SETUID", "SYS_ADMIN"]  # as the Kubernetes broker
+    course = (REPO / "deploy" / "kubernetes" / "course.yaml").read_text()
+    kubernetes = set(re.findall(r"^\s+- ([A-Z_]+)\s+#", course.split("name: broker")[-1], re.M))
+    assert set(grader["cap_add"]) == kubernetes
+    # dropping the bounding set needs SETPCAP; uid 1000 under no_new_privs gains nothing without it
+    assert "--bounding-set" not in (REPO / "docker" / "grader-entrypoint.sh").read_text()
+
+
+SECCOMP = REPO / "docker" / "grader-seccomp.json"
+CLONE_NEWUSER = 0x10000000
+
+
+def seccomp_allows(profile: dict, name: str, arg0: int = 0) -> bool:
+    """What the profile answers to ``name(arg0, ...)`` (the rules this profile uses: names, EQ and MASKED_EQ on arg 0)."""
+    for rule in profile["syscalls"]:
+        if name not in rule["names"]:
+            continue
+        matches = True
+        for arg in rule.get("args", []):
+            assert arg["index"] == 0 and arg["op"] in ("SCMP_CMP_EQ", "SCMP_CMP_MASKED_EQ"), arg
+            if arg["op"] == "SCMP_CMP_EQ":
+                matches &= arg0 == arg["value"]
+            else:
+                matches &= (arg0 & arg["value"]) == arg.get("valueTwo", 0)
+        if matches:
+            return rule["action"] == "SCMP_ACT_ALLOW"
+    return profile["defaultAction"] == "SCMP_ACT_ALLOW"
+
+
+def test_the_graders_seccomp_profile_denies_what_it_does_not_list():
+    profile = json.loads(SECCOMP.read_text())
+    assert profile["defaultAction"] == "SCMP_ACT_ERRNO"
+    assert profile["architectures"] == ["SCMP_ARCH_X86_64", "SCMP_ARCH_AARCH64"]  # no 32-bit entry points
+    # what the broker builds a sandbox with, the sandbox's own filter, and ordinary Python and torch
+    for name in ("pivot_root", "mount", "umount2", "setns", "sethostname", "seccomp", "prctl", "setresuid", "setgroups",
+                 "capset", "execve", "openat", "mmap", "futex", "epoll_wait", "clone", "unshare", "wait4", "pidfd_open",
+                 "close_range", "statx", "rseq", "sched_setaffinity", "memfd_create", "shmget", "getrandom"):
+        assert seccomp_allows(profile, name), name
+    for family in (1, 2, 10, 16):  # AF_UNIX, AF_INET, AF_INET6, AF_NETLINK
+        assert seccomp_allows(profile, "socket", family), family
+    # never: user namespaces, whatever a root in the container has no business calling
+    assert not seccomp_allows(profile, "unshare", CLONE_NEWUSER)
+    assert not seccomp_allows(profile, "clone", CLONE_NEWUSER | 0x20000)  # with CLONE_NEWNS too
+    assert not seccomp_allows(profile, "clone3")
+    for name in ("bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key", "io_uring_setup",
+                 "ptrace", "process_vm_readv", "kcmp", "open_by_handle_at", "name_to_handle_at", "fsopen", "fsmount",
+                 "open_tree", "move_mount", "init_module", "finit_module", "kexec_load", "reboot", "swapon",
+                 "clock_settime", "settimeofday", "acct", "quotactl", "syslog", "iopl", "mbind", "move_pages",
+                 "fanotify_init", "lookup_dcookie", "vhangup", "a_call_added_next_year"):
+        assert not seccomp_allows(profile, name), name
+    assert not seccomp_allows(profile, "socket", 17)  # AF_PACKET
+    assert not seccomp_allows(profile, "socket", 40)  # AF_VSOCK
+    assert not seccomp_allows(profile, "personality", 0x0040000)  # ADDR_NO_RANDOMIZE
+
+
+def test_each_student_is_on_a_network_of_their_own(monkeypatch, tmp_path):
+    """One shared network lets a student reach another's server without the proxy."""
+    assert "students" not in COMPOSE["networks"]
+    hub = COMPOSE["services"]["hub"]
+    assert "students" not in hub["networks"] and "DOCKER_NETWORK" not in hub["environment"]
+    for key, value in DOCKER_ENV.items():
+        monkeypatch.setenv(key, value)
+    config = Config()
+    namespace = runpy.run_path(str(REPO / "hub" / "jupyterhub_config.py"), init_globals={"get_config": lambda: config})
+    spawner = FakeDockerSpawner("jane.doe")
+    namespace["join_own_network"](spawner)
+    assert spawner.network_name == "dl-attention-net-jane-2edoe"
+    from attention_platform.hub.docker_guard import Policy
+
+    policy = Policy(project="dl-attention", image="i", exchange="/srv/x", course="dl-attention")
+    assert policy.network_of(f"{config.DockerSpawner.prefix}-{spawner.escaped_name}") == spawner.network_name
