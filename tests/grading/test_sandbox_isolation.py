@@ -8,6 +8,8 @@ code could see or do, and that nothing of it outlives the sandbox.
 from __future__ import annotations
 
 import base64
+import ctypes
+import errno
 import json
 import os
 import re
@@ -657,7 +659,7 @@ print(socket.getaddrinfo('127.0.0.1', 80, flags=socket.AI_ADDRCONFIG)[0][4], soc
 # refused then: else the row shows nothing) and once with the filter.
 ROOT_CALLS = {
     "mount": lambda c, d: c.sys("mount", b"none", d.encode(), b"tmpfs", 0, None),
-    "umount2": lambda c, d: c.sys("umount2", d.encode(), 0),  # EINVAL: nothing mounted there
+    "umount2": lambda c, d: c.sys("umount2", d.encode(), 0),  # what the row above mounted, if it could
     "pivot_root": lambda c, d: c.sys("pivot_root", d.encode(), d.encode()),
     "chroot": lambda c, d: c.sys("chroot", b"/"),
     "open_tree": lambda c, d: c.sys("open_tree", -100, b"/", 1),  # AT_FDCWD, OPEN_TREE_CLONE
@@ -674,36 +676,34 @@ ROOT_CALLS = {
 
 
 class _RawCalls:
-    def __init__(self):
-        import ctypes
-        import platform
+    """System calls by name, through libc.syscall with the machine's numbers: "ok" or the errno's name."""
 
+    def __init__(self):
         from attention_platform.grading.sandbox.syscall_filter import NUMBERS
 
-        self.ctypes, self.numbers = ctypes, NUMBERS[platform.machine()]
+        self.numbers = NUMBERS[os.uname().machine]
         self.libc = ctypes.CDLL(None, use_errno=True)
         self.libc.syscall.restype = ctypes.c_long
 
     def sys(self, name, *args):
-        ctypes = self.ctypes
         result = self.libc.syscall(self.numbers[name], *[ctypes.c_long(a) if isinstance(a, int) else a for a in args])
-        return "ok" if result >= 0 else __import__("errno").errorcode[ctypes.get_errno()]
+        return "ok" if result >= 0 else errno.errorcode[ctypes.get_errno()]
 
 
 def _as_root_in_a_child(filtered: bool, folder: str) -> dict[str, str]:
+    from attention_platform.grading.sandbox.linux import CLONE_NEWNS, MS_PRIVATE, MS_REC, mount, unshare
+    from attention_platform.grading.sandbox.syscall_filter import Filter
+
+    calls, syscall_filter = _RawCalls(), Filter()  # made before the fork: the child imports nothing
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
             os.close(read)
-            from attention_platform.grading.sandbox.linux import MS_PRIVATE, MS_REC, mount, unshare
-            from attention_platform.grading.sandbox.syscall_filter import Filter
-
-            unshare(0x00020000)
+            unshare(CLONE_NEWNS)
             mount(None, "/", None, MS_REC | MS_PRIVATE)
             if filtered:
-                Filter().install()
-            calls = _RawCalls()
+                syscall_filter.install()
             os.write(write, json.dumps({name: call(calls, folder) for name, call in ROOT_CALLS.items()}).encode())
         finally:
             os._exit(0)
