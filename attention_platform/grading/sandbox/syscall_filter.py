@@ -12,7 +12,7 @@ itself after it dropped root and set ``no_new_privs`` (``install``). Everything 
 
 * a system call of another ABI than the machine's own (i386 through ``int 0x80``, x32): the rules
   below are written in the native numbers, which another ABI's numbers would slip past;
-* the calls of ``DENIED`` (each with its reason);
+* the calls of ``DENIED``;
 * ``clone`` with a ``CLONE_NEW*`` flag (threads and fork use ``clone`` without them);
 * ``clone3``, whose flags live in memory a filter cannot read: it answers ENOSYS, the answer of a
   kernel without ``clone3``, so the C library falls back to ``clone``, checked above;
@@ -32,54 +32,41 @@ import struct
 
 from .linux import check, libc
 
-# Why each call is refused: reached only through a namespace's root, attack surface no notebook
-# needs, or a way around the filter.
+MACHINES = ("x86_64", "aarch64")
+# The calls refused outright, as (the kernel's number on x86_64, on aarch64; None where it has no
+# such call): arch/x86/entry/syscalls/syscall_64.tbl and include/uapi/asm-generic/unistd.h. Each
+# group says why: reached only through a namespace's root, attack surface no notebook needs, or a
+# way around the filter.
 DENIED = {
     # new namespaces (clone's flags and clone3 are handled apart)
-    "unshare": "new namespaces", "setns": "entering namespaces",
+    "unshare": (272, 97), "setns": (308, 268),
     # filesystems: the sandbox's root is built before the filter and never changes after
-    "mount": "mounts", "umount2": "mounts", "pivot_root": "mounts", "chroot": "mounts",
-    "open_tree": "mounts", "open_tree_attr": "mounts", "move_mount": "mounts", "mount_setattr": "mounts",
-    "fsopen": "mounts", "fsconfig": "mounts", "fsmount": "mounts", "fspick": "mounts",
+    "mount": (165, 40), "umount2": (166, 39), "pivot_root": (155, 41), "chroot": (161, 51),
+    "open_tree": (428, 428), "open_tree_attr": (467, 467), "move_mount": (429, 429),
+    "mount_setattr": (442, 442), "fsopen": (430, 430), "fsconfig": (431, 431), "fsmount": (432, 432),
+    "fspick": (433, 433),
     # kernel features with a long record of bugs, and no use in a notebook
-    "keyctl": "keyrings", "add_key": "keyrings", "request_key": "keyrings",
-    "bpf": "eBPF", "perf_event_open": "perf events", "userfaultfd": "userfaultfd",
+    "keyctl": (250, 219), "add_key": (248, 217), "request_key": (249, 218),
+    "bpf": (321, 280), "perf_event_open": (298, 241), "userfaultfd": (323, 282),
     # io_uring performs its requests (sockets, opens) without passing through this filter
-    "io_uring_setup": "io_uring", "io_uring_enter": "io_uring", "io_uring_register": "io_uring",
+    "io_uring_setup": (425, 425), "io_uring_enter": (426, 426), "io_uring_register": (427, 427),
     # other processes' memory and descriptors (a sandbox's own children included)
-    "ptrace": "tracing", "process_vm_readv": "tracing", "process_vm_writev": "tracing", "pidfd_getfd": "tracing",
+    "ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),
+    "pidfd_getfd": (438, 438),
     # the machine's own business (all need capabilities too): modules, kexec, reboot, swap, accounting,
     # quotas, handles that bypass path checks, the kernel's log, x86's I/O ports and segment tables
-    "init_module": "modules", "finit_module": "modules", "delete_module": "modules",
-    "kexec_load": "kexec", "kexec_file_load": "kexec", "reboot": "machine", "swapon": "machine",
-    "swapoff": "machine", "acct": "machine", "quotactl": "machine", "quotactl_fd": "machine",
-    "open_by_handle_at": "handles", "name_to_handle_at": "handles", "lookup_dcookie": "machine",
-    "syslog": "kernel log", "iopl": "x86", "ioperm": "x86", "modify_ldt": "x86", "uselib": "x86",
+    "init_module": (175, 105), "finit_module": (313, 273), "delete_module": (176, 106),
+    "kexec_load": (246, 104), "kexec_file_load": (320, 294), "reboot": (169, 142), "swapon": (167, 224),
+    "swapoff": (168, 225), "acct": (163, 89), "quotactl": (179, 60), "quotactl_fd": (443, 443),
+    "open_by_handle_at": (304, 265), "name_to_handle_at": (303, 264), "lookup_dcookie": (212, 18),
+    "syslog": (103, 116), "iopl": (172, None), "ioperm": (173, None), "modify_ldt": (154, None),
+    "uselib": (134, None),
 }
-
-# The kernel's numbers of the calls the filter names, per architecture (arch/x86/entry/syscalls/
-# syscall_64.tbl; aarch64 uses include/uapi/asm-generic/unistd.h). A name missing from an
-# architecture's table does not exist there.
-NUMBERS = {
-    "x86_64": dict(
-        unshare=272, setns=308, mount=165, umount2=166, pivot_root=155, chroot=161, open_tree=428,
-        open_tree_attr=467, move_mount=429, mount_setattr=442, fsopen=430, fsconfig=431, fsmount=432, fspick=433,
-        keyctl=250, add_key=248, request_key=249, bpf=321, perf_event_open=298, userfaultfd=323,
-        io_uring_setup=425, io_uring_enter=426, io_uring_register=427, ptrace=101, process_vm_readv=310,
-        process_vm_writev=311, pidfd_getfd=438, init_module=175, finit_module=313, delete_module=176,
-        kexec_load=246, kexec_file_load=320, reboot=169, swapon=167, swapoff=168, acct=163, quotactl=179,
-        quotactl_fd=443, open_by_handle_at=304, name_to_handle_at=303, lookup_dcookie=212, syslog=103,
-        iopl=172, ioperm=173, modify_ldt=154, uselib=134, clone=56, clone3=435, socket=41, seccomp=317),
-    "aarch64": dict(
-        unshare=97, setns=268, mount=40, umount2=39, pivot_root=41, chroot=51, open_tree=428,
-        open_tree_attr=467, move_mount=429, mount_setattr=442, fsopen=430, fsconfig=431, fsmount=432, fspick=433,
-        keyctl=219, add_key=217, request_key=218, bpf=280, perf_event_open=241, userfaultfd=282,
-        io_uring_setup=425, io_uring_enter=426, io_uring_register=427, ptrace=117, process_vm_readv=270,
-        process_vm_writev=271, pidfd_getfd=438, init_module=105, finit_module=273, delete_module=106,
-        kexec_load=104, kexec_file_load=294, reboot=142, swapon=224, swapoff=225, acct=89, quotactl=60,
-        quotactl_fd=443, open_by_handle_at=265, name_to_handle_at=264, lookup_dcookie=18, syslog=116,
-        clone=220, clone3=435, socket=198, seccomp=277),
-}
+# The calls whose arguments the filter reads, and the one that installs it.
+INSPECTED = {"clone": (56, 220), "clone3": (435, 435), "socket": (41, 198), "seccomp": (317, 277)}
+NUMBERS = {machine: {name: numbers[index] for name, numbers in {**DENIED, **INSPECTED}.items()
+                     if numbers[index] is not None}
+           for index, machine in enumerate(MACHINES)}
 # The AUDIT_ARCH_* value the kernel reports for the machine's own ABI (include/uapi/linux/audit.h).
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 X32_SYSCALL_BIT = 0x40000000  # x32's calls come with x86_64's AUDIT_ARCH and this bit in the number
@@ -145,7 +132,7 @@ def unsupported(machine: str | None = None) -> str | None:
     machine = machine or os.uname().machine
     if machine in NUMBERS:
         return None
-    return f"the sandbox's system-call filter knows {' and '.join(NUMBERS)}, not this machine's {machine}"
+    return f"the sandbox's system-call filter knows {' and '.join(MACHINES)}, not this machine's {machine}"
 
 
 class _Program(ctypes.Structure):
