@@ -595,6 +595,8 @@ SYSCALL_ATTACKS = {
         "remote = (ctypes.c_void_p * 2)(ctypes.addressof(buffer), 8)\n"
         "print(outcome(sys('process_vm_readv', os.getpid(), local, 1, remote, 1, 0)))"),
     "socket(AF_NETLINK, SOCK_RAW, NETLINK_NETFILTER)": "print(outcome(sys('socket', 16, 3, 12)))",
+    # vsock (a virtual machine's line to its host) belongs to no network namespace
+    "socket(AF_VSOCK, SOCK_STREAM)": "print(outcome(sys('socket', 40, 1, 0)))",
     "perf_event_open of its own task clock": (
         "attr = (ctypes.c_uint64 * 16)()\n"  # struct perf_event_attr: type, size, config, ..., flags
         "attr[0] = 1 | (ctypes.sizeof(attr) << 32)\n"  # PERF_TYPE_SOFTWARE, the struct's size

@@ -16,6 +16,9 @@ itself after it dropped root and set ``no_new_privs`` (``install``). Everything 
 * ``clone`` with a ``CLONE_NEW*`` flag (threads and fork use ``clone`` without them);
 * ``clone3``, whose flags live in memory a filter cannot read: it answers ENOSYS, the answer of a
   kernel without ``clone3``, so the C library falls back to ``clone``, checked above;
+* sockets of any family but Unix, IPv4, IPv6 and netlink: the others are rarely used protocols the
+  kernel loads on demand, or reach past the sandbox's network namespace (vsock, a virtual machine's
+  line to its host, belongs to no network namespace);
 * netlink sockets other than ``NETLINK_ROUTE``: the C library reads the network's addresses through
   it (``getaddrinfo``, ``if_nameindex``), which in the sandbox's own network namespace show a lone
   loopback; changing anything there needs ``CAP_NET_ADMIN``, which the sandbox cannot get.
@@ -72,7 +75,7 @@ AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 X32_SYSCALL_BIT = 0x40000000  # x32's calls come with x86_64's AUDIT_ARCH and this bit in the number
 
 CLONE_NEW_FLAGS = 0x7E020000  # NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET (NEWTIME: clone3 only)
-AF_NETLINK, NETLINK_ROUTE = 16, 0
+AF_UNIX, AF_INET, AF_INET6, AF_NETLINK, NETLINK_ROUTE = 1, 2, 10, 16, 0
 EPERM, ENOSYS = 1, 38
 
 # Classic BPF over struct seccomp_data {int nr; u32 arch; u64 instruction_pointer; u64 args[6]},
@@ -102,7 +105,8 @@ def program(machine: str) -> list[tuple[int, int, int, int]]:
         (JEQ, numbers["socket"], "socket", None),
         (RET, ALLOW),
         "clone", (LOAD, _arg(0)), (JSET, CLONE_NEW_FLAGS, "deny", "allow"),
-        "socket", (LOAD, _arg(0)), (JEQ, AF_NETLINK, None, "allow"),
+        "socket", (LOAD, _arg(0)), (JEQ, AF_UNIX, "allow", None), (JEQ, AF_INET, "allow", None),
+        (JEQ, AF_INET6, "allow", None), (JEQ, AF_NETLINK, None, "deny"),
         (LOAD, _arg(2)), (JEQ, NETLINK_ROUTE, "allow", "deny"),
         "allow", (RET, ALLOW),
         "deny", (RET, ERRNO | EPERM),
