@@ -159,7 +159,7 @@ def _drop_privileges(spec: dict) -> None:
 
 
 def _sandbox_child(sock: socket.socket, spec: dict, root: str, groups: cgroups.Cgroups,
-                   calls: syscall_filter.Filter) -> None:
+                   call_filter: syscall_filter.Filter) -> None:
     """The sandbox's process, PID 1 of the PID namespace it was forked into (``ZygoteServer._fork``):
     confine itself as root, drop to the sandbox's uid, then serve the grader. Never returns."""
     os.setsid()
@@ -174,7 +174,7 @@ def _sandbox_child(sock: socket.socket, spec: dict, root: str, groups: cgroups.C
     layers += ["pivot_root:tmpfs", "ro-binds"]
     _drop_privileges(spec)
     layers += ["rlimits", f"uid:{os.getuid()}", "no_new_privs"]
-    calls.install()
+    call_filter.install()
     layers.append("seccomp")
     from .protocol import send_json
 
@@ -595,7 +595,7 @@ class ZygoteServer:
         self.ahead: tuple[dict, int, dict, socket.socket] | None = None  # (limits, pid, spec, our end)
         self.count = 0
         self.huge_pages = HugePages()
-        self.calls = syscall_filter.Filter()  # assembled once; each sandbox installs it
+        self.call_filter = syscall_filter.Filter()  # assembled once; each sandbox installs it
         # Where the zygote's children go back to after each sandbox's fork (_fork_into_new_pid_namespace).
         self.own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
 
@@ -685,7 +685,7 @@ class ZygoteServer:
                 os.dup2(child_end.fileno(), 3)
                 child_end.close()
                 os.closerange(4, 1 << 16)
-                _sandbox_child(socket.socket(fileno=3), spec, self.root, self.groups, self.calls)
+                _sandbox_child(socket.socket(fileno=3), spec, self.root, self.groups, self.call_filter)
             except BaseException:  # noqa: BLE001
                 code = 127
                 try:
