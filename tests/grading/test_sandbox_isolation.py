@@ -8,6 +8,8 @@ code could see or do, and that nothing of it outlives the sandbox.
 from __future__ import annotations
 
 import base64
+import ctypes
+import errno
 import json
 import os
 import re
@@ -524,3 +526,217 @@ def test_a_worker_gets_only_the_settings_it_needs_of_its_starters_environment(st
     assert is_worker_environment(worker_environment(starter))  # ... once
     # ... even where Python adds LC_CTYPE at its start (PEP 538: no C.UTF-8 locale on the machine)
     assert is_worker_environment({**worker_environment(starter), "LC_CTYPE": "C.UTF-8"})
+
+
+# --------------------------------------------------------------------------- the system-call filter
+# Student code asking the kernel for what only a namespace's root may do, or for the kernel's rarely
+# used attack surface: a user namespace gives an unprivileged process every capability inside it
+# (mount, netfilter, ...). Each call is made raw, through libc.syscall, with the machine's numbers
+# (the kernel's ABI); each row prints the errno it got, or "ok".
+SYSCALL_CELL = """
+import ctypes, errno, mmap, os, platform
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+NR = {{
+    "x86_64": dict(unshare=272, clone=56, clone3=435, mount=165, setns=308, keyctl=250, add_key=248, bpf=321,
+                   ptrace=101, process_vm_readv=310, perf_event_open=298, userfaultfd=323, io_uring_setup=425,
+                   socket=41),
+    "aarch64": dict(unshare=97, clone=220, clone3=435, mount=40, setns=268, keyctl=219, add_key=217, bpf=280,
+                    ptrace=117, process_vm_readv=270, perf_event_open=241, userfaultfd=282, io_uring_setup=425,
+                    socket=198),
+}}[platform.machine()]
+CLONE_NEWUSER, CLONE_NEWNS, SIGCHLD = 0x10000000, 0x00020000, 17
+
+def sys(name, *args):
+    return libc.syscall(NR[name], *[ctypes.c_ulong(a) if isinstance(a, int) else a for a in args])
+
+def outcome(result):
+    return "ok" if result >= 0 else errno.errorcode[ctypes.get_errno()]
+
+def forked(result):
+    if result == 0:  # the child of a raw clone: nothing of Python's is safe here
+        os._exit(0)
+    if result > 0:
+        os.waitpid(result, 0)
+    return result
+
+{attack}
+"""
+SYSCALL_ATTACKS = {
+    "unshare(CLONE_NEWUSER)": "print(outcome(sys('unshare', CLONE_NEWUSER)))",
+    "unshare(CLONE_NEWUSER | CLONE_NEWNS)": "print(outcome(sys('unshare', CLONE_NEWUSER | CLONE_NEWNS)))",
+    "clone(CLONE_NEWUSER)": "print(outcome(forked(sys('clone', CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0))))",
+    "clone3(CLONE_NEWUSER)": (  # struct clone_args: flags, pidfd, child_tid, parent_tid, exit_signal, ...
+        "args = (ctypes.c_uint64 * 8)(CLONE_NEWUSER, 0, 0, 0, SIGCHLD)\n"
+        "print(outcome(forked(sys('clone3', ctypes.byref(args), ctypes.sizeof(args)))))"),
+    "mount in a user and mount namespace of its own": (
+        "result = sys('unshare', CLONE_NEWUSER | CLONE_NEWNS)\n"
+        "if result == 0:\n"
+        "    result = sys('mount', b'none', b'/tmp', b'tmpfs', 0, None)\n"
+        "print(outcome(result))"),
+    "mount": "print(outcome(sys('mount', b'none', b'/tmp', b'tmpfs', 0, None)))",
+    "setns": "print(outcome(sys('setns', os.open('/proc/self/ns/net', os.O_RDONLY), 0x40000000)))",
+    "keyctl(KEYCTL_JOIN_SESSION_KEYRING)": "print(outcome(sys('keyctl', 1, None)))",
+    "add_key": "print(outcome(sys('add_key', b'user', b'k', b'v', 1, 0xfffffffe)))",  # to the process keyring
+    "bpf(BPF_MAP_CREATE)": (
+        "attr = (ctypes.c_uint32 * 32)(2, 4, 4, 1)\n"  # an array map of one 4-byte value
+        "print(outcome(sys('bpf', 0, ctypes.byref(attr), ctypes.sizeof(attr))))"),
+    "ptrace(PTRACE_TRACEME)": "print(outcome(sys('ptrace', 0, 0, 0, 0)))",
+    "ptrace(PTRACE_ATTACH) to its own child": (
+        "child = os.fork()\n"
+        "if child == 0:\n"
+        "    import time; time.sleep(30); os._exit(0)\n"
+        "result = sys('ptrace', 16, child, 0, 0)\n"
+        "os.kill(child, 9); os.waitpid(child, 0)\n"
+        "print(outcome(result))"),
+    "process_vm_readv of itself": (
+        "buffer = ctypes.create_string_buffer(8)\n"
+        "local = (ctypes.c_void_p * 2)(ctypes.addressof(buffer), 8)\n"
+        "remote = (ctypes.c_void_p * 2)(ctypes.addressof(buffer), 8)\n"
+        "print(outcome(sys('process_vm_readv', os.getpid(), local, 1, remote, 1, 0)))"),
+    "socket(AF_NETLINK, SOCK_RAW, NETLINK_NETFILTER)": "print(outcome(sys('socket', 16, 3, 12)))",
+    # vsock (a virtual machine's line to its host) belongs to no network namespace
+    "socket(AF_VSOCK, SOCK_STREAM)": "print(outcome(sys('socket', 40, 1, 0)))",
+    "perf_event_open of its own task clock": (
+        "attr = (ctypes.c_uint64 * 16)()\n"  # struct perf_event_attr: type, size, config, ..., flags
+        "attr[0] = 1 | (ctypes.sizeof(attr) << 32)\n"  # PERF_TYPE_SOFTWARE, the struct's size
+        "attr[1] = 1\n"  # PERF_COUNT_SW_TASK_CLOCK
+        "attr[5] = 1 << 5 | 1 << 6\n"  # exclude_kernel, exclude_hv
+        "print(outcome(sys('perf_event_open', ctypes.byref(attr), 0, -1 & 0xffffffff, -1 & 0xffffffff, 0)))"),
+    "userfaultfd(UFFD_USER_MODE_ONLY)": "print(outcome(sys('userfaultfd', 1)))",
+    "io_uring_setup": (  # its requests are never seen by the filter, so it would bypass every rule
+        "params = (ctypes.c_uint32 * 30)()\n"
+        "print(outcome(sys('io_uring_setup', 1, ctypes.byref(params))))"),
+    "x32 unshare(CLONE_NEWUSER)": (  # the x32 ABI: x86_64's numbers with bit 30 set
+        "libc.syscall.argtypes = None\n"
+        "print(outcome(libc.syscall(ctypes.c_long(NR['unshare'] | 0x40000000), ctypes.c_ulong(CLONE_NEWUSER)))"
+        " if platform.machine() == 'x86_64' else 'EPERM')"),
+    "i386 unshare(CLONE_NEWUSER) through int 0x80": (
+        # push rbx; mov ebx, CLONE_NEWUSER; mov eax, 310 (i386's unshare); int 0x80; pop rbx; ret
+        "code = bytes.fromhex('53bb00000010b836010000cd805bc3')\n"
+        "page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)\n"
+        "page.write(code)\n"
+        "result = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(page)))()\n"
+        "print('ok' if result == 0 else errno.errorcode[-result])"),
+}
+EXPECTED = {name: "EPERM" for name in SYSCALL_ATTACKS} | {"clone3(CLONE_NEWUSER)": "ENOSYS"}
+
+
+@pytest.mark.parametrize("attack", SYSCALL_ATTACKS)
+def test_student_code_cannot_reach_the_kernels_namespace_and_rarely_used_calls(zygote, attack):
+    if attack.startswith("i386") and os.uname().machine != "x86_64":
+        pytest.skip("int 0x80 is x86's")
+    with zygote.spawn(LIMITS) as sb:
+        out = run(sb, SYSCALL_CELL.format(attack=SYSCALL_ATTACKS[attack]))
+        assert out.strip() == EXPECTED[attack], out
+        assert run(sb, "print(6 * 7)") == "42\n"  # refused, not killed
+
+
+def test_an_honest_notebook_still_computes_with_threads_and_torch_under_the_filter(zygote):
+    with zygote.spawn(LIMITS) as sb:
+        assert "seccomp" in sb.layers
+        out = run(sb, """
+import socket, threading
+import torch
+torch.set_num_threads(2)
+x = torch.randn(64, 64)
+weights = (x @ x.T / 8).softmax(dim=-1)
+results = []
+threads = [threading.Thread(target=lambda: results.append(float((x @ x).sum()) == float((x @ x).sum())))
+           for _ in range(3)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(torch.allclose(weights.sum(-1), torch.ones(64)), results, torch.get_num_threads())
+print([line.split()[1] for line in open('/proc/self/status') if line.startswith('Seccomp:')])
+# the C library asks NETLINK_ROUTE which address families the machine has (AI_ADDRCONFIG)
+print(socket.getaddrinfo('127.0.0.1', 80, flags=socket.AI_ADDRCONFIG)[0][4], socket.if_nameindex())
+""")
+        assert out.splitlines() == ["True [True, True, True] 2", "['2']", "('127.0.0.1', 80) [(1, 'lo')]"], out
+
+
+# Each refused call made by root itself (every capability, which a namespace's root has inside it), in a
+# mount namespace of its own so that nothing it mounts outlives it; once as it is (each call must not be
+# refused then: else the row shows nothing) and once with the filter.
+ROOT_CALLS = {
+    "mount": lambda c, d: c.sys("mount", b"none", d.encode(), b"tmpfs", 0, None),
+    "umount2": lambda c, d: c.sys("umount2", d.encode(), 0),  # what the row above mounted, if it could
+    "pivot_root": lambda c, d: c.sys("pivot_root", d.encode(), d.encode()),
+    "chroot": lambda c, d: c.sys("chroot", b"/"),
+    "open_tree": lambda c, d: c.sys("open_tree", -100, b"/", 1),  # AT_FDCWD, OPEN_TREE_CLONE
+    "fsopen": lambda c, d: c.sys("fsopen", b"tmpfs", 0),
+    "unshare(CLONE_NEWNS)": lambda c, d: c.sys("unshare", 0x00020000),
+    "setns to its own network namespace": lambda c, d: c.sys("setns", os.open("/proc/self/ns/net", os.O_RDONLY),
+                                                             0x40000000),
+    "keyctl": lambda c, d: c.sys("keyctl", 1, None),
+    "bpf(BPF_MAP_CREATE)": lambda c, d: c.sys("bpf", 0, bytes((2, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 1)) + bytes(115),
+                                              128),
+    "syslog(SYSLOG_ACTION_SIZE_BUFFER)": lambda c, d: c.sys("syslog", 10, None, 0),
+    "ptrace(PTRACE_TRACEME)": lambda c, d: c.sys("ptrace", 0, 0, 0, 0),
+}
+
+
+class _RawCalls:
+    """System calls by name, through libc.syscall with the machine's numbers: "ok" or the errno's name."""
+
+    def __init__(self):
+        from attention_platform.grading.sandbox.syscall_filter import NUMBERS
+
+        self.numbers = NUMBERS[os.uname().machine]
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.syscall.restype = ctypes.c_long
+
+    def sys(self, name, *args):
+        result = self.libc.syscall(self.numbers[name], *[ctypes.c_long(a) if isinstance(a, int) else a for a in args])
+        return "ok" if result >= 0 else errno.errorcode[ctypes.get_errno()]
+
+
+def _as_root_in_a_child(filtered: bool, folder: str) -> dict[str, str]:
+    from attention_platform.grading.sandbox.linux import CLONE_NEWNS, MS_PRIVATE, MS_REC, mount, unshare
+    from attention_platform.grading.sandbox.syscall_filter import Filter
+
+    calls, syscall_filter = _RawCalls(), Filter()  # made before the fork: the child imports nothing
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read)
+            unshare(CLONE_NEWNS)
+            mount(None, "/", None, MS_REC | MS_PRIVATE)
+            if filtered:
+                syscall_filter.install()
+            os.write(write, json.dumps({name: call(calls, folder) for name, call in ROOT_CALLS.items()}).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        text = f.read()
+    os.waitpid(pid, 0)
+    return json.loads(text)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_the_filter_refuses_its_calls_even_to_root(tmp_path):
+    plain, filtered = _as_root_in_a_child(False, str(tmp_path)), _as_root_in_a_child(True, str(tmp_path))
+    assert not [name for name, outcome in plain.items() if outcome == "EPERM"], plain
+    assert filtered == {name: "EPERM" for name in ROOT_CALLS}
+
+
+def _header_numbers(path: str) -> dict[str, int]:
+    return {m[1]: int(m[2]) for m in re.finditer(r"#define __NR(?:3264)?_(\w+)\s+(\d+)", open(path).read())}
+
+
+@pytest.mark.parametrize("machine, header", [("x86_64", "/usr/include/x86_64-linux-gnu/asm/unistd_64.h"),
+                                             ("aarch64", "/usr/include/asm-generic/unistd.h")])
+def test_the_filters_call_numbers_are_the_kernels(machine, header):
+    """The filter's numbers, checked against the kernel's headers where they are installed (a call newer
+    than the headers is only checked to be numbered after the last one they know)."""
+    from attention_platform.grading.sandbox.syscall_filter import NUMBERS
+
+    if not os.path.exists(header):
+        pytest.skip(f"no {header} here")
+    known = _header_numbers(header)
+    newest = max(known.values())
+    assert {name: number for name, number in NUMBERS[machine].items() if name in known or number <= newest} == \
+        {name: known.get(name) for name, number in NUMBERS[machine].items() if name in known or number <= newest}

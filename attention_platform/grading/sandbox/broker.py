@@ -35,7 +35,7 @@ import struct
 import sys
 from dataclasses import asdict, fields
 
-from . import first_use, zygote
+from . import first_use, syscall_filter, zygote
 from .environment import FIRST_USES_ENV, is_worker_environment, worker_environment
 from .limits import BROKER_CAPS, SandboxLimits
 
@@ -94,7 +94,7 @@ def run(path: str, allowed_uids: set[int], gid: int | None, caps: SandboxLimits,
         raise SystemExit("the sandbox broker must run as root: it builds namespaces and cgroups")
     zygote.warm_up(first_uses)
     groups, problem = zygote.limit_groups()
-    problem = problem or zygote.hidden_checks_problem()
+    problem = problem or zygote.hidden_checks_problem() or syscall_filter.unsupported()
     server = listen(path, gid)
     clients: set[int] = set()
 

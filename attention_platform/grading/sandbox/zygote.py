@@ -22,8 +22,9 @@ when it exits the kernel kills everything left in its namespace), which
    exchange do not exist in its view;
 4. mounts its own /proc, sets rlimits (CPU seconds, address space, processes,
    file size, open files, no core dumps), drops every group and switches to an
-   unprivileged uid/gid that is unique to this sandbox, sets ``no_new_privs``
-   and only then reads commands and runs student code.
+   unprivileged uid/gid that is unique to this sandbox, sets ``no_new_privs``,
+   installs its system-call filter (``syscall_filter``: no new namespaces, mounts,
+   keyrings, eBPF, tracing, ...) and only then reads commands and runs student code.
 
 The zygote, its parent, tells the grader how it ended (exit code or signal) when asked to kill it.
 (Each sandbox used to be two processes: A, which did steps 1-3 and forked B into the new PID
@@ -55,7 +56,7 @@ import warnings
 
 from attention_platform import start_up_gc
 
-from . import cgroups, first_use
+from . import cgroups, first_use, syscall_filter
 from .linux import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUTS, MNT_DETACH, MS_BIND,
                     MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_RDONLY, MS_REC, MS_REMOUNT, PR_SET_NO_NEW_PRIVS,
                     PR_SET_PDEATHSIG, SYS_PIVOT_ROOT)
@@ -157,7 +158,8 @@ def _drop_privileges(spec: dict) -> None:
     os.close(null)
 
 
-def _sandbox_child(sock: socket.socket, spec: dict, root: str, groups: cgroups.Cgroups) -> None:
+def _sandbox_child(sock: socket.socket, spec: dict, root: str, groups: cgroups.Cgroups,
+                   call_filter: syscall_filter.Filter) -> None:
     """The sandbox's process, PID 1 of the PID namespace it was forked into (``ZygoteServer._fork``):
     confine itself as root, drop to the sandbox's uid, then serve the grader. Never returns."""
     os.setsid()
@@ -172,6 +174,8 @@ def _sandbox_child(sock: socket.socket, spec: dict, root: str, groups: cgroups.C
     layers += ["pivot_root:tmpfs", "ro-binds"]
     _drop_privileges(spec)
     layers += ["rlimits", f"uid:{os.getuid()}", "no_new_privs"]
+    call_filter.install()
+    layers.append("seccomp")
     from .protocol import send_json
 
     send_json(sock, {"op": "ready", "layers": layers, "pid_in_namespace": os.getpid()})
@@ -591,6 +595,7 @@ class ZygoteServer:
         self.ahead: tuple[dict, int, dict, socket.socket] | None = None  # (limits, pid, spec, our end)
         self.count = 0
         self.huge_pages = HugePages()
+        self.call_filter = syscall_filter.Filter()  # assembled once; each sandbox installs it
         # Where the zygote's children go back to after each sandbox's fork (_fork_into_new_pid_namespace).
         self.own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
 
@@ -680,7 +685,7 @@ class ZygoteServer:
                 os.dup2(child_end.fileno(), 3)
                 child_end.close()
                 os.closerange(4, 1 << 16)
-                _sandbox_child(socket.socket(fileno=3), spec, self.root, self.groups)
+                _sandbox_child(socket.socket(fileno=3), spec, self.root, self.groups, self.call_filter)
             except BaseException:  # noqa: BLE001
                 code = 127
                 try:
@@ -856,7 +861,7 @@ def main(argv: list[str]) -> int:
     ctrl = socket.socket(fileno=int(argv[1]))  # the zygote exits when the grader closes this
     warm_up(first_use.parse(argv[2]) if len(argv) > 2 else first_use.ALL)
     groups, problem = limit_groups()
-    problem = problem or hidden_checks_problem()
+    problem = problem or hidden_checks_problem() or syscall_filter.unsupported()
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # never ignored (auto-reaped): see ZygoteServer
     try:
         if problem:
