@@ -23,7 +23,7 @@ from typing import Callable
 import torch
 
 from .probing import LAYER, Message, error_key
-from .reasons import is_exception, raised
+from .reasons import failure_phrase, is_exception
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def fetch(response: Message, key: str, what: str | None = None):
     layer_error = response.get(error_key(LAYER))
     if layer_error is not None:
         if is_exception(layer_error):
-            raise JudgeFailure(f"The grader could not build your layer: it {raised(layer_error)}.")
+            raise JudgeFailure(f"The grader could not build your layer: it {failure_phrase(layer_error)}.")
         raise JudgeFailure(f"The grader could not build your layer: {layer_error}.")
     error = response.get(error_key(key))
     if error is not None:
@@ -72,7 +72,7 @@ def fetch(response: Message, key: str, what: str | None = None):
             raise JudgeFailure(f"{what} still raises NotImplementedError: replace the stub with your code.")
         if error.startswith("`"):  # the probe's own words: a name the student has not defined
             raise JudgeFailure(error)
-        raise JudgeFailure(f"{what} {raised(error)}.")
+        raise JudgeFailure(f"{what} {failure_phrase(error)}.")
     if key not in response:
         raise JudgeFailure(f"{what} gave nothing the grader could read.")
     return response[key]

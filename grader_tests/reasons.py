@@ -110,7 +110,7 @@ def exception_name(text) -> str:
     return name if name in EXCEPTION_NAMES else OWN_TYPE
 
 
-def reason(text) -> str:
+def reason_for(text) -> str:
     """The reason that stands for one error text of a reply (see the module)."""
     if isinstance(text, str) and len(text) <= 2000:
         if text in KNOWN_TEXTS:
@@ -126,7 +126,7 @@ def is_exception(reason_text: str) -> bool:
     return reason_text == OWN_TYPE or reason_text in EXCEPTION_NAMES or reason_text in KNOWN_TEXTS
 
 
-def raised(reason_text: str) -> str:
+def failure_phrase(reason_text: str) -> str:
     """"raised <exception> (where to read its whole message)", or "failed: <the probe's words>"."""
     if is_exception(reason_text):
         return f"raised {reason_text.split(':', 1)[0]} ({READ_IN_NOTEBOOK})"
@@ -135,5 +135,5 @@ def raised(reason_text: str) -> str:
 
 def screened(response: dict) -> dict:
     """``response`` with each error replaced by its reason: what a judge reads."""
-    return {key: reason(value) if isinstance(key, str) and key.endswith(probing.ERROR_SUFFIX) else value
+    return {key: reason_for(value) if isinstance(key, str) and key.endswith(probing.ERROR_SUFFIX) else value
             for key, value in response.items()}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .judging import CheckJudge, JudgeFailure, Message, fetch, no_request
 from .probing import error_key
-from .reasons import raised
+from .reasons import failure_phrase
 from .shapes_probes import SHAPE_NAMES
 
 N, D_K = 100, 64
@@ -27,7 +27,7 @@ def _shapes_judge(request: Message, response: Message) -> None:
             raise JudgeFailure(error)
         if error is not None and not error.startswith("KeyError"):
             raise JudgeFailure(f"`shape_answers` could not be read as a dict of shapes: reading it "
-                               f"{raised(error)}.")
+                               f"{failure_phrase(error)}.")
     missing = [name for name in EXPECTED_SHAPES if f"shape.{name}" not in response]
     if missing:
         raise JudgeFailure(f"`shape_answers` has no entry for {', '.join(missing)}: give a shape tuple for each of "

@@ -39,7 +39,7 @@ SECRET = "response[error_key(key)] = describe_exception(exc)"  # a line of probi
     (probing.WRONG_SHAPE.format(param=SECRET), reasons.OWN_TYPE),
 ])
 def test_a_reply_error_becomes_a_reason_of_a_fixed_form(text, expected):
-    assert reasons.reason(text) == expected
+    assert reasons.reason_for(text) == expected
 
 
 def test_a_screened_reply_keeps_its_results_and_replaces_only_its_errors():

@@ -60,7 +60,7 @@ from nbformat import NotebookNode
 import grader_tests
 from grader_tests import pictures, wire
 from grader_tests.judging import Verdict
-from grader_tests.reasons import exception_name, raised
+from grader_tests.reasons import exception_name, failure_phrase
 from grader_tests.registry import PROBE_MODULE, Check, check_for_grade_id
 
 from .client import SandboxError, SandboxLimits, SandboxTimeout, Zygote, get_zygote
@@ -255,7 +255,7 @@ class _Unjudged(Verdict):
 def _judge(check: Check, request: dict, kind: bytes, reply) -> Verdict:
     if kind == b"J":  # the probe itself stopped: its error text, like all a sandbox says, is never shown
         error = reply.get("error") if isinstance(reply, dict) else None
-        return Verdict(False, f"The hidden check could not run your code: it {raised(exception_name(error))}.")
+        return Verdict(False, f"The hidden check could not run your code: it {failure_phrase(exception_name(error))}.")
     try:
         response = wire.decode(reply)
     except wire.WireError as exc:
