@@ -23,7 +23,7 @@ import nbformat
 import pytest
 
 from attention_platform.course.directory import copy_course, nbgrader, write_submission
-from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK, release_notebook
+from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK, release_notebook, with_answer
 from attention_platform.grading.sandbox import SandboxLimits, Zygote
 from attention_platform.grading.sandbox.grading import GRADER_TESTS, grade_notebook, is_test_cell
 
@@ -96,15 +96,24 @@ def _hooked(code, globals=None, locals=None, *args, **kwargs):
 builtins.exec = _hooked
 print("%(own)s")
 '''
+# An answered class whose methods raise: its failures are shown as messages (a stub's read "not answered").
+RAISING = """
+def forward(self, x):
+    raise ValueError("a message only the student's notebook shows")
+
+def attention_weights(self, x):
+    raise ValueError("a message only the student's notebook shows")
+"""
 AFTER_CHECKS = 'print(_text()); import sys; sys.stderr.write(_text()); raise Leak()'
 VARIANTS = ("messages", "replies", "escapes", "type_name", "loading", "prints")
 NOTEBOOKS = (NOTEBOOK, "03_head_and_bias.ipynb", "04_shapes_and_cost.ipynb")
 
 
 def attacked(variant: str, notebook: str = NOTEBOOK) -> nbformat.NotebookNode:
-    """The released notebook (its stubs left as given) with the hook as its first cell and a cell after
-    the first check that prints and raises the stolen text."""
+    """The released notebook (the core one with RAISING as its answer, the others with their stubs) with
+    the hook as its first cell and a cell after the first check that prints and raises the stolen text."""
     nb = release_notebook(notebook=notebook)
+    nb = with_answer(nb, RAISING) if notebook == NOTEBOOK else nb
     nb.cells.insert(0, nbformat.v4.new_code_cell(HOOK % {"mark_a": MARK[:6], "mark_b": MARK[6:], "variant": variant,
                                                          "own": OWN_OUTPUT}))
     first_check = next(i for i, cell in enumerate(nb.cells) if is_test_cell(cell))
