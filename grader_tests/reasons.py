@@ -31,13 +31,13 @@ OWN_TYPE = "an exception of its own type"
 OWN_VALUE_TYPE = "value of its own type"
 READ_IN_NOTEBOOK = "call it in your own notebook to read the whole message"
 
+_BUILTIN_TYPES = [value for value in vars(builtins).values() if isinstance(value, type)]
 EXCEPTION_NAMES = frozenset(
-    {name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)}
+    {type_.__name__ for type_ in _BUILTIN_TYPES if issubclass(type_, BaseException)}
     | {type_.__name__ for type_ in (torch.linalg.LinAlgError, torch.cuda.OutOfMemoryError)}
-    | {"LinAlgError", "OutOfMemoryError"}
 )
 VALUE_TYPE_NAMES = frozenset(
-    {name for name, value in vars(builtins).items() if isinstance(value, type) and not issubclass(value, BaseException)}
+    {type_.__name__ for type_ in _BUILTIN_TYPES if not issubclass(type_, BaseException)}
     | {"NoneType", "function", "method", "builtin_function_or_method", "generator", "module", "ndarray", "Tensor",
        "Parameter", "Module", "Linear", "Sequential", "float16", "float32", "float64", "int32", "int64", "bool_",
        "dict_keys", "dict_values", "dict_items", "map", "zip", "Series", "DataFrame"}
