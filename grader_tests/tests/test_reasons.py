@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from grader_tests import probing, reasons
+from grader_tests.answers import CORRECT
 from grader_tests.registry import CHECKS
 
 SECRET = "response[error_key(key)] = describe_exception(exc)"  # a line of probing.py
@@ -50,14 +51,16 @@ def test_a_screened_reply_keeps_its_results_and_replaces_only_its_errors():
     assert screened["forward.error"] == "ValueError" and screened["layer.error"] == reasons.OWN_TYPE
 
 
-def test_no_judge_repeats_what_a_forged_reply_says():
-    """Every check judged on replies that put the probe's source into every error and string it can."""
+def test_no_judge_repeats_what_a_forged_reply_says(namespace_for, quiet):
+    """Every check judged on replies that put the probe's source into every result, error and string they can:
+    the keys of an honest reply (a correct layer's, and the parts' names left undefined) and a few more."""
+    namespace = namespace_for(CORRECT[0].code)
     for check in CHECKS.values():
         request = check.build_request(check.default_seed())
-        honest = check.probe({}, request)
-        for forged in ({key: SECRET for key in honest},
-                       {**{key + probing.ERROR_SUFFIX: SECRET for key in (*honest, "layer", "forward", "weights")},
-                        "text": SECRET, "shape.Q": SECRET}):
+        with quiet():
+            honest = check.probe(namespace, request)
+        keys = {key.removesuffix(probing.ERROR_SUFFIX) for key in honest} | {"layer", "forward", "weights", "text"}
+        for forged in ({key: SECRET for key in keys}, {key + probing.ERROR_SUFFIX: SECRET for key in keys}):
             try:
                 verdict = check.judge(request, forged)
             except Exception:  # noqa: BLE001 - the grader fails the check with the exception's name only
