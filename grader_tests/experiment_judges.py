@@ -16,6 +16,7 @@ import torch
 
 from .judging import CheckJudge, JudgeFailure, Message, fetch, generator, no_request
 from .probing import error_key
+from .reasons import failure_phrase
 
 TOKENIZER_TEXTS = [
     "The animal didn't cross the street because it was too tired.",
@@ -40,7 +41,7 @@ def _tokenizer_judge(request: Message, response: Message) -> None:
                 continue
             if error.startswith("NotImplementedError"):
                 raise JudgeFailure("The tokenizer still raises NotImplementedError: replace the stubs with your code.")
-            raise JudgeFailure(f"{where}, the tokenizer failed with {error}. encode gives each character its index "
+            raise JudgeFailure(f"{where}, the tokenizer {failure_phrase(error)}. encode gives each character its index "
                                "in the vocabulary (0 to len(vocab) - 1), and decode maps those ids back.")
         vocab = fetch(response, f"vocab{i}", "build_vocab(text)")
         if vocab != sorted(set(text)):

@@ -194,9 +194,9 @@ def _bars_judge(request: Message, response: Message) -> None:
             hint = ""
             if bars == round(row[s] * BAR_UNIT) and bars != int(row[s] * BAR_UNIT):
                 hint = f" You rounded; the bar has one '#' per *full* 1/{BAR_UNIT} of weight: int(w * {BAR_UNIT})."
-            raise JudgeFailure(
-                f"Line {s} is {line!r} but should read {want!r} (format: 'token <s>: <weight to 3 decimals>"
-                f"  <bar>').{hint}"
+            raise JudgeFailure(  # what the line says is not repeated: any text from the sandbox is the notebook's
+                f"Line {s} should read {want!r}, but yours does not (it has {bars} '#'; format: 'token <s>: "
+                f"<weight to 3 decimals>  <bar>').{hint}"
             )
 
 

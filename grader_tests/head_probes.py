@@ -18,6 +18,7 @@ BIAS_CLASS = "SingleHeadAttention"
 BIAS_PROJECTIONS = ("W_q", "W_k", "W_v")
 PARAM_PREFIX = "param."
 TEXT_LIMIT = 20_000
+NOT_TEXT = "weight_bars returned a {type}, not a str"
 
 
 def _head(namespace: dict, request: Message, dim: int, head_size: int, causal: bool, params: dict):
@@ -55,7 +56,7 @@ def _head_shapes(namespace: dict, request: Message) -> Message:
 
 def _text(value) -> str:
     if not isinstance(value, str):
-        raise ProbeError(f"weight_bars returned a {type(value).__name__}, not a str")
+        raise ProbeError(NOT_TEXT.format(type=type(value).__name__))
     return value[:TEXT_LIMIT]
 
 

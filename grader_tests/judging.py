@@ -4,7 +4,9 @@ A check is a request builder, a probe and a judge:
 
 * ``build_request(seed)`` chooses inputs and weights and returns a flat ``{name: tensor | value}``
   message (``wire`` carries it into the sandbox);
-* the probe (``probing``) runs the student's code on it and returns raw results;
+* the probe (``probing``) runs the student's code on it and returns raw results; every error among
+  them reaches the judge as a reason of a fixed form (``reasons.screened``), never as the text the
+  sandbox sent;
 * the judge decides, from the request and those raw results only, by comparing them with values
   it computes here (``reference``, ``attention_model``), and writes the teaching message. It
   raises ``JudgeFailure`` with that message, or returns to pass.
@@ -21,6 +23,7 @@ from typing import Callable
 import torch
 
 from .probing import LAYER, Message, error_key
+from .reasons import failure_phrase, is_exception
 
 
 @dataclass(frozen=True)
@@ -60,15 +63,16 @@ def fetch(response: Message, key: str, what: str | None = None):
     what = what or f"`{key}`"
     layer_error = response.get(error_key(LAYER))
     if layer_error is not None:
+        if is_exception(layer_error):
+            raise JudgeFailure(f"The grader could not build your layer: it {failure_phrase(layer_error)}.")
         raise JudgeFailure(f"The grader could not build your layer: {layer_error}.")
     error = response.get(error_key(key))
     if error is not None:
-        error = str(error)
         if error.startswith("NotImplementedError"):
             raise JudgeFailure(f"{what} still raises NotImplementedError: replace the stub with your code.")
         if error.startswith("`"):  # the probe's own words: a name the student has not defined
             raise JudgeFailure(error)
-        raise JudgeFailure(f"{what} failed with {error}")
+        raise JudgeFailure(f"{what} {failure_phrase(error)}.")
     if key not in response:
         raise JudgeFailure(f"{what} gave nothing the grader could read.")
     return response[key]

@@ -28,14 +28,21 @@ import torch
 
 Message = dict
 LAYER = "layer"
+ERROR_SUFFIX = ".error"
+# The probe's own words. A judge shows them only as ``reasons`` rebuilds them from these templates
+# (each field checked), because a notebook sharing the sandbox could make any text of a reply.
 MISSING = (
     "`{name}` is not defined. Run the cell that computes it; if that cell still raises "
     "NotImplementedError, replace the stub with your code."
 )
+NO_CLASS = "there is no class named {cls}: run the cell that defines it and keep its name"
+NOT_A_TENSOR = "returned a {type}, but a torch.Tensor was expected"
+CONSTRUCTOR_RAISED = "{signature} raised {exception}"
+WRONG_SHAPE = "{param} is missing or has the wrong shape: keep the layers created in __init__"
 
 
 def error_key(key: str) -> str:
-    return f"{key}.error"
+    return key + ERROR_SUFFIX
 
 
 class ProbeError(Exception):
@@ -62,7 +69,7 @@ def describe_exception(exc: BaseException) -> str:
 def tensor_copy(value) -> torch.Tensor:
     """The student's tensor, detached and copied, with its own dtype (the judge looks at it)."""
     if not isinstance(value, torch.Tensor):
-        raise ProbeError(f"returned a {type(value).__name__}, but a torch.Tensor was expected")
+        raise ProbeError(NOT_A_TENSOR.format(type=type(value).__name__))
     return value.detach().clone()
 
 
@@ -127,11 +134,11 @@ def build_module(namespace: dict, class_name: str, args: tuple, kwargs: dict, pa
     """The student's module built with ``args``/``kwargs``, cast to ``dtype`` and loaded with ``params``."""
     cls = namespace.get(class_name)
     if cls is None:
-        raise ProbeError(f"there is no class named {class_name}: run the cell that defines it and keep its name")
+        raise ProbeError(NO_CLASS.format(cls=class_name))
     try:
         module = cls(*args, **kwargs)
     except Exception as exc:
-        raise ProbeError(f"{signature} raised {type(exc).__name__}: {exc}") from None
+        raise ProbeError(CONSTRUCTOR_RAISED.format(signature=signature, exception=type(exc).__name__)) from None
     if dtype is not None:
         module = module.to(dtype)
     with torch.no_grad():
@@ -140,7 +147,6 @@ def build_module(namespace: dict, class_name: str, args: tuple, kwargs: dict, pa
             owner = getattr(module, owner_name, None)
             target = getattr(owner, kind, None) if owner is not None else None
             if not isinstance(target, torch.Tensor) or tuple(target.shape) != tuple(value.shape):
-                raise ProbeError(wrong_shape.format(name=name, owner=owner_name) if wrong_shape else
-                                 f"{name} is missing or has the wrong shape: keep the layers created in __init__")
+                raise ProbeError((wrong_shape or WRONG_SHAPE).format(param=name, owner=owner_name))
             target.copy_(value.to(target.dtype))
     return module

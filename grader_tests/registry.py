@@ -12,6 +12,7 @@ from . import by_hand_judges, catalogue, experiment_judges, head_judges, sandbox
 from . import shapes_judges
 from .catalogue import GRADE_ID_PREFIX, HiddenCheck
 from .judging import JudgeFailure, Message, Verdict
+from .reasons import screened
 
 # The module the sandbox loads its probes from (see sandbox_probes).
 PROBE_MODULE = sandbox_probes.__name__
@@ -45,9 +46,10 @@ class Check:
         return self.definition.notebook
 
     def judge(self, request: Message, response: Message) -> Verdict:
-        """Pass, or fail with the teaching message (the judge's ``JudgeFailure``)."""
+        """Pass, or fail with the teaching message (the judge's ``JudgeFailure``). The judge reads the
+        reply's errors as reasons of a fixed form only (``reasons.screened``)."""
         try:
-            self.judge_response(request, response)
+            self.judge_response(request, screened(response))
         except JudgeFailure as failure:
             return Verdict(False, str(failure))
         return Verdict(True)

@@ -22,6 +22,7 @@ from .attention_model import SCORE_SOURCES, Layer, fit_attention, fit_layer, log
 from .judging import (CheckJudge, JudgeFailure, Message, close, expect_shape, fetch, fetch_tensor, generator,
                       largest_difference, shape_text)
 from .probing import LAYER, error_key
+from .reasons import failure_phrase
 from .self_attention_probes import LARGE_PARAM_PREFIX, PARAM_PREFIX
 
 # Tolerances against float64 predictions: float32 results (errors ~1e-6) and float64 results (~1e-14).
@@ -626,7 +627,7 @@ def _layer_reused_judge(request: Message, response: Message) -> None:
     for key, what in (("weights2", "attention_weights(x)"), ("forward2", "layer(x)")):
         error = response.get(error_key(key))
         if error is not None:
-            raise JudgeFailure(f"Called first with T = {t1} and then with T = {t2}, {what} failed with {error}. "
+            raise JudgeFailure(f"Called first with T = {t1} and then with T = {t2}, {what} {failure_phrase(error)}. "
                                f"{remembered}")
     weights2 = _weights(request, response, "weights2", "x2")
     out2 = _forward(request, response, "forward2", "x2")
@@ -638,7 +639,7 @@ def _layer_reused_judge(request: Message, response: Message) -> None:
     for key, what in (("double", "layer.double()"), ("weights3", "attention_weights(x)"), ("forward3", "layer(x)")):
         error = response.get(error_key(key))
         if error is not None:
-            raise JudgeFailure(f"After layer.double(), {what} failed with {error}. {remembered}")
+            raise JudgeFailure(f"After layer.double(), {what} {failure_phrase(error)}. {remembered}")
     weights3 = fetch_tensor(response, "weights3", "attention_weights(x)")
     out3 = fetch_tensor(response, "forward3", "layer(x)")
     expect_shape(weights3, (2, t3, t3), "attention_weights(x)")
@@ -686,7 +687,7 @@ def _long_sequences_judge(request: Message, response: Message) -> None:
             error = response.get(error_key(key))
             if error is not None:
                 raise JudgeFailure(
-                    f"For a sequence of T = {length} tokens, {what} failed with {error}. Your layer seems to have a "
+                    f"For a sequence of T = {length} tokens, {what} {failure_phrase(error)}. Your layer seems to have a "
                     "maximum length built in (a mask or buffer of a fixed size, a loop bound, a constant). Attention "
                     "works for any T: build the mask from x.shape[-2] at every call.")
         weights = _weights(request, response, f"weights{i}", f"x{i}")

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import torch
 
-from .probing import LAYER, CheckProbe, Message, ProbeError, build_module, error_key, nothing, parameters, record
+from .probing import (CONSTRUCTOR_RAISED, LAYER, NO_CLASS, CheckProbe, Message, ProbeError, build_module, error_key,
+                      nothing, parameters, record)
 
 CLASS_NAME = "SelfAttention"
 PARAM_PREFIX = "param."
 LARGE_PARAM_PREFIX = "large.param."
 WRONG_PARAMETER = ("the layer needs {owner} = nn.Linear(D, D) with a bias, as given in __init__; "
-                   "{name} is missing or has the wrong shape")
+                   "{param} is missing or has the wrong shape")
 
 
 def _layer(namespace: dict, request: Message, *, prefix: str = PARAM_PREFIX, dtype=None):
@@ -50,7 +51,7 @@ def _calls(weights=True, forward=True, changed=False):
 def _student_class(namespace: dict):
     cls = namespace.get(CLASS_NAME)
     if cls is None:
-        raise ProbeError(f"there is no class named {CLASS_NAME}: run the cell that defines it and keep its name")
+        raise ProbeError(NO_CLASS.format(cls=CLASS_NAME))
     return cls
 
 
@@ -58,7 +59,8 @@ def _construct(cls, dim: int, causal: bool):
     try:
         return cls(dim, causal=causal)
     except Exception as exc:
-        raise ProbeError(f"{CLASS_NAME}({dim}, causal={causal}) raised {type(exc).__name__}: {exc}") from None
+        raise ProbeError(CONSTRUCTOR_RAISED.format(signature=f"{CLASS_NAME}({dim}, causal={causal})",
+                                                   exception=type(exc).__name__)) from None
 
 
 def _shapes(namespace: dict, request: Message) -> Message:

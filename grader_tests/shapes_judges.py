@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .judging import CheckJudge, JudgeFailure, Message, fetch, no_request
 from .probing import error_key
+from .reasons import failure_phrase
 from .shapes_probes import SHAPE_NAMES
 
 N, D_K = 100, 64
@@ -25,13 +26,18 @@ def _shapes_judge(request: Message, response: Message) -> None:
         if error is not None and error.startswith("`"):
             raise JudgeFailure(error)
         if error is not None and not error.startswith("KeyError"):
-            raise JudgeFailure(f"`shape_answers` could not be read as a dict of shapes ({error}).")
+            raise JudgeFailure(f"`shape_answers` could not be read as a dict of shapes: reading it "
+                               f"{failure_phrase(error)}.")
     missing = [name for name in EXPECTED_SHAPES if f"shape.{name}" not in response]
     if missing:
         raise JudgeFailure(f"`shape_answers` has no entry for {', '.join(missing)}: give a shape tuple for each of "
                            f"{', '.join(EXPECTED_SHAPES)}.")
     for name, expected in EXPECTED_SHAPES.items():
-        got = tuple(response[f"shape.{name}"])
+        got = response[f"shape.{name}"]
+        if not (isinstance(got, list) and all(isinstance(n, int) for n in got)):
+            raise JudgeFailure(f"`shape_answers` could not be read as a dict of shapes: the entry for {name} is not "
+                               "a tuple of whole numbers.")
+        got = tuple(got)
         if got == expected:
             continue
         if name == "scores" and got == (D_K, D_K):

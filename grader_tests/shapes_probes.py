@@ -7,13 +7,15 @@ from __future__ import annotations
 from .probing import CheckProbe, Message, ProbeError, nothing, read_name, record
 
 SHAPE_NAMES = ("Q", "K", "V", "scores", "output")
+NOT_SHAPES = "`shape_answers` could not be read as a dict of shapes ({exception})"
+NOT_NUMBER = "`qkv_weight_count` is not a number ({exception})"
 
 
 def _shape(value) -> list[int]:
     try:
         return [int(n) for n in tuple(value)]
     except Exception as exc:
-        raise ProbeError(f"`shape_answers` could not be read as a dict of shapes ({type(exc).__name__}: {exc})") from None
+        raise ProbeError(NOT_SHAPES.format(exception=type(exc).__name__)) from None
 
 
 def _shape_answers(namespace: dict, request: Message) -> Message:
@@ -30,7 +32,7 @@ def _number(value) -> float:
     try:
         return float(value)
     except Exception as exc:
-        raise ProbeError(f"`qkv_weight_count` is not a number ({type(exc).__name__})") from None
+        raise ProbeError(NOT_NUMBER.format(exception=type(exc).__name__)) from None
 
 
 def _weight_count(namespace: dict, request: Message) -> Message:

@@ -21,6 +21,11 @@ Order of events inside the sandbox:
    judge and writes the cell's output: ``✓ Passed: <title>`` on stdout, or a
    one-line ``CheckFailed`` error carrying the teaching message.
 
+No text a sandbox sends after phase 1 reaches a person: the notebook can hook how the probes are loaded
+and put their source into any string, so the judges read a reply's errors as reasons of a fixed form
+(``grader_tests.reasons``) and every error the sandbox reports itself (a probe that stopped, probes
+that could not be loaded) becomes the name of a builtin or torch exception at most.
+
 A check cell's score therefore depends only on what the judge decided here, from
 raw results it compares with values it computes itself: code in the notebook can
 rewrite a reply (it shares the sandbox's interpreter), but not turn a wrong
@@ -55,6 +60,7 @@ from nbformat import NotebookNode
 import grader_tests
 from grader_tests import pictures, wire
 from grader_tests.judging import Verdict
+from grader_tests.reasons import exception_name, failure_phrase
 from grader_tests.registry import PROBE_MODULE, Check, check_for_grade_id
 
 from .client import SandboxError, SandboxLimits, SandboxTimeout, Zygote, get_zygote
@@ -247,9 +253,9 @@ class _Unjudged(Verdict):
 
 
 def _judge(check: Check, request: dict, kind: bytes, reply) -> Verdict:
-    if kind == b"J":
-        error = reply.get("error", "unknown error") if isinstance(reply, dict) else "unknown error"
-        return Verdict(False, f"The hidden check could not run your code: {str(error)[:300]}")
+    if kind == b"J":  # the probe itself stopped: its error text, like all a sandbox says, is never shown
+        error = reply.get("error") if isinstance(reply, dict) else None
+        return Verdict(False, f"The hidden check could not run your code: it {failure_phrase(exception_name(error))}.")
     try:
         response = wire.decode(reply)
     except wire.WireError as exc:
@@ -257,7 +263,8 @@ def _judge(check: Check, request: dict, kind: bytes, reply) -> Verdict:
     try:
         verdict = check.judge(request, response)
     except Exception as exc:  # noqa: BLE001 - a malformed response fails its check, never the grader
-        return _Unjudged(False, f"Your code returned something the grader could not judge ({type(exc).__name__}).")
+        return _Unjudged(False, "Your code returned something the grader could not judge "
+                                f"({exception_name(type(exc).__name__)}).")
     return verdict if isinstance(verdict, Verdict) else Verdict(False, "The grader could not judge this check.")
 
 
@@ -480,8 +487,9 @@ def _grade_checks(sandbox, cells: list, grade_ids: list, checks: list, limits: S
         try:
             _, reply = sandbox.reply()
             if not (isinstance(reply, dict) and reply.get("ok")):
-                result.stopped = (f"the hidden checks could not be loaded next to your code "
-                                  f"({str(reply.get('error') if isinstance(reply, dict) else reply)[:200]})")
+                error = exception_name(reply.get("error") if isinstance(reply, dict) else None)
+                result.stopped = (f"the hidden checks could not be loaded next to your code ({error}): code in your "
+                                  "notebook changes how Python imports or runs modules")
         except SandboxError as exc:
             result.stopped = exc.reason
     for index, (cell, grade_id, check) in enumerate(zip(cells, grade_ids, checks)):
