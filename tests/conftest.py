@@ -60,6 +60,9 @@ def security_hub():
         pytest.skip("the hub's real Unix users need root (CI is root)")
     from hub_helpers import launch_hub
 
-    # a short lock-out, so the password-guessing test can also show that it ends
-    with launch_hub("security-hub", env={"HUB_LOGIN_LOCKOUT_SECONDS": "8"}) as hub:
+    # short login waits, so the password-guessing tests can show them grow, stop growing and end; the
+    # tests' own failed logins from 127.0.0.1 stay below the address's allowance
+    with launch_hub("security-hub", env={"HUB_LOGIN_MAX_FAILURES": "5", "HUB_LOGIN_WAIT_SECONDS": "1",
+                                         "HUB_LOGIN_MAX_WAIT_SECONDS": "4",
+                                         "HUB_LOGIN_ADDRESS_MAX_FAILURES": "100"}) as hub:
         yield hub
