@@ -147,6 +147,10 @@ if AUTHENTICATOR == "native":
     # Reverse proxies in front of the hub's own proxy (TLS on the Docker host, say): a login then counts
     # against the client address they forward, not against theirs, which every client would share.
     c.JupyterHub.trusted_downstream_ips = env_list("HUB_TRUSTED_DOWNSTREAM_IPS")
+    # Docker and Kubernetes: what sits between the Internet and the hub's proxy (the host's reverse proxy,
+    # the chart's HTTPS pod) has a private address; natively the proxy is reached from loopback only.
+    c.CourseNativeAuthenticator.trusted_proxy_networks = env_list(
+        "HUB_TRUSTED_PROXY_NETWORKS", "" if MODE == "native" else "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7")
 elif AUTHENTICATOR == "lti":
     from attention_platform.hub.lti import configure_lti
 

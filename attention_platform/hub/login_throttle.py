@@ -80,19 +80,20 @@ def client_address(peer: str, forwarded_for: str, trusted_downstream: list[str],
     """The address a login counts against: the proxy's view of the client.
 
     ``peer`` is the TCP peer of the hub's server. Only when it is the proxy (``peer_is_proxy``) is
-    ``X-Forwarded-For`` read, from the right: the proxy appends its own peer there; entries of
-    ``trusted_downstream`` (a reverse proxy in front, named in JupyterHub.trusted_downstream_ips) are
-    skipped. Anything malformed yields the peer."""
+    ``X-Forwarded-For`` read, from the right: the proxy appends its own peer there; entries within
+    ``trusted_downstream`` (addresses or networks of reverse proxies in front: JupyterHub's
+    trusted_downstream_ips, the authenticator's trusted_proxy_networks) are skipped. Anything
+    malformed yields the peer."""
     if not forwarded_for or not peer_is_proxy():
         return peer
+    networks = [ipaddress.ip_network(item, strict=False) for item in trusted_downstream]
     for entry in reversed(forwarded_for.split(",")):
-        entry = entry.strip()
-        if entry in trusted_downstream:
-            continue
         try:
-            return str(ipaddress.ip_address(entry))
+            address = ipaddress.ip_address(entry.strip())
         except ValueError:
             return peer
+        if not any(address.version == network.version and address in network for network in networks):
+            return str(address)
     return peer
 
 

@@ -23,6 +23,7 @@ Closed:
   its page says how long to wait (status 429, ``Retry-After``).
 """
 
+import ipaddress
 import json
 import math
 
@@ -32,7 +33,7 @@ from nativeauthenticator import handlers as native_handlers
 from nativeauthenticator.orm import UserInfo
 from tornado.escape import url_escape
 from tornado.httputil import url_concat
-from traitlets import Integer, Unicode
+from traitlets import Integer, List, Unicode
 
 from attention_platform.hub import accounts
 from attention_platform.hub.login_throttle import LoginThrottle, client_address, loopback_peer_is_ours
@@ -124,8 +125,16 @@ class CourseNativeAuthenticator(NativeAuthenticator):
                  "(except for a name that logged in from there recently).",
     ).tag(config=True)
 
+    trusted_proxy_networks = List(
+        Unicode(), help="Networks (CIDR) of reverse proxies in front of the hub's proxy, e.g. an ingress's pods: "
+                        "a login counts against the client address they forward, not theirs. Like "
+                        "JupyterHub.trusted_downstream_ips (also skipped), but for whole networks.",
+    ).tag(config=True)
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        for network in self.trusted_proxy_networks:
+            ipaddress.ip_network(network, strict=False)  # a typo stops the hub here, not every login
         self.throttle = LoginThrottle(self.allowed_failed_logins, self.seconds_before_next_try,
                                       self.login_backoff_max_seconds,
                                       address_free_failures=self.address_allowed_failed_logins)
@@ -135,7 +144,8 @@ class CourseNativeAuthenticator(NativeAuthenticator):
         peer = request.connection.context.address
         host, port = (peer[0], peer[1]) if isinstance(peer, tuple) else (str(peer), 0)
         return client_address(host, request.headers.get("X-Forwarded-For", ""),
-                              list(getattr(self.parent, "trusted_downstream_ips", []) or []),
+                              [*(getattr(self.parent, "trusted_downstream_ips", None) or []),
+                               *self.trusted_proxy_networks],
                               peer_is_proxy=lambda: loopback_peer_is_ours(host, port))
 
     async def authenticate(self, handler, data):

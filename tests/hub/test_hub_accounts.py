@@ -316,6 +316,8 @@ def test_an_address_failing_over_many_names_waits_except_for_a_name_that_logged_
     ("the proxy's view: the rightmost entry", "127.0.0.1", "10.9.9.9, 192.0.2.1", [], True, "192.0.2.1"),
     ("a reverse proxy in front is skipped", "127.0.0.1", "10.9.9.9, 192.0.2.1, 203.0.113.5", ["203.0.113.5"],
      True, "192.0.2.1"),
+    ("a network of reverse proxies (an ingress's pods) is skipped", "10.0.3.4", "192.0.2.1, 10.42.0.17",
+     ["10.42.0.0/16"], True, "192.0.2.1"),
     ("a peer that is not the proxy is its own address", "127.0.0.1", "192.0.2.1", [], False, "127.0.0.1"),
     ("no header: the peer", "192.0.2.1", "", [], True, "192.0.2.1"),
     ("garbage: the peer", "127.0.0.1", "10.0.0.1, not-an-address", [], True, "127.0.0.1"),
