@@ -33,6 +33,8 @@ COPY attention_platform/hub/__init__.py attention_platform/hub/submit.py /opt/dl
 # The course's Lab (hub/student/jupyter_server_config.py): its server side, what Validate says, the
 # notebooks' order, and the Lab extension itself (plain JavaScript).
 COPY attention_platform/hub/course_lab.py /opt/dl-attention/student-lib/attention_platform/hub/
+# The server's body limits by credentials (hub/student/jupyter_server_config.py installs them).
+COPY attention_platform/hub/student_request_limits.py /opt/dl-attention/student-lib/attention_platform/hub/
 COPY attention_platform/course/__init__.py attention_platform/course/notebooks.py attention_platform/course/settings.py attention_platform/course/validation.py /opt/dl-attention/student-lib/attention_platform/course/
 COPY attention_platform/lab/ /opt/dl-attention/student-lib/attention_platform/lab/
 # Feedback on submit's student side (hub/student/jupyter_server_config.py): it only reads what the
@@ -43,7 +45,7 @@ COPY attention_platform/feedback_on_submit/__init__.py attention_platform/feedba
 RUN pth=$(python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/dl-attention-student.pth \
  && echo /opt/dl-attention/student-lib > "$pth" \
  && python -c 'from attention_platform import deferred_iri_syntax as d; d.main(["--line"])' >> "$pth" \
- && python -c "import attention_platform.hub.submit, attention_platform.hub.course_lab, attention_platform.feedback_on_submit.student"
+ && python -c "import attention_platform.hub.submit, attention_platform.hub.course_lab, attention_platform.hub.student_request_limits, attention_platform.feedback_on_submit.student"
 
 # Student-side nbgrader + server settings; the hub sets JUPYTER_CONFIG_PATH to this folder.
 COPY hub/student/ /etc/dl-attention/jupyter/

@@ -136,10 +136,21 @@ if AUTHENTICATOR == "native":
     # Logins created before the hub serves anything (admins first): nobody can sign up as them.
     c.CourseNativeAuthenticator.initial_passwords_file = env("HUB_INITIAL_PASSWORDS_FILE")
     c.CourseNativeAuthenticator.admin_initial_password = env("HUB_ADMIN_INITIAL_PASSWORD")
-    # Failed logins in a row after which an account waits HUB_LOGIN_LOCKOUT_SECONDS before the next try.
+    # Failed logins slow down where they come from, never the account (attention_platform/hub/login_throttle.py):
+    # after HUB_LOGIN_MAX_FAILURES from one (address, name), that pair waits HUB_LOGIN_WAIT_SECONDS, doubling
+    # with each further failure up to HUB_LOGIN_MAX_WAIT_SECONDS; an address failing over
+    # HUB_LOGIN_ADDRESS_MAX_FAILURES times, over all names, waits too.
     c.CourseNativeAuthenticator.allowed_failed_logins = int(env("HUB_LOGIN_MAX_FAILURES", "5"))
-    # Seconds a throttled account waits (counted from its last failed login).
-    c.CourseNativeAuthenticator.seconds_before_next_try = int(env("HUB_LOGIN_LOCKOUT_SECONDS", "300"))
+    c.CourseNativeAuthenticator.seconds_before_next_try = int(env("HUB_LOGIN_WAIT_SECONDS", "10"))
+    c.CourseNativeAuthenticator.login_backoff_max_seconds = int(env("HUB_LOGIN_MAX_WAIT_SECONDS", "900"))
+    c.CourseNativeAuthenticator.address_allowed_failed_logins = int(env("HUB_LOGIN_ADDRESS_MAX_FAILURES", "20"))
+    # Reverse proxies in front of the hub's own proxy (TLS on the Docker host, say): a login then counts
+    # against the client address they forward, not against theirs, which every client would share.
+    c.JupyterHub.trusted_downstream_ips = env_list("HUB_TRUSTED_DOWNSTREAM_IPS")
+    # Docker and Kubernetes: what sits between the Internet and the hub's proxy (the host's reverse proxy,
+    # the chart's HTTPS pod) has a private address; natively the proxy is reached from loopback only.
+    c.CourseNativeAuthenticator.trusted_proxy_networks = env_list(
+        "HUB_TRUSTED_PROXY_NETWORKS", "" if MODE == "native" else "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7")
 elif AUTHENTICATOR == "lti":
     from attention_platform.hub.lti import configure_lti
 

@@ -23,7 +23,7 @@ grader_tests/tests/.
 - hub/ (native hub, accounts, LTI, exchange, submit, formgrader, Lab): test_hub_native, test_hub_api,
   test_hub_accounts, test_hub_culler, test_lti, test_exchange_attacks, test_exchange_hub,
   test_faults_exchange, test_faults_hub, test_formgrader_gate, test_instructor_source, test_course_lab,
-  test_validate_service, test_intra_hub_http, test_hub_request_limits
+  test_validate_service, test_intra_hub_http, test_hub_request_limits, test_student_request_limits
 - feedback_on_submit/ (policy, intake, fair queue, grader, pages, student and formgrader sides):
   test_feedback_on_submit_units, test_feedback_on_submit_hub
 - reporting/ (report, exports, feedback page, safe HTML): test_report, test_exports, test_feedback_page,
@@ -61,6 +61,9 @@ def security_hub():
         pytest.skip("the hub's real Unix users need root (CI is root)")
     from hub_helpers import launch_hub
 
-    # a short lock-out, so the password-guessing test can also show that it ends
-    with launch_hub("security-hub", env={"HUB_LOGIN_LOCKOUT_SECONDS": "8"}) as hub:
+    # short login waits, so the password-guessing tests can show them grow, stop growing and end; the
+    # tests' own failed logins from 127.0.0.1 stay below the address's allowance
+    with launch_hub("security-hub", env={"HUB_LOGIN_MAX_FAILURES": "5", "HUB_LOGIN_WAIT_SECONDS": "1",
+                                         "HUB_LOGIN_MAX_WAIT_SECONDS": "4",
+                                         "HUB_LOGIN_ADDRESS_MAX_FAILURES": "100"}) as hub:
         yield hub

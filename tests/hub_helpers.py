@@ -7,9 +7,13 @@ endpoints with the cookies and XSRF token a browser would send.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import threading
 import time
 
 import requests
+import tornado.web
 
 COURSE = "dl-attention"
 
@@ -22,6 +26,47 @@ def posted_status(url: str, **kwargs):
     except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError):
         return "closed"
 
+
+
+class BodyLength(tornado.web.RequestHandler):
+    """Answers a POST or PUT with the length of the body it read."""
+
+    def post(self):
+        self.write(str(len(self.request.body)))
+
+    put = post
+
+
+@contextlib.contextmanager
+def serve_in_threads():
+    """``start(server_class, application, **server_kwargs)``: that tornado server on 127.0.0.1, in a
+    thread of its own; its URL. Every server started is stopped on leaving."""
+    stops = []
+
+    def start(server_class, application, **kwargs) -> str:
+        port, ready = free_port(), threading.Event()
+        loop = asyncio.new_event_loop()
+
+        def run():
+            asyncio.set_event_loop(loop)
+            server = server_class(application, **kwargs)
+            server.listen(port, "127.0.0.1")
+            ready.set()
+            loop.run_forever()
+            server.stop()
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        ready.wait(10)
+        stops.append((loop, thread))
+        return f"http://127.0.0.1:{port}/"
+
+    try:
+        yield start
+    finally:
+        for loop, thread in stops:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(10)
 
 class HubSession:
     def __init__(self, base: str, username: str, password: str):

@@ -17,11 +17,15 @@ Closed:
 * names are NFKC-normalised and lower-cased, then must be plain ASCII and not
   reserved or a system account (``attention_platform/hub/accounts.py``); sign-up
   says which rule a name broke;
-* failed logins are throttled with NativeAuthenticator's own settings
-  (``allowed_failed_logins``, ``seconds_before_next_try``, set in the hub config).
+* failed logins slow down their source, not the account (``attention_platform/hub/login_throttle.py``):
+  NativeAuthenticator locked a name after five failures from anyone, so a stranger kept its owner,
+  admins included, out for good. A throttled try is refused before its password is looked at, and
+  its page says how long to wait (status 429, ``Retry-After``).
 """
 
+import ipaddress
 import json
+import math
 
 import bcrypt
 from nativeauthenticator import NativeAuthenticator
@@ -29,9 +33,10 @@ from nativeauthenticator import handlers as native_handlers
 from nativeauthenticator.orm import UserInfo
 from tornado.escape import url_escape
 from tornado.httputil import url_concat
-from traitlets import Unicode
+from traitlets import Integer, List, Unicode
 
 from attention_platform.hub import accounts
+from attention_platform.hub.login_throttle import LoginThrottle, client_address, loopback_peer_is_ours
 
 
 class _NoTimer:
@@ -64,6 +69,27 @@ class LoginHandler(native_handlers.LoginHandler):
             ),
         )
 
+    async def post(self):
+        """NativeAuthenticator's login, which also says how long a throttled source is to wait."""
+        data = {arg: self.get_argument(arg, strip=False) for arg in self.request.arguments}
+        user = await self.login_user(data)
+        if user:
+            self._jupyterhub_user = user
+            return self.redirect(self.get_next_url(user))
+        wait = getattr(self, "login_wait", 0)
+        if wait:
+            seconds = math.ceil(wait)
+            self.set_status(429)
+            self.set_header("Retry-After", str(seconds))
+            error = (f"Too many failed logins from where you are. Please wait {seconds} "
+                     f"second{'s' if seconds != 1 else ''}, then try again.")
+        else:
+            error = "Invalid username or password."
+            known = self.authenticator.get_user(data.get("username", ""))
+            if known is not None and not known.is_authorized and known.is_valid_password(data.get("password", "")):
+                error = f"User {data['username']} has not been authorized by an administrator yet."
+        self.finish(await self._render(login_error=error, username=data.get("username")))
+
 
 class SignUpHandler(native_handlers.SignUpHandler):
     """Sign-up that says which naming rule a refused name broke."""
@@ -89,9 +115,57 @@ class CourseNativeAuthenticator(NativeAuthenticator):
                  "stranger can sign up under an admin's name first.",
     ).tag(config=True)
 
+    login_backoff_max_seconds = Integer(
+        900, help="Longest wait a source of failed logins is given; the wait starts at seconds_before_next_try "
+                  "once allowed_failed_logins failures came from one (address, name) and doubles with each "
+                  "further failure.",
+    ).tag(config=True)
+    address_allowed_failed_logins = Integer(
+        20, help="Failed logins from one client address, over all names, before that address waits too "
+                 "(except for a name that logged in from there recently).",
+    ).tag(config=True)
+
+    trusted_proxy_networks = List(
+        Unicode(), help="Networks (CIDR) of reverse proxies in front of the hub's proxy, e.g. an ingress's pods: "
+                        "a login counts against the client address they forward, not theirs. Like "
+                        "JupyterHub.trusted_downstream_ips (also skipped), but for whole networks.",
+    ).tag(config=True)
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        for network in self.trusted_proxy_networks:
+            ipaddress.ip_network(network, strict=False)  # a typo stops the hub here, not every login
+        self.throttle = LoginThrottle(self.allowed_failed_logins, self.seconds_before_next_try,
+                                      self.login_backoff_max_seconds,
+                                      address_free_failures=self.address_allowed_failed_logins)
         self.create_initial_logins()
+
+    def client_address(self, request) -> str:
+        peer = request.connection.context.address
+        host, port = (peer[0], peer[1]) if isinstance(peer, tuple) else (str(peer), 0)
+        return client_address(host, request.headers.get("X-Forwarded-For", ""),
+                              [*(getattr(self.parent, "trusted_downstream_ips", None) or []),
+                               *self.trusted_proxy_networks],
+                              peer_is_proxy=lambda: loopback_peer_is_ours(host, port))
+
+    async def authenticate(self, handler, data):
+        """NativeAuthenticator's checks, behind the throttle of the client's address (in place of its lock-out)."""
+        name = self.normalize_username(data["username"])
+        address = self.client_address(handler.request)
+        wait = self.throttle.wait(address, name)
+        if wait > 0:
+            handler.login_wait = wait
+            self.log.warning("login of %r from %s refused unchecked: %.0f s to wait", name, address, wait)
+            return None
+        user = self.get_user(name)
+        valid = user is not None and user.is_authorized and user.is_valid_password(data["password"])
+        if valid and user.has_2fa:
+            valid = user.is_valid_token(data.get("2fa"))
+        if valid:
+            self.throttle.succeeded(address, name)
+            return name
+        self.throttle.failed(address, name)
+        return None
 
     def normalize_username(self, username):
         return accounts.normalize(super().normalize_username(username))

@@ -34,6 +34,18 @@ try:  # an image may carry the course's Lab without feedback on submit (docker/s
     import attention_platform.feedback_on_submit.student  # noqa: F401
 except ImportError:
     c.ServerApp.jpserver_extensions["attention_platform.feedback_on_submit.student"] = False
+# Tornado reads a request's whole body before any handler asks who sent it, and the proxy passes
+# /user/<name>/ to this server from anyone: without the owner's login (checked from the headers, with
+# no round trip to the hub) a body over 64 kB is refused from its length, unread; with it, a body over
+# MAX_BODY_BYTES (32 MB: a notebook save, or an upload, which Lab sends 15 MB at a time at most) is
+# answered 413 with what to do (attention_platform/hub/student_request_limits.py).
+try:
+    from attention_platform.hub import student_request_limits
+except ImportError:  # an image without the course's package: one limit for everyone
+    c.ServerApp.max_body_size = c.ServerApp.max_buffer_size = 32 << 20
+else:
+    c.ServerApp.max_body_size = c.ServerApp.max_buffer_size = student_request_limits.MAX_BODY_BYTES
+    student_request_limits.install()
 # Students cannot install Lab extensions into the course's environment: the read-only manager lists
 # what is there without the PyPI machinery.
 c.LabApp.extension_manager = "readonly"

@@ -187,12 +187,13 @@ def test_student_image_holds_nothing_of_the_grader_side():
         assert not any(p.startswith(secret) for p in sources), secret
     # of our package only the student's submit, the course's Lab (its server side, Validate's words,
     # the notebooks' order, the Lab extension), feedback on submit's reading side, the deferred IRI
-    # parser and the collector's pause (the server's start-up) and the package markers
+    # parser, the collector's pause (the server's start-up), the server's body limits and the package markers
     ours = {p for p in sources if p.startswith("attention_platform")}
     assert ours == {"attention_platform/__init__.py", "attention_platform/deferred_iri_syntax.py",
                     "attention_platform/start_up_gc.py",
                     "attention_platform/hub/__init__.py", "attention_platform/hub/submit.py",
-                    "attention_platform/hub/course_lab.py", "attention_platform/course/__init__.py",
+                    "attention_platform/hub/course_lab.py", "attention_platform/hub/student_request_limits.py",
+                    "attention_platform/course/__init__.py",
                     "attention_platform/course/notebooks.py", "attention_platform/course/settings.py",
                     "attention_platform/course/validation.py",
                     "attention_platform/lab/", "attention_platform/feedback_on_submit/__init__.py",
@@ -217,6 +218,25 @@ def test_student_image_starts_servers_with_the_course_launcher_and_holds_what_it
     assert imported
     for module in ", ".join(imported).split(", "):
         assert f"attention_platform/{module.strip()}.py" in copied, module
+
+
+
+def test_student_image_holds_every_module_its_server_config_imports():
+    """hub/student/jupyter_server_config.py (Docker and Kubernetes use it as natively) falls back
+    quietly when a module is missing, e.g. to one body limit for strangers and owners alike; the
+    image must hold each one, and its build imports each."""
+    config = (REPO / "hub" / "student" / "jupyter_server_config.py").read_text()
+    modules = {f"{package}.{name}" if name else package for package, name in
+               re.findall(r"^\s*from (attention_platform[\w.]*) import (\w+)(?=\s*(?:#|$))", config, re.M)}
+    modules |= set(re.findall(r"^\s*import (attention_platform[\w.]+)", config, re.M))
+    assert "attention_platform.hub.student_request_limits" in modules, modules
+    copied = " ".join(rest for word, rest in instructions(DOCKERFILES["student"]) if word == "COPY")
+    runs = " ".join(rest for word, rest in instructions(DOCKERFILES["student"]) if word == "RUN")
+    checked = {name.strip() for names in re.findall(r'python -c "import ([\w., ]+)"', runs) for name in names.split(",")}
+    for module in modules:
+        path = module.replace(".", "/")
+        if (REPO / f"{path}.py").exists():
+            assert f"{path}.py" in copied and module in checked, module
 
 
 def test_student_image_contains_every_class_its_nbgrader_config_names():

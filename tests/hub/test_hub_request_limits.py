@@ -3,48 +3,18 @@
 
 from __future__ import annotations
 
-import asyncio
-import threading
-
 import pytest
 import tornado.web
 
 from attention_platform.hub.hub_request_limits import MAX_BODY_BYTES, LimitedHTTPServer
-from hub_helpers import free_port, posted_status
-
-
-class Echo(tornado.web.RequestHandler):
-    def post(self):
-        self.write(str(len(self.request.body)))
+from hub_helpers import BodyLength, posted_status, serve_in_threads
 
 
 @pytest.fixture
 def serve():
     """``serve(**server_kwargs)``: a LimitedHTTPServer on 127.0.0.1 in a thread of its own; its URL."""
-    stops = []
-
-    def start(**kwargs) -> str:
-        port, ready = free_port(), threading.Event()
-        loop = asyncio.new_event_loop()
-
-        def run():
-            asyncio.set_event_loop(loop)
-            server = LimitedHTTPServer(tornado.web.Application([(r"/", Echo)]), **kwargs)
-            server.listen(port, "127.0.0.1")
-            ready.set()
-            loop.run_forever()
-            server.stop()
-
-        thread = threading.Thread(target=run, daemon=True)
-        thread.start()
-        ready.wait(10)
-        stops.append((loop, thread))
-        return f"http://127.0.0.1:{port}/"
-
-    yield start
-    for loop, thread in stops:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
+    with serve_in_threads() as start:
+        yield lambda **kwargs: start(LimitedHTTPServer, tornado.web.Application([(r"/", BodyLength)]), **kwargs)
 
 
 READ = (200,)
