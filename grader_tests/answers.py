@@ -64,9 +64,9 @@ BUGGY: list[Answer] = [
     bug("projection_bias_dropped", "sqrt_d_scale", set(),
         _weights_with("scores = (x @ self.q_proj.weight.mT) @ (x @ self.k_proj.weight.mT).mT / math.sqrt(x.shape[-1])")),
     bug("softmax_over_queries", "softmax_dim", {'no_future_leak'}, _weights_with(SCALED, softmax_line="weights = scores.softmax(dim=-2)")),
-    bug("softmax_over_batch", "softmax_dim", {'float64', 'gradients', 'large_scores', 'layer_reused', 'long_sequences', 'mask_before_softmax', 'mask_polarity', 'same_computation', 'sqrt_d_scale', 'value_and_out_proj'}, _weights_with(SCALED, softmax_line="weights = scores.softmax(dim=0)")),
-    bug("no_softmax", "softmax_dim", {'float64', 'gradients', 'large_scores', 'layer_reused', 'long_sequences', 'mask_before_softmax', 'sqrt_d_scale', 'value_and_out_proj'}, _weights_with(SCALED, softmax_line="weights = scores.masked_fill(scores.isinf(), 0.0)")),
-    bug("log_softmax", "softmax_dim", {'causal_flag', 'float64', 'gradients', 'large_scores', 'layer_reused', 'long_sequences', 'mask_before_softmax', 'mask_polarity', 'same_computation', 'sqrt_d_scale', 'value_and_out_proj'}, _weights_with(SCALED, softmax_line="weights = scores.log_softmax(dim=-1)")),
+    bug("softmax_over_batch", "softmax_dim", {'float64', 'gradients', 'large_scores', 'layer_reused', 'long_sequences', 'mask_before_softmax', 'mask_polarity', 'same_computation', 'score_pairing', 'sqrt_d_scale', 'value_and_out_proj'}, _weights_with(SCALED, softmax_line="weights = scores.softmax(dim=0)")),
+    bug("no_softmax", "softmax_dim", {'float64', 'gradients', 'large_scores', 'layer_reused', 'long_sequences', 'mask_before_softmax', 'score_pairing', 'sqrt_d_scale', 'value_and_out_proj'}, _weights_with(SCALED, softmax_line="weights = scores.masked_fill(scores.isinf(), 0.0)")),
+    bug("log_softmax", "softmax_dim", {'causal_flag', 'float64', 'gradients', 'large_scores', 'layer_reused', 'long_sequences', 'mask_before_softmax', 'mask_polarity', 'same_computation', 'score_pairing', 'sqrt_d_scale', 'value_and_out_proj'}, _weights_with(SCALED, softmax_line="weights = scores.log_softmax(dim=-1)")),
     bug("inverted_mask", "mask_polarity", {'float64', 'gradients', 'large_scores', 'layer_reused', 'long_sequences', 'no_future_leak', 'same_computation', 'value_and_out_proj'},
         _weights_with(SCALED, mask_line='scores = scores.masked_fill(~self.causal_mask(x.shape[-2], x.device), float("-inf"))')),
     bug("inverted_mask_large_negative", "mask_polarity", {'no_future_leak'},
@@ -141,7 +141,36 @@ def attention_weights(self, x):
                  "return self.out_proj(self.attention_weights(x) @ self.v_proj(x)).float()")),
     bug("length_hard_coded", "shapes", {'float64', 'gradients', 'input_unchanged', 'large_scores', 'layer_reused', 'long_sequences', 'same_computation', 'value_and_out_proj'},
         _weights_with(SCALED, mask_line='scores = scores.masked_fill(self.causal_mask(7), float("-inf"))')),
-    bug("transposed_wrong_dims", "shapes", {'causal_flag', 'float64', 'gradients', 'input_unchanged', 'large_scores', 'layer_reused', 'long_sequences', 'mask_before_softmax', 'mask_polarity', 'no_future_leak', 'same_computation', 'softmax_dim', 'sqrt_d_scale', 'value_and_out_proj'}, _weights_with("scores = q @ k.transpose(0, 1) / math.sqrt(x.shape[-1])")),
+    bug("transposed_wrong_dims", "shapes", {'causal_flag', 'float64', 'gradients', 'input_unchanged', 'large_scores', 'layer_reused', 'long_sequences', 'mask_before_softmax', 'mask_polarity', 'no_future_leak', 'same_computation', 'score_pairing', 'softmax_dim', 'sqrt_d_scale', 'value_and_out_proj'}, _weights_with("scores = q @ k.transpose(0, 1) / math.sqrt(x.shape[-1])")),
+]
+
+
+# Scores that pair the wrong vectors: key i against every query (transposed), or a key that `view`/`reshape`
+# cut out of k's memory. The checks their numbers break fail too; score_pairing is the one that names them.
+SHAPE = "x.shape[0], x.shape[2], x.shape[1]"  # (B, D, T)
+BUGGY += [
+    bug("einsum_output_transposed", "score_pairing", {'float64', 'gradients', 'large_scores', 'layer_reused', 'long_sequences', 'sqrt_d_scale'},
+        _weights_with("scores = torch.einsum('btd,bsd->bst', q, k) / math.sqrt(x.shape[-1])")),
+    bug("keys_times_queries", "score_pairing", {'float64', 'gradients', 'large_scores', 'layer_reused', 'long_sequences', 'sqrt_d_scale'},
+        _weights_with("scores = k @ q.transpose(-2, -1) / math.sqrt(x.shape[-1])")),
+    bug("keys_times_queries_unscaled", "score_pairing", {'float64', 'gradients', 'large_scores', 'layer_reused', 'long_sequences', 'sqrt_d_scale'},
+        _weights_with("scores = k @ q.mT")),
+    bug("queries_permuted", "score_pairing", {'float64', 'gradients', 'large_scores', 'layer_reused', 'long_sequences', 'sqrt_d_scale'},
+        _weights_with("scores = k @ q.permute(0, 2, 1) / math.sqrt(x.shape[-1])")),
+    bug("scores_permuted_afterwards", "score_pairing", {'float64', 'gradients', 'large_scores', 'layer_reused', 'long_sequences', 'sqrt_d_scale'},
+        _weights_with("scores = (q @ k.permute(0, 2, 1)).permute(0, 2, 1) / math.sqrt(x.shape[-1])")),
+    bug("keys_reshaped", "score_pairing", {'float64', 'gradients', 'large_scores', 'layer_reused', 'long_sequences', 'no_future_leak', 'sqrt_d_scale'},
+        _weights_with(f"scores = q @ k.reshape({SHAPE}) / math.sqrt(x.shape[-1])")),
+    bug("keys_viewed", "score_pairing", {'float64', 'gradients', 'large_scores', 'layer_reused', 'long_sequences', 'no_future_leak', 'sqrt_d_scale'},
+        _weights_with(f"scores = q @ k.view({SHAPE}) / math.sqrt(x.shape[-1])")),
+    bug("keys_viewed_in_bmm", "score_pairing", {'float64', 'gradients', 'large_scores', 'layer_reused', 'long_sequences', 'no_future_leak', 'sqrt_d_scale'}, FORWARD + f'''
+def attention_weights(self, x):
+    B, T, D = x.shape
+    scores = torch.bmm(self.q_proj(x), self.k_proj(x).view(B, D, T)) / math.sqrt(D)
+    if self.causal:
+        scores = scores.masked_fill(self.causal_mask(T, x.device), float("-inf"))
+    return scores.softmax(dim=-1)
+'''),
 ]
 
 
@@ -333,6 +362,10 @@ def attention_weights(self, x):
         scores.masked_fill_(self.causal_mask(x.shape[1], x.device), -float("inf"))
     return scores.softmax(-1)
 '''),
+    ok("keys_permuted", _weights_with("scores = q @ k.permute(0, 2, 1) / math.sqrt(x.shape[-1])")),
+    ok("keys_transposed_1_2", _weights_with("scores = torch.matmul(q, k.transpose(1, 2)) / math.sqrt(x.shape[-1])")),
+    ok("einsum_keys_first", _weights_with("scores = torch.einsum('bsd,btd->bts', k, q) / math.sqrt(x.shape[-1])")),
+    ok("queries_times_keys_transposed_back", _weights_with("scores = (k @ q.mT).mT / math.sqrt(x.shape[-1])")),
     ok("scaled_dot_product_attention", f'''
 def forward(self, x):
     q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)

@@ -94,7 +94,9 @@ def _written(notebook: str):
 _core = _check("self_attention")
 SELF_ATTENTION = Part("self_attention", 1, "the `SelfAttention` layer", (
     _core("shapes", "Shapes are right for any B, T (even 1) and D: forward gives (B, T, D), attention_weights "
-                    "(B, T, T).", 2, "wrong shapes / transposed dims"),
+                    "(B, T, T).", 1, "wrong shapes / transposed dims"),
+    _core("score_pairing", "Row i of the scores is query i against every key: q_i·k_j, not k_i·q_j nor a viewed k.", 1,
+          "transposed scores (k·qᵀ, or view for transpose)"),
     _core("sqrt_d_scale", "The scores are q·k divided by √D.", 2, "forgot √D (or misplaced it)"),
     _core("softmax_dim", "Each query's weights sum to 1 over the keys (softmax over dim=-1).", 2,
           "softmax over the wrong dim"),

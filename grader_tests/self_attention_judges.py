@@ -149,7 +149,7 @@ def _scale_judge(request: Message, response: Message) -> None:
     x = _x(request)
     dim, seq_len = x.shape[-1], x.shape[-2]
     scores = reference.raw_scores(_params(request), x)
-    log_w = torch.where(weights > 1e-30, weights.clamp_min(1e-300).log(), torch.full_like(weights, -math.inf))
+    log_w = _log_weights(weights)
     fits = [log_ratio_fit(log_w, scores, along_rows) for along_rows in (True, False)]
     c, residual, _ = min(fits, key=lambda fit: fit[1])
     if c is None or residual > 1e-2:
@@ -173,6 +173,69 @@ def _scale_judge(request: Message, response: Message) -> None:
         "Dot products of D-dimensional vectors grow like √D; without the division the softmax saturates "
         "and its gradients vanish."
     )
+
+
+# --------------------------------------------------------------------------- which q and k a score pairs
+
+PAIRING_FIT = 1e-2  # relative residual of log_ratio_fit: float32 rounding gives ~1e-6, a wrong pairing ~1
+
+UNREAD_PAIRING = (
+    "The grader could not read attention_weights(x) as a softmax of dot products between queries and keys, at any "
+    "scale, so it cannot tell which query and key each score pairs. Fix what the other failed checks point to "
+    "first; this check follows."
+)
+TRANSPOSED = (
+    "Your scores are transposed: row i should hold query i's scores against every key (scores[b, i, j] = q_i·k_j), "
+    "but your row i holds key i's scores against every query (k_i·q_j), so each token weighs the others by how "
+    "much they look for it instead of by what it looks for. Compute q @ k.transpose(-2, -1) (or q @ k.mT); with "
+    "einsum, keep the query's index first in the output: 'btd,bsd->bts'."
+)
+SCRAMBLED_KEYS = (
+    "Your scores pair query i with keys that are not the tokens' keys: `view` reinterprets memory; use "
+    "`transpose`. k.view(B, D, T) (or k.reshape(B, D, T)) keeps k's numbers in memory order and cuts them into "
+    "rows of length T, so each column mixes pieces of different tokens' keys. k.transpose(-2, -1) (or k.mT) swaps "
+    "the last two dims and keeps every key whole."
+)
+
+
+def _score_candidates(params: dict, x: torch.Tensor) -> dict[str, list[torch.Tensor]]:
+    """Raw scores (B, T, T) each pairing gives: the right ones (any source ``attention_model`` knows, the
+    symmetric ones included, where the order cannot be told), transposed ones, and keys cut out of memory."""
+    batch, seq_len, dim = x.shape
+    right = [scores_of(params, x) for scores_of in SCORE_SOURCES.values()]
+    projections = [(reference.linear(params, "q_proj", x), reference.linear(params, "k_proj", x)),
+                   (x @ params["q_proj.weight"].mT, x @ params["k_proj.weight"].mT)]
+    scrambled = [q @ k.reshape(batch, dim, seq_len) for q, k in projections]
+    return {
+        "right": right,
+        "transposed": [scores.mT for scores in right[:2]],
+        "scrambled": scrambled + [scores.mT for scores in scrambled],
+    }
+
+
+def _log_weights(weights: torch.Tensor) -> torch.Tensor:
+    """log w, with -inf where a weight is zero (masked), NaN or infinite, so that fits skip it."""
+    return torch.where(weights > 1e-30, weights.clamp_min(1e-300).log(), torch.full_like(weights, -math.inf))
+
+
+def _pairing_judge(request: Message, response: Message) -> None:
+    """The weights, read as a softmax over either dim of scores / c for any c > 0 (so any scale and
+    softmax dim pass, and masked positions are skipped), must come from scores whose row i pairs q_i
+    with every k_j. Each candidate pairing is fitted; the right ones are tried first."""
+    weights = _weights(request, response)
+    log_w = _log_weights(weights)
+
+    def fits(scores: torch.Tensor) -> bool:
+        return min(log_ratio_fit(log_w, scores, along_rows)[1] for along_rows in (True, False)) <= PAIRING_FIT
+
+    candidates = _score_candidates(_params(request), _x(request))
+    if any(fits(scores) for scores in candidates["right"]):
+        return
+    if any(fits(scores) for scores in candidates["transposed"]):
+        raise JudgeFailure(TRANSPOSED)
+    if any(fits(scores) for scores in candidates["scrambled"]):
+        raise JudgeFailure(SCRAMBLED_KEYS)
+    raise JudgeFailure(UNREAD_PAIRING)
 
 
 # --------------------------------------------------------------------------- softmax dim
@@ -716,6 +779,7 @@ def _leak_request(causal: bool):
 
 JUDGES = [
     CheckJudge("shapes", _shapes_request, _shapes_judge),
+    CheckJudge("score_pairing", lambda seed: _request(seed, 2, 6, 8, False), _pairing_judge),
     CheckJudge("sqrt_d_scale", lambda seed: _request(seed, 2, 9, 16, False), _scale_judge),
     CheckJudge("softmax_dim", lambda seed: _request(seed, 3, 6, 8, False), _softmax_dim_judge),
     CheckJudge("mask_polarity", lambda seed: _request(seed, 2, 7, 8, True), _mask_polarity_judge),

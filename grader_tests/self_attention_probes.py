@@ -181,6 +181,7 @@ def _long_sequences(namespace: dict, request: Message) -> Message:
 
 PROBES = [
     CheckProbe("shapes", _shapes),
+    CheckProbe("score_pairing", _calls(forward=False)),
     CheckProbe("sqrt_d_scale", _calls(forward=False)),
     CheckProbe("softmax_dim", _calls(forward=False)),
     CheckProbe("mask_polarity", _calls(forward=False)),

@@ -115,3 +115,24 @@ def test_missing_class_is_reported_not_raised():
     failed = failing_checks({})
     assert set(failed) == set(CHECKS)
     assert all("SelfAttention" in message for message in failed.values())
+
+
+TRANSPOSED_TEXT = "Your scores are transposed: row i should hold query i's scores against every key"
+VIEW_TEXT = "`view` reinterprets memory; use `transpose`"
+PAIRING_TEXTS = {"einsum_output_transposed": TRANSPOSED_TEXT, "keys_times_queries": TRANSPOSED_TEXT,
+                 "keys_times_queries_unscaled": TRANSPOSED_TEXT, "queries_permuted": TRANSPOSED_TEXT,
+                 "scores_permuted_afterwards": TRANSPOSED_TEXT, "keys_reshaped": VIEW_TEXT, "keys_viewed": VIEW_TEXT,
+                 "keys_viewed_in_bmm": VIEW_TEXT}
+
+
+def test_every_pairing_bug_has_its_expected_text():
+    assert set(PAIRING_TEXTS) == {answer.name for answer in BUGGY if answer.target == "score_pairing"}
+
+
+@pytest.mark.parametrize("answer", [a for a in BUGGY if a.target == "score_pairing"], ids=lambda a: a.name)
+def test_score_pairing_names_the_misconception(answer, namespace_for, quiet):
+    """Transposed scores and a key cut out of memory by view/reshape each get their own words, at every seed."""
+    namespace = namespace_for(answer.code)
+    with quiet():
+        for seed in [None, *EXTRA_SEEDS]:
+            assert PAIRING_TEXTS[answer.name] in CHECKS["score_pairing"].run_in_process(namespace, seed).message

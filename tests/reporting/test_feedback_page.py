@@ -11,6 +11,7 @@ answer left as a stub reads "not answered" without a traceback; no code of a hid
 from __future__ import annotations
 
 import re
+from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -27,6 +28,11 @@ pytestmark = pytest.mark.slow
 
 CHECKS = NOTEBOOK_CHECKS["self_attention"]
 NO_SCALE = next(a for a in BUGGY if a.name == "no_scale")
+ANSWERS = {answer.name: answer for answer in BUGGY}
+# students whose scores pair the wrong vectors, and the words their score_pairing row must carry
+PAIRING_BUGS = {"tia": ANSWERS["einsum_output_transposed"], "vic": ANSWERS["keys_viewed"]}
+PAIRING_WORDS = {"tia": "Your scores are transposed: row i should hold query i's scores against every key",
+                 "vic": "view reinterprets memory; use transpose"}
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 SHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots" / "feedback"
@@ -77,6 +83,8 @@ def feedback(tmp_path_factory):
     core = nbformat.read(release / NOTEBOOK, as_version=4)
     write_submission(course, "ben", with_answer(core, NO_SCALE.code))
     write_submission(course, "finn", with_answer(core, None))
+    for student, answer in PAIRING_BUGS.items():
+        write_submission(course, student, with_answer(core, answer.code))
     for name in PART_NOTEBOOKS:  # ben also hands in every part, answered as the instructor would
         part = solved(nbformat.read(release / name, as_version=4), nbformat.read(course / "source" / ASSIGNMENT / name, as_version=4))
         write_submission(course, "ben", part, name=name)
@@ -102,6 +110,19 @@ def test_one_row_per_check_with_its_full_title_mark_and_points(feedback):
         unit = "point" if check.points == 1 else "points"
         assert points == f"{0 if failed else check.points:g} of {check.points:g} {unit}"
     assert "(1 points)" not in html and "1 of 1 points" not in html
+
+
+@pytest.mark.parametrize("student", sorted(PAIRING_BUGS))
+def test_scores_pairing_the_wrong_vectors_are_named_by_their_own_check(feedback, student):
+    """Transposed scores and keys cut up by view fail other checks too, whose messages point elsewhere;
+    the score_pairing row is the one that says what is wrong."""
+    html = page(feedback, student).read_text()
+    failed = {grade_id: what for state, grade_id, (_, what, _) in rows_of(html) if state == "failed"}
+    assert set(failed) == {"check_" + check_id for check_id in PAIRING_BUGS[student].fails}
+    pairing = next(check for check in CHECKS if check.id == "score_pairing")
+    assert "Idea to revisit: " + pairing.misconception in failed["check_score_pairing"]
+    shown = " ".join(unescape(re.sub(r"<[^>]+>", "", html)).replace("`", "").split())
+    assert PAIRING_WORDS[student] in shown
 
 
 def test_the_assignment_total_and_every_notebook_are_at_the_top(feedback):
