@@ -73,7 +73,8 @@ MEASURED = re.compile(
     r"|\d\s?[-–]\s?\d[\d.]*\s?(?:s|MiB|GiB)\b"  # a range seen over runs
     r"|\b\d+(?:\.\d+)?x (?:slower|faster|sooner|dearer|cheaper)\b"  # a measured ratio
     r"|(?<!\w)\d[^.;:()]*\bon (?:this|our) machines?\b|(?<!\w)\d[^()]*\bhere\)"  # "on this machine", "(... here)"
-    r"|\bmeasured (?:alone|here|on (?:this|our|one) machines?)\b|\bmeasured\b[^.]*`make (?:load|bench)`",
+    r"|\bmeasured (?:alone|here|on (?:this|our|one) machines?)\b|\bmeasured\b[^.]*`make (?:load|bench)`"
+    r"|(?-i:\bMeasured\b)",  # "Measured: ..." opens a sentence of figures
     re.IGNORECASE)
 
 # Where comments and docstrings are read for measured figures: the code we ship (not its tests).
@@ -168,6 +169,7 @@ def test_no_measured_figures_in_comments_or_docstrings():
     ("five during a cold start-up (~0.4 of its 2.8 CPU-seconds)", True),
     ("flat (grader_tests/judging.py); deepcopy is 20x slower", True),
     ("the student image (torch) is ~1 GB: pulled on every user node", True),
+    ("Measured: a server with no kernel running has about 7.", True),
     ("importing it is slow, so it is deferred until a format check asks for it", False),
     ("a few milliseconds a sandbox, paid by every sandbox", False),
     ("two thirds of a sandbox's confinement CPU go to copying page tables", False),
