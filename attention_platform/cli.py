@@ -15,8 +15,8 @@ import threading
 
 from attention_platform import deferred_iri_syntax, venv
 
-# Before nbformat or nbgrader import jsonschema (~1 CPU-s per command otherwise; the venv's .pth
-# does the same, this covers an install without it).
+# Before nbformat or nbgrader import jsonschema (whose IRI parser is slow to build, paid by every
+# command otherwise; the venv's .pth does the same, this covers an install without it).
 deferred_iri_syntax.install()
 
 from attention_platform.course import commands as course_commands  # noqa: E402
@@ -63,8 +63,8 @@ def exit_without_teardown(code: int) -> None:
     """End the process after everything an ordinary exit does that someone could notice -- the atexit
     handlers (the teaching picture's measurement kept, logging flushed, temporary folders removed)
     and stdout/stderr flushed -- but without the interpreter's teardown, which frees every object
-    of every module one by one (torch, nbgrader, SQLAlchemy: ~0.2 s of a grading command's wall
-    clock and CPU on this machine) when the operating system frees the whole process at once."""
+    of every module one by one (torch, nbgrader, SQLAlchemy: a noticeable share of a short grading
+    command's wall clock and CPU) when the operating system frees the whole process at once."""
     try:
         atexit._run_exitfuncs()  # what sys.exit would run; the handlers report their own errors
     finally:

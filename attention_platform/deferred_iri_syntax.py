@@ -2,20 +2,20 @@
 
 ``jsonschema`` imports ``rfc3987_syntax`` (when the GPL ``rfc3987`` is absent, as here) to check the
 ``iri`` and ``iri-reference`` string formats, and that package builds its Earley parser from a Lark
-grammar at import: 0.8 CPU-s on this machine, paid by every process that imports ``nbformat`` or
+grammar at import, a slow step paid by every process that imports ``nbformat`` or
 ``jupyter_server`` — each student's Jupyter server, each ``nbgrader`` and ``attention-course``
 command, the hub — though none of them checks an IRI in ordinary work (only ``jupyter_events``
 schemas could ask for one).
 
 ``install()`` puts a finder first on ``sys.meta_path`` that answers ``import rfc3987_syntax`` with a
 stand-in whose ``is_valid_syntax`` and ``parse`` (and any other name) import the real package on
-their first call and hand over to it, so a format check gives the same answer, 0.8 s later. It is
-called from ``attention_course_deferred_imports.pth`` in the environment's site-packages, which
-``main`` writes (the Makefile's venv and the grader's Docker image run it; the student's image adds
+their first call and hand over to it, so a format check gives the same answer once the parser is
+built. It is called from ``attention_course_deferred_imports.pth`` in the environment's
+site-packages, which ``main`` writes (the Makefile's venv and the grader's Docker image run it; the student's image adds
 its line to its own .pth), so it covers processes started by commands we do not own (``nbgrader``,
 ``jupyterhub-singleuser``, the formgrader); ``attention-course`` and the other entry points also
 call ``install()`` first, for an environment without the file. Left out of the hub's images: the
-hub pays the second once per start.
+hub builds the parser once per start.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def pth_line() -> str:
 class _DeferredImport:
     """A meta path finder and the stand-in's loader. Every Python start in the environment imports
     this module (the .pth), so it uses only what the interpreter has loaded by then (no
-    ``importlib.abc``/``util``, ``threading``: 7 ms)."""
+    ``importlib.abc``/``util``, ``threading``: importing them would cost every start)."""
 
     def __init__(self):
         self._lock = _thread.RLock()

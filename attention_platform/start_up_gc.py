@@ -4,14 +4,14 @@ afterwards.
 A grading process (the ``autograde-batch`` command, the feedback-on-submit grader, the sandbox
 worker) starts by importing torch, nbgrader, SQLAlchemy and matplotlib: some 300,000 tracked
 objects that live as long as the process (a student's Jupyter server, started by
-``hub/student/jupyterhub-singleuser``, makes ~290,000 the same way). With the collector on, every full collection walks all of
-them again: five during a cold ``autograde-batch``'s start-up (~0.4 of its 2.8 CPU-seconds on this
-machine), four during the sandbox worker's warm-up (~0.25 of 1.4), and one every few dozen
-submissions afterwards (~0.1 s each). Start-up makes little cyclic garbage (~11,000 objects, a
+``hub/student/jupyterhub-singleuser``, makes about as many the same way). With the collector on,
+every full collection walks all of them again: five during a cold ``autograde-batch``'s start-up
+and four during the sandbox worker's warm-up (a sizeable share of each one's CPU), and one every
+few dozen submissions afterwards. Start-up makes little cyclic garbage (~11,000 objects, a
 megabyte or two, after a cold batch's first notebook), so the collector stays off until start-up is
 done; then everything alive is frozen (:func:`gc.freeze`: moved where no collection looks) and the
 collector runs on what grading makes. The garbage start-up left is frozen with the rest rather than
-collected: one full collection of that heap costs ~0.2 CPU-seconds, more than the memory is worth.
+collected: one full collection of that heap costs more CPU than the memory is worth.
 """
 
 from __future__ import annotations

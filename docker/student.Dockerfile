@@ -40,8 +40,8 @@ COPY attention_platform/lab/ /opt/dl-attention/student-lib/attention_platform/la
 # Feedback on submit's student side (hub/student/jupyter_server_config.py): it only reads what the
 # grader wrote into the student's own feedback folder (their attempts, the policy); it decides nothing.
 COPY attention_platform/feedback_on_submit/__init__.py attention_platform/feedback_on_submit/student.py attention_platform/feedback_on_submit/status.py attention_platform/feedback_on_submit/policy.py /opt/dl-attention/student-lib/attention_platform/feedback_on_submit/
-# The .pth puts that library on sys.path, then defers jsonschema's IRI parser (1 CPU-s per server start;
-# attention_platform/deferred_iri_syntax.py).
+# The .pth puts that library on sys.path, then defers jsonschema's IRI parser (slow to build,
+# paid by every server start otherwise; attention_platform/deferred_iri_syntax.py).
 RUN pth=$(python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/dl-attention-student.pth \
  && echo /opt/dl-attention/student-lib > "$pth" \
  && python -c 'from attention_platform import deferred_iri_syntax as d; d.main(["--line"])' >> "$pth" \

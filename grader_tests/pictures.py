@@ -96,12 +96,12 @@ class _Live:
     no earlier process left its measurement (``picture_cache``), or for a value label whose glyphs
     no earlier process drew.
 
-    Building it (three axes, their ticks and labels, 108 value labels, the layout) and rendering
-    it cost ~0.27 CPU-s per submission when every picture was drawn so — more than grading the
-    submission in a warm sandbox. The two reference panels are the same for every student (a
-    fixed public input), so only the student's panel changes: its image data and its 36 value
-    labels, which ``panel_redraw.PanelRedraw`` measures once and then mixes into the pixels (a
-    picture ~5 ms instead of ~50 ms, the same image within 2 of 255 per channel)."""
+    Building it (three axes, their ticks and labels, 108 value labels, the layout) and rendering it
+    for every picture would cost more CPU than grading the submission in a warm sandbox. The two
+    reference panels are the same for every student (a fixed public input), so only the student's
+    panel changes: its image data and its 36 value labels, which ``panel_redraw.PanelRedraw``
+    measures once and then mixes into the pixels (a small fraction of a full render's time, the same
+    image within 2 of 255 per channel)."""
 
     def __init__(self, expected: torch.Tensor, unscaled: torch.Tensor):
         import matplotlib

@@ -22,8 +22,8 @@ shows them as if ``nbgrader autograde`` had run.
 Why this loop and not nbgrader's own ``Autograde`` app per submission: that app converts one
 notebook at a time on one thread (its preprocessors keep per-notebook state on themselves and
 it opens a gradebook per notebook), so it cannot overlap one student's sandbox run with another's
-database work, and run per submission as a process it costs ~4.8 s each (imports, gradebook,
-kernel). Everything that decides a grade is still nbgrader's: the course's configured
+database work, and run per submission as a process it pays its whole start (imports, gradebook,
+kernel) for each one. Everything that decides a grade is still nbgrader's: the course's configured
 preprocessor classes (instantiated per thread, ``Pipeline``), its gradebook tables and its
 validator; only the loop around them is ours, and tests/grading/test_cheats.py
 (``test_autograde_batch_gives_the_same_grades_as_nbgrader_autograde``) and ``make bench``
@@ -201,7 +201,7 @@ def gradebook_patched(replacement):
     """Point every ``Gradebook`` name nbgrader's preprocessors use at ``replacement`` (called as
     ``Gradebook(db_url, course_id)``), and build nbgrader's metadata validator once: OverwriteCells
     and CheckCellMetadata make a ``MetadataValidator`` per cell, which reads and parses its schema
-    file each time (2 ms a submission); it keeps nothing but that schema, so one serves them all."""
+    file each time, for every submission; it keeps nothing but that schema, so one serves them all."""
     import nbgrader.api
     import nbgrader.nbgraderformat.common as nbgrader_format
     import nbgrader.preprocessors  # noqa: F401 - loads every preprocessor module
@@ -475,8 +475,8 @@ def submitted_students(pipeline: Pipeline, assignment: str, only: list[str] | No
 
 def _read_scores(gb, assignment: str, outcomes: dict[str, StudentOutcome]) -> None:
     """Each graded student's score and maximum, as the formgrader lists them (nbgrader's
-    ``submission_dicts``: one query for the class, not three per student -- 0.15 s of a 100-student
-    batch's end on this machine)."""
+    ``submission_dicts``: one query for the class, not three per student, which a large class's
+    batch would wait for at its end)."""
     scores = {row["student"]: (row["score"], row["max_score"]) for row in gb.submission_dicts(assignment)}
     for student, outcome in outcomes.items():
         if student in scores:

@@ -41,7 +41,8 @@ class SandboxedExecute(NbGraderPreprocessor):
     ).tag(config=True)
     cpu_seconds = Integer(120, help="RLIMIT_CPU (seconds of CPU) of every process in the sandbox.").tag(config=True)
     memory_mb = Integer(1024, help="Memory cgroup limit of the sandbox, in MB.").tag(config=True)
-    address_space_mb = Integer(4096, help="RLIMIT_AS of sandbox processes, in MB (torch maps ~650 MB by itself).").tag(config=True)
+    address_space_mb = Integer(
+        4096, help="RLIMIT_AS of sandbox processes, in MB (torch maps several hundred MB by itself).").tag(config=True)
     nproc = Integer(32, help="Most processes and threads a sandbox may have (pids cgroup and RLIMIT_NPROC).").tag(config=True)
     fsize_mb = Integer(16, help="Largest file a sandbox may write, in MB (RLIMIT_FSIZE).").tag(config=True)
     tmpfs_mb = Integer(32, help="Size of the sandbox's /tmp, /dev/shm and working directory, in MB each.").tag(config=True)
@@ -86,8 +87,8 @@ class SandboxedExecute(NbGraderPreprocessor):
 def start_sandbox_early(assignment=None, **_hook_args) -> None:
     """Start the sandbox zygote (or reach the broker) without waiting for it, from
     ``Autograde.pre_convert_hook`` (run in the course's root): its warm-up (importing torch, and the
-    first uses ``assignment``'s notebooks need: a first optimizer step, a first figure; ~3 s on 2
-    cores with both) then runs while nbgrader copies and sanitises the submission instead of after.
+    first uses ``assignment``'s notebooks need: a first optimizer step, a first figure; seconds of
+    CPU with both) then runs while nbgrader copies and sanitises the submission instead of after.
     A process that grades several assignments (the formgrader) asks for each one's first uses as
     it comes. A sandbox that cannot start is reported by the first notebook's grading."""
     from attention_platform.grading.sandbox import first_use

@@ -196,9 +196,9 @@ class PerStudentCollect(GraderExchangeRoot, ExchangeCollect):
         30.0,
         help="Seconds a submission's claimed time (its timestamp.txt, what the student was shown) may lie "
              "before the time the kernel recorded for it and still be kept as written. An honest submit "
-             "stamps its claim before copying: 0.2-0.4 s later for 92 MB on our machines, so 30 s leaves a "
-             "hundredfold margin. A claim outside it is replaced by the kernel's time and reported; the "
-             "tolerance is also the most a forged claim can gain.",
+             "stamps its claim just before copying, well under a second before the kernel's record even "
+             "for a large submission, so 30 s leaves a wide margin. A claim outside it is replaced by the "
+             "kernel's time and reported; the tolerance is also the most a forged claim can gain.",
     ).tag(config=True)
 
     max_problem_lines = Integer(

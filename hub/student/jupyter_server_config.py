@@ -16,7 +16,7 @@ c.ServerApp.jpserver_extensions = {
     # Feedback on submit: the student's attempts and results, read from their own feedback folder.
     "attention_platform.feedback_on_submit.student": True,
     # No language server is installed for students: the LSP extension only costs every server's start
-    # a search for them (`npm prefix -g` and friends, 0.2 CPU-s).
+    # a search for them (`npm prefix -g` and friends, each a process started).
     "jupyter_lsp": False,
 }
 # The course's Lab extensions, plain JavaScript shipped in the package, no build step: Course menu and
@@ -50,8 +50,8 @@ else:
 # what is there without the PyPI machinery.
 c.LabApp.extension_manager = "readonly"
 
-# Idle kernels are stopped after 30 min, even with the tab open (measured with `make load`): a kernel
-# with torch holds ~250 MiB of the ~410 MiB a working student uses; the notebook stays saved.
+# Idle kernels are stopped after 30 min, even with the tab open: a kernel with torch holds most of the
+# memory a working student uses (`make load` reports it); the notebook stays saved.
 c.MappingKernelManager.cull_idle_timeout = 1800
 c.MappingKernelManager.cull_interval = 300
 c.MappingKernelManager.cull_connected = True

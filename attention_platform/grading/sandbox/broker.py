@@ -88,7 +88,7 @@ def run(path: str, allowed_uids: set[int], gid: int | None, caps: SandboxLimits,
         first_uses: tuple[str, ...] = first_use.ALL) -> int:
     """``first_uses``: the optional warm-ups paid here, once, for every connection; a connection whose
     grader asks for others pays those itself (ZygoteServer.warm). Each one paid here makes every
-    sandbox ~15 CPU-ms dearer (first_use.py), so a course whose notebooks neither train nor draw
+    sandbox a little dearer (first_use.py), so a course whose notebooks neither train nor draw
     starts its broker with none."""
     if os.geteuid() != 0:
         raise SystemExit("the sandbox broker must run as root: it builds namespaces and cgroups")

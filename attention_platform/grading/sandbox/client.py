@@ -159,7 +159,7 @@ class Zygote:
             raise SandboxUnavailable("the sandbox zygote sent a malformed reply")
         return reply, fds
 
-    WARM_TIMEOUT = 180.0  # seconds a warm-up asked for after the start may take (~2 s here)
+    WARM_TIMEOUT = 180.0  # seconds a warm-up asked for after the start may take (a few, unless the machine is loaded)
 
     def wait_ready(self) -> None:
         """Block until the zygote finished importing and the warm-ups asked for so far (called by the
@@ -300,10 +300,10 @@ class Sandbox:
 
     # A command sent ahead of its predecessor's reply waits in the sandbox's socket, so the sandbox
     # starts it the moment it has answered the one before, without sleeping until the grader has read
-    # that answer and sent the next. Each sleep and wake-up of a process costs CPU time (~0.3-1 ms on
-    # this machine's virtual CPUs, more than a small command's own work), and a graded notebook is
-    # ~20 commands. At most SEND_AHEAD_BYTES are ever unanswered, well under a socket's buffer: the
-    # grader's send never blocks, so a sandbox blocked on sending a long reply cannot deadlock it.
+    # that answer and sent the next. Each sleep and wake-up of a process costs CPU time (on virtual
+    # CPUs, more than a small command's own work), and a graded notebook is ~20 commands. At most
+    # SEND_AHEAD_BYTES are ever unanswered, well under a socket's buffer: the grader's send never
+    # blocks, so a sandbox blocked on sending a long reply cannot deadlock it.
     SEND_AHEAD_BYTES = 32 * 1024
 
     def send(self, message: dict, *, wire_payload: bytes | None = None) -> None:

@@ -1,11 +1,11 @@
 """Which first-time costs a warm worker pays before it forks, chosen from the notebooks it will run.
 
 Some of torch's and matplotlib's work happens only the first time a feature is used: the
-first optimizer step imports ``torch._dynamo`` (~0.9 CPU-s here), the first figure loads
-fonts and the PNG writer (~0.3 CPU-s). A worker that pays them once, before forking, spares
+first optimizer step imports ``torch._dynamo`` (slow: more than grading a whole notebook), the
+first figure loads fonts and the PNG writer. A worker that pays them once, before forking, spares
 every sandbox that uses the feature; a worker that pays them for notebooks that never use
-the feature delays its own start and makes every sandbox it forks dearer (~15 CPU-ms each on this
-machine: a larger address space to copy and tear down). So the hub's broker pays for every
+the feature delays its own start and makes every sandbox it forks dearer (a larger address
+space to copy and tear down, paid by every sandbox). So the hub's broker pays for every
 connection only those its course's notebooks need (``--first-uses``; the native hub passes
 ``needed_by_course``), and each grader's connection asks for any other it needs and pays it
 itself: ``autograde-batch`` and nbgrader's autograde (the formgrader's too) those of the assignment
@@ -78,7 +78,7 @@ def _notebook_text(path, dir_fd: int | None = None) -> str | None:
 
 def needed_by_assignment(course: Path, assignment: str) -> tuple[str, ...]:
     """The warm-ups ``assignment``'s source notebooks need, looked for in nbgrader's default source
-    directory: reading the course's configuration to find another would take the ~2 s the early
+    directory: reading the course's configuration to find another would take as long as the early
     start saves (it imports the course's preprocessors), and a course that moved it gets them all."""
     return needed_by_folder(Path(course) / "source" / assignment)
 

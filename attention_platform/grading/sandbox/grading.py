@@ -72,13 +72,13 @@ GRADER_TESTS = Path(grader_tests.__file__).resolve().parent
 # Empty modules inside a sandbox, so that a notebook importing the reference finds nothing in it.
 STUB_MODULES = ("grader_tests.reference",)
 # This module brings torch, matplotlib and the checks into a grading process; at exit the
-# interpreter's last garbage collections walk every object they made (~0.8 s of a 9 s `nbgrader
-# autograde` on this machine). Frozen at exit, they are left to the operating system; objects that
+# interpreter's last garbage collections walk every object they made (a sizeable share of a short
+# `nbgrader autograde`). Frozen at exit, they are left to the operating system; objects that
 # are not in a reference cycle are still finalised (files flushed, connections closed).
 atexit.register(gc.freeze)
 # The judges work on tensors of a few hundred values, from several grading threads at once: torch's
 # intra-op threads (one per core) cannot speed such operations up, they only spin while waiting for
-# them -- a class's 1,500 judgements took twice the CPU time (2.2 against 1.1 CPU-s, measured alone).
+# them, burning CPU time that a class's judgements do not need.
 # A grading process judges on one thread per grading thread, as the sandboxes already compute
 # (zygote.py). Set here, in the thread that imports this module (every grading process imports it
 # before grading): a value set by a grading thread later would hold for that thread only.
@@ -173,8 +173,8 @@ def _build_probe_payload() -> dict:
         sources[name] = (GRADER_TESTS / (name.split(".", 1)[1] + ".py")).read_text()
         todo.extend(_local_imports(name, sources[name]))
     # The same modules compiled here once, for a sandbox of this very interpreter (the bytecode magic
-    # says which): compiling them in every sandbox cost ~4 ms. A sandbox of another Python compiles
-    # the sources.
+    # says which), not in every sandbox, which would pay it each time. A sandbox of another Python
+    # compiles the sources.
     compiled = {name: base64.b64encode(marshal.dumps(compile(source, f"<grader:{name}>", "exec"))).decode()
                 for name, source in sources.items()}
     _PROBE_PAYLOAD.update(op="probes", modules=sorted(sources.items()), stubs=list(STUB_MODULES),
@@ -353,7 +353,7 @@ def _own_copy(request: dict) -> dict:
     """A request a judge may change without changing anyone else's: copied only when a reply is judged,
     not for the half of a class's replies whose verdict is remembered."""
     return {name: value.clone() if isinstance(value, torch.Tensor) else copy.deepcopy(value)
-            for name, value in request.items()}  # flat (grader_tests/judging.py); deepcopy is 20x slower
+            for name, value in request.items()}  # flat (grader_tests/judging.py); deepcopy is much slower
 
 
 def _stopped_verdict(reason: str, cell_source: str | None) -> Verdict:
@@ -368,7 +368,7 @@ def _stopped_verdict(reason: str, cell_source: str | None) -> Verdict:
 def working_copy(nb) -> str:
     """The student's own notebook as the sandbox sees it: check cells left empty. Written compactly
     by the C JSON encoder, without copying the notebook (nbformat's writer copies it, splits its
-    lines and indents: ~2 ms of the grader's time a notebook); any notebook reader reads the same."""
+    lines and indents, for every notebook graded); any notebook reader reads the same."""
     cells = [dict(cell, source="", outputs=[]) if is_test_cell(cell) else cell for cell in nb.cells]
     return json.dumps(dict(nb, cells=cells), ensure_ascii=False)
 

@@ -1,19 +1,20 @@
 """The zygote's heap moved onto 2 MB pages, so that forking a sandbox costs less.
 
-Every sandbox is a ``fork`` of the zygote, which holds ~240 MB of private memory (torch,
-matplotlib). On 4 kB pages the kernel copies ~60,000 page-table entries at each fork and drops
-them again at each exit: two thirds of a sandbox's confinement CPU on this machine (``perf``:
-``copy_page_range``, ``unmap_page_range``). Collapsed into 2 MB pages, the same memory is ~120
-entries; a sandbox that writes to a page still gets its own copy of those 4 kB alone (the kernel
+Every sandbox is a ``fork`` of the zygote, which holds hundreds of MB of private memory (torch,
+matplotlib). On 4 kB pages the kernel copies a page-table entry per page at each fork and drops
+them again at each exit: most of a sandbox's confinement CPU (``perf``: ``copy_page_range``,
+``unmap_page_range``). Collapsed into 2 MB pages, the same memory needs 512 times fewer entries;
+a sandbox that writes to a page still gets its own copy of those 4 kB alone (the kernel
 splits the shared huge page on a copy-on-write fault).
 
 ``madvise(MADV_COLLAPSE)`` (Linux 6.1) does it synchronously, whatever the machine's THP setting,
 without marking the memory for huge pages later: what a student's code allocates in a sandbox is
-left on ordinary pages. It copies the memory once (~2.5 ms per MB here), so it is done a chunk at a
-time while the zygote waits for requests, and only once the zygote has forked several sandboxes
-(``ZygoteServer.HUGE_PAGES_AFTER``): a submission's ``nbgrader autograde``, six notebooks at most,
-never pays for it; a class's batch and a resident broker do, once, and it pays back after ~25. Where the kernel refuses (older kernels,
-``PR_SET_THP_DISABLE``, seccomp), nothing changes but the speed.
+left on ordinary pages. It copies the memory once, which takes a while for hundreds of MB, so it is
+done a chunk at a time while the zygote waits for requests, and only once the zygote has forked
+several sandboxes (``ZygoteServer.HUGE_PAGES_AFTER``): a submission's ``nbgrader autograde``, six
+notebooks at most, never pays for it; a class's batch and a resident broker do, once, and it pays
+back within a few dozen sandboxes. Where the kernel refuses (older kernels, ``PR_SET_THP_DISABLE``,
+seccomp), nothing changes but the speed.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import ctypes
 import errno
 
 HUGE_PAGE = 2 << 20
-CHUNK = 4 * HUGE_PAGE  # collapsed per idle moment: ~20 ms of the zygote's time on this machine
+CHUNK = 4 * HUGE_PAGE  # collapsed per idle moment: small, so a request arriving meanwhile waits little
 RETRIES = 3  # for a chunk whose pages were busy (EAGAIN: e.g. still shared with a sandbox being torn down)
 MADV_COLLAPSE = 25
 

@@ -22,7 +22,7 @@ class SandboxLimits:
     notebook_timeout: float = 300.0  # wall-clock seconds for the whole submission
     cpu_seconds: int = 120  # RLIMIT_CPU of every process in the sandbox
     memory_mb: int = 1024  # memory cgroup limit (RSS the sandbox itself allocates)
-    address_space_mb: int = 4096  # RLIMIT_AS (torch alone maps ~650 MB)
+    address_space_mb: int = 4096  # RLIMIT_AS (torch alone maps several hundred MB)
     nproc: int = 32  # pids cgroup and RLIMIT_NPROC (threads count)
     fsize_mb: int = 16  # RLIMIT_FSIZE: largest file a sandbox may write
     nofile: int = 128  # RLIMIT_NOFILE

@@ -27,9 +27,10 @@ when it exits the kernel kills everything left in its namespace), which
    keyrings, eBPF, tracing, ...) and only then reads commands and runs student code.
 
 The zygote, its parent, tells the grader how it ended (exit code or signal) when asked to kill it.
-(Each sandbox used to be two processes: A, which did steps 1-3 and forked B into the new PID
-namespace to do step 4, waited for B and reported its exit on the sandbox's socket, where B could
-forge it. Copying and tearing down A's torch-sized address space cost ~11 CPU-ms a sandbox.)
+(Each sandbox is one process, not two: a process A that did steps 1-3 and forked B into the new
+PID namespace to do step 4 would wait for B and report its exit on the sandbox's socket, where B
+could forge it, and copying and tearing down A's torch-sized address space would cost every
+sandbox.)
 
 The trusted client enforces wall-clock deadlines and kills the whole cgroup.
 """
@@ -391,7 +392,7 @@ class Worker:
         try:
             # Exactly the modules served here, whatever a cell left under those names. Not a scan of
             # sys.modules: walking its ~3,000 names writes to each one's page (reference counts), and
-            # after the fork every such page is copied -- 4 ms a sandbox. (Student code shares this
+            # after the fork every such page is copied, in every sandbox. (Student code shares this
             # interpreter and could patch anything anyway; the verdicts are decided outside.)
             for name in ("grader_tests", *sources, *stubs):
                 sys.modules.pop(name, None)
@@ -480,13 +481,13 @@ def _first_tensor_ops() -> None:
         with torch.no_grad():
             F.scaled_dot_product_attention(scores[:, None], scores[:, None], scores[:, None], is_causal=True)
         # Nearly every notebook seeds torch and prints a tensor; their first calls set up torch's
-        # dynamo-disabled wrapper and the tensor printer: 4 ms a sandbox when each pays it.
+        # dynamo-disabled wrapper and the tensor printer: a few milliseconds a sandbox when each pays it.
         torch.manual_seed(0)
         repr(weights.detach().round(decimals=2))
 
 
 def _first_optimizer_steps() -> None:
-    """A step of each common optimizer: the first imports ``torch._dynamo`` (~0.9 s on this machine).
+    """A step of each common optimizer: the first imports ``torch._dynamo``, which is slow.
     Seed and generator state restored as in ``_first_tensor_ops``."""
     import torch
     from torch import nn
@@ -501,8 +502,8 @@ def _first_optimizer_steps() -> None:
 
 
 def _first_figure() -> None:
-    """matplotlib imported (~0.5 CPU-s; with its font cache read here, so no sandbox builds one) and
-    a figure drawn and saved as a notebook's would be (fonts and the PNG writer, ~0.3 s); no figure
+    """matplotlib imported (slow; with its font cache read here, so no sandbox builds one) and a
+    figure drawn and saved as a notebook's would be (fonts and the PNG writer load then); no figure
     stays open and no setting is touched. A worker that skips it leaves both to the sandboxes that draw."""
     import matplotlib.pyplot as plt
 
@@ -572,8 +573,8 @@ class ZygoteServer:
     sandboxes it forked itself.
 
     After each ``spawn`` it forks the next sandbox ahead of the next request, with the same
-    limits: a new sandbox's first ~20 ms go to waiting, not computing (joining its cgroups waits
-    for an RCU grace period of the kernel's cgroup lock, 10-20 ms here), and that wait then
+    limits: a new sandbox's first moments go to waiting, not computing (joining its cgroups waits
+    for an RCU grace period of the kernel's cgroup lock), and that wait then
     passes while the grader uses the sandbox it has. The sandbox forked ahead is one like any
     other (its own uid, cgroups, namespaces and root; no student's data until a grader asks for
     it), handed out only on this connection, only for the same limits and only if still running,
@@ -637,8 +638,8 @@ class ZygoteServer:
     def warm(self, names) -> None:
         """Pay the optional first uses (``first_use`` names) this connection's grader asked for that
         this worker has not paid, before its sandboxes: a broker pays for every connection only those
-        its course needs (``--first-uses``), because each costs every sandbox forked after it ~15 CPU-ms
-        more (a larger address space to copy and tear down), whether the notebooks use it or not.
+        its course needs (``--first-uses``), because each makes every sandbox forked after it dearer
+        (a larger address space to copy and tear down), whether the notebooks use it or not.
         Replies ``warmed``, or ``refused`` with the reason."""
         if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
             send_reply(self.ctrl, {"op": "refused", "error": "a warm-up request names a list of warm-ups"})
@@ -884,5 +885,5 @@ if __name__ == "__main__":
     sys.stdout.flush()
     sys.stderr.flush()
     # Every sandbox is gone and nothing is left to write: skip the interpreter's teardown of torch
-    # (~0.2 s on this machine, which the grader waits for when it closes the zygote at its exit).
+    # (slow for torch's many objects, and the grader waits for it when it closes the zygote at its exit).
     os._exit(status)
