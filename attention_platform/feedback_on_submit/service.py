@@ -235,7 +235,8 @@ class Service:
                     continue
                 self._take(folder_fd, student, assignment, name)
             just_made = time.time_ns() - 2_000_000_000
-            if len(new) > taken or any(not verdict and ctime > just_made for ctime, verdict in self.shapes[student].values()):
+            filling = any(not verdict and ctime > just_made for ctime, verdict in self.shapes[student].values())
+            if len(new) > taken or filling:
                 # the rest is looked at in the next scans, and so is a folder still being filled by hand
                 # (files made inside it do not change the student's folder, which is listed only when it changes)
                 self.folder_mtimes.pop(student, None)
@@ -274,10 +275,11 @@ class Service:
                          "of yours could not be graded in the last 24 hours, the most the grader records. Wait "
                          "for your next graded attempt and submit from your Assignments tab.")
         if no_submission:
-            lines.append(f"{no_submission:,} folder{'s' if no_submission != 1 else ''} in your inbound folder "
-                         f"{'are' if no_submission != 1 else 'is'} not {'submissions' if no_submission != 1 else 'a submission'} "
-                         "(no notebook in them): they were not graded. Submit from your Assignments tab to have "
-                         "your work graded.")
+            lines.append(f"{no_submission:,} folders in your inbound folder are not submissions (no notebook in them): "
+                         "they were not graded. Submit from your Assignments tab to have your work graded."
+                         if no_submission > 1 else
+                         "1 folder in your inbound folder is not a submission (no notebook in it): it was not "
+                         "graded. Submit from your Assignments tab to have your work graded.")
         if held:
             lines.append(f"{held:,} of your submissions wait until your queued attempts are graded (at most "
                          f"{self.limits.max_kept_submissions} wait at once).")
