@@ -207,8 +207,13 @@ def validate_file(path: str, config=None, validator_class=None) -> ValidationRep
     from nbgrader import utils
     from nbgrader.validator import Validator
 
+    from attention_platform import bounded_json
+
     name = os.path.basename(path)
-    written = nbformat.read(path, as_version=4)
+    try:
+        written = bounded_json.read_notebook(path)
+    except bounded_json.TooComplex as exc:
+        return ValidationReport(notebook=name, ran=False, run_error=f"it is too large or complex to validate ({exc})")
     validator_class = validator_class or Validator
     validator = validator_class(config=config) if config is not None else validator_class()
     if validator.has_trait("validating"):  # the sandbox gets the notebook under its own name
@@ -219,6 +224,9 @@ def validate_file(path: str, config=None, validator_class=None) -> ValidationRep
     except Exception as exc:  # noqa: BLE001 - a kernel that would not start is reported, not raised
         report = ValidationReport.from_notebooks(written, None, name)
         report.ran = False
-        report.run_error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"
+        if isinstance(exc, bounded_json.TooComplex):  # what its cells printed, back from the sandbox
+            report.run_error = f"it is too large or complex to validate ({exc})"
+        else:
+            report.run_error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"
         return report
     return ValidationReport.from_notebooks(written, executed, name)

@@ -45,6 +45,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from attention_platform import start_up_gc
+from attention_platform.hub.submit import ExchangeLimits
 
 from . import status as status_file
 from .engine import Attempt, Engine
@@ -57,6 +58,9 @@ from .policy import FeedbackOnSubmit, Policy, PolicyError, iso, now, until
 OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 COUNTING = ("queued", "grading", "graded")  # states that use up one of the student's graded attempts
 RETRY_SECONDS = 5.0  # after the sandbox broker could not be reached
+# One student's new submissions taken per scan (each is copied, recorded and told on the one scan
+# thread): a pile of them made by hand delays nobody else's by more than this many copies.
+TAKEN_PER_SCAN = 2
 FINISH_WAIT_SECONDS = 20.0  # a graded attempt's pages wait at most this long for a pause in grading
 
 
@@ -76,6 +80,7 @@ class Service:
         self.policies: dict[str, Policy] = {}
         self.errors: dict[str, str] = {}
         self.collect = None  # set by reload(); with no loadable config there is no policy, so nothing is taken
+        self.limits = ExchangeLimits()  # the course's, set by reload(): what one student's intake may cost
         self.reload(force=True)
         self.engine = Engine(self.course, attempt_seconds=self.settings.attempt_seconds, log=self.log)
         self.course_id = self.engine.course_id
@@ -93,6 +98,9 @@ class Service:
         self.seen: dict[str, set] = collections.defaultdict(set)  # assignment -> {(student, submission)}
         self.since: dict[str, dt.datetime] = {}  # assignment -> feedback on submit on since
         self.folder_mtimes: dict[str, int] = {}
+        self.shapes: dict[str, dict] = {}  # student -> {name: (ctime, holds a notebook)} of their new folders
+        self.dropped: collections.Counter = collections.Counter()  # (assignment, student) -> not looked at
+        self.notices: dict[tuple[str, str], str] = {}  # (assignment, student) -> what their status says of them
         self.told: dict[tuple[str, str], Policy] = {}  # (assignment, student) -> the policy their status shows
         self.status_locks: dict[str, threading.Lock] = collections.defaultdict(threading.Lock)
         self.paused_until = 0.0
@@ -134,6 +142,7 @@ class Service:
                 self.log.info("policy of %s: %s", assignment, policy.describe())
         self.settings, self.policies, self.errors = settings, policies, errors
         self.collect = collector(config)  # the TA's collect copies each attempt (its limits, its time)
+        self.limits = ExchangeLimits(parent=self.collect)
 
     def policy(self, assignment: str) -> Policy:
         return self.policies.get(assignment) or Policy(assignment)
@@ -188,27 +197,96 @@ class Service:
         return found
 
     def _scan_student(self, inbound_fd: int, student: str, assignments: list[str]) -> int:
+        """Take at most TAKEN_PER_SCAN of the student's new submissions, and none while
+        ``max_kept_submissions`` of their attempts wait in the queue; a folder that holds no notebook
+        is no submission: it gets no row, and the student's status says how many there are. Linear
+        in the folder's entries, of which at most ``student_quota_entries`` are read."""
         folder_fd = os.open(student, OPEN_DIR, dir_fd=inbound_fd)
         try:
-            new = []
-            for name in os.listdir(folder_fd):
+            shapes, self.shapes[student] = self.shapes.get(student, {}), {}
+            new, no_submission, held = [], collections.Counter(), collections.Counter()
+            for name in listing(folder_fd, self.limits.student_quota_entries):
                 parts = name.split("+")
                 if name.startswith(".") or len(parts) < 3 or parts[1] not in assignments:
                     continue
                 assignment = parts[1]
                 if (student, name) in self.seen[assignment]:
                     continue
-                self.seen[assignment].add((student, name))
                 if parts[0] != student:
+                    self.seen[assignment].add((student, name))
                     self.log.warning("%s: skipped %r: it names student %r but sits in this student's folder",
                                      student, name, parts[0])
                     continue
+                if not self._is_submission(folder_fd, name, shapes, self.shapes[student]):
+                    no_submission[assignment] += 1  # looked at again only when it changes
+                    continue
                 new.append((parts[2], assignment, name))
+            taken = 0
             for _claim, assignment, name in sorted(new):
+                if len(self.queue.waiting(student)) >= self.limits.max_kept_submissions:
+                    held[assignment] += 1
+                    continue
+                if taken >= TAKEN_PER_SCAN:
+                    break
+                self.seen[assignment].add((student, name))
+                taken += 1
+                if self._ungraded_lately(assignment, student) >= self.limits.max_kept_submissions:
+                    self.dropped[(assignment, student)] += 1  # no row, no copy: counted in their status
+                    continue
                 self._take(folder_fd, student, assignment, name)
-            return len(new)
+            just_made = time.time_ns() - 2_000_000_000
+            filling = any(not verdict and ctime > just_made for ctime, verdict in self.shapes[student].values())
+            if len(new) > taken or filling:
+                # the rest is looked at in the next scans, and so is a folder still being filled by hand
+                # (files made inside it do not change the student's folder, which is listed only when it changes)
+                self.folder_mtimes.pop(student, None)
+            for assignment in assignments:
+                self._notice(assignment, student, no_submission[assignment], held[assignment])
+            return taken
         finally:
             os.close(folder_fd)
+
+    def _is_submission(self, folder_fd: int, name: str, known: dict, shapes: dict) -> bool:
+        """Whether ``name`` is a folder with a notebook in it, from ``known`` (name: (ctime, verdict))
+        while its ctime is the same; the verdict is kept in ``shapes``."""
+        try:
+            info = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        ctime, verdict = known.get(name, (None, False))
+        if ctime != info.st_ctime_ns:
+            verdict = stat.S_ISDIR(info.st_mode) and holds_notebook(folder_fd, name,
+                                                                    self.limits.max_submission_entries)
+        shapes[name] = (info.st_ctime_ns, verdict)
+        return verdict
+
+    def _ungraded_lately(self, assignment: str, student: str) -> int:
+        """The student's attempts of the last 24 hours that were refused or could not be graded."""
+        recent = now() - dt.timedelta(hours=24)
+        return sum(1 for row in self.ledger.attempts(assignment, student)
+                   if row["state"] in ("refused", "not graded") and row["received_at"] > recent)
+
+    def _notice(self, assignment: str, student: str, no_submission: int, held: int) -> None:
+        """What the student's status says about folders that were not taken (rewritten when it changes)."""
+        lines = []
+        dropped = self.dropped.get((assignment, student), 0)
+        if dropped:
+            lines.append(f"{dropped:,} of your submissions were not looked at: {self.limits.max_kept_submissions} "
+                         "of yours could not be graded in the last 24 hours, the most the grader records. Wait "
+                         "for your next graded attempt and submit from your Assignments tab.")
+        if no_submission:
+            lines.append(f"{no_submission:,} folders in your inbound folder are not submissions (no notebook in them): "
+                         "they were not graded. Submit from your Assignments tab to have your work graded."
+                         if no_submission > 1 else
+                         "1 folder in your inbound folder is not a submission (no notebook in it): it was not "
+                         "graded. Submit from your Assignments tab to have your work graded.")
+        if held:
+            lines.append(f"{held:,} of your submissions wait until your queued attempts are graded (at most "
+                         f"{self.limits.max_kept_submissions} wait at once).")
+        text = " ".join(lines)
+        if self.notices.get((assignment, student), "") != text:
+            self.notices[(assignment, student)] = text
+            self.write_status(assignment, student)
 
     def _take(self, folder_fd: int, student: str, assignment: str, name: str) -> None:
         policy = self.policy(assignment)
@@ -410,6 +488,7 @@ class Service:
             "next_text": (f"Your next graded attempt is possible at {next_at.strftime('%Y-%m-%d %H:%M UTC')} "
                           f"(in {until(next_at, at)})." if next_at else ""),
             "attempts": attempts,
+            "notice": self.notices.get((assignment, student), ""),
         }
 
     def write_status(self, assignment: str, student: str) -> None:
@@ -498,6 +577,35 @@ class Service:
                     self.completed(future)
             self.engine.close()
             self.ledger.close()
+
+
+def listing(folder_fd: int, most: int) -> list[str]:
+    """The first ``most`` names in the folder open at ``folder_fd``."""
+    names = []
+    with os.scandir(folder_fd) as entries:
+        for entry in entries:
+            if len(names) >= most:
+                break
+            names.append(entry.name)
+    return names
+
+
+def holds_notebook(folder_fd: int, name: str, most: int) -> bool:
+    """Whether the folder ``name`` (never followed) holds a notebook among its first ``most`` entries."""
+    try:
+        fd = os.open(name, OPEN_DIR, dir_fd=folder_fd)
+    except OSError:
+        return False
+    try:
+        with os.scandir(fd) as entries:
+            for count, entry in enumerate(entries):
+                if count >= most:
+                    return False
+                if entry.name.endswith(".ipynb") and entry.is_file(follow_symlinks=False):
+                    return True
+        return False
+    finally:
+        os.close(fd)
 
 
 def may_finish(*, grading: int, finishing: int, oldest_waited: float) -> bool:

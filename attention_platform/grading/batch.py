@@ -40,16 +40,19 @@ import sys
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fnmatch import fnmatch
 from pathlib import Path
 
 import nbformat
 from nbformat.v4.rwbase import rejoin_lines
 
-from attention_platform import start_up_gc
+from attention_platform import bounded_json, start_up_gc
 from attention_platform.console import progress_bar
 from attention_platform.course.directory import NotACourse, require_course
+
+# A submitted notebook's shape is checked before it is parsed; its size is collect's (ExchangeLimits).
+SUBMITTED_NOTEBOOK = replace(bounded_json.NOTEBOOK, max_bytes=100_000_000)
 
 
 class BatchError(Exception):
@@ -353,6 +356,7 @@ class Pipeline:
         """The submitted notebook, sanitised as nbgrader's autograde does before executing it.
         Raises for a file that is not a notebook (rejected for that student alone)."""
         text = path.read_text()
+        bounded_json.check_shape(text, SUBMITTED_NOTEBOOK, "the notebook")
         raw = json.loads(text)
         if isinstance(raw, dict) and raw.get("nbformat") == 4:  # read without schema validation,
             nb = rejoin_lines(nbformat.from_dict(raw))  # which nbgrader only logs anyway
@@ -631,6 +635,8 @@ class _BatchRun:
 def unreadable(exc: Exception) -> str:
     """What is wrong with a submitted file that could not be read as a notebook (``Pipeline.read``
     raised ``exc``), in a few words for the grade table and the student's feedback."""
+    if isinstance(exc, bounded_json.TooComplex):
+        return f"too large or complex to grade ({exc})"
     if isinstance(exc, json.JSONDecodeError):
         return f"not JSON at line {exc.lineno}, column {exc.colno}"
     if isinstance(exc, UnicodeError):

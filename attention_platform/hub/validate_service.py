@@ -34,6 +34,7 @@ queue of feedback on submit and this service both get their sandboxes through
 from __future__ import annotations
 
 import base64
+import dataclasses
 import logging
 import os
 import socket
@@ -44,6 +45,8 @@ import time
 from collections import OrderedDict
 from pathlib import Path
 
+from attention_platform import bounded_json
+
 SOCKET_ENV = "ATTENTION_VALIDATE_SOCKET"  # where a hub user's server finds the validate service
 MAX_REQUEST_BYTES = 24 << 20  # a notebook and its folder's files (submission_files keeps 16 MB)
 MAX_REPLY_BYTES = 64 << 20  # the executed notebook: outputs are bounded per cell by the limits
@@ -51,6 +54,15 @@ MAX_REPLY_BYTES = 64 << 20  # the executed notebook: outputs are bounded per cel
 # read whole (MAX_REQUEST_BYTES) and parsed on a thread of its own before its turn is checked, so
 # without a cap one student's many connections could fill the service's memory and threads.
 MAX_CONNECTIONS_PER_UID = 2
+MAX_REQUEST_FILES = 1000  # the folder's files a request carries (ExchangeLimits' entries per submission)
+# The request around the notebook: an object of four members, the files as [name, base64] pairs. Its
+# shape is checked before it is parsed, and the notebook's (bounded_json.NOTEBOOK) before nbformat
+# reads it, so what a request makes the service allocate is bounded by its size, not its sender.
+REQUEST_SHAPE = bounded_json.Bounds(max_bytes=MAX_REQUEST_BYTES, max_depth=3, max_containers=MAX_REQUEST_FILES + 2,
+                                    max_items=3 * MAX_REQUEST_FILES + 16)
+REPLY_SHAPE = bounded_json.Bounds(max_bytes=MAX_REPLY_BYTES, max_depth=2, max_containers=2, max_items=8)
+EXECUTED_SHAPE = dataclasses.replace(bounded_json.NOTEBOOK, max_bytes=MAX_REPLY_BYTES)
+TOO_COMPLEX = "Your notebook is too large or complex to validate: "
 
 
 def peer_uid(conn: socket.socket) -> int:
@@ -186,8 +198,11 @@ class ValidateService:
                              "error": f"you have {MAX_CONNECTIONS_PER_UID} Validate connections open already"}
                 else:
                     try:
-                        _, request = protocol.recv_frame(conn, time.monotonic() + 60, MAX_REQUEST_BYTES)
+                        _, request = protocol.recv_frame(conn, time.monotonic() + 60, MAX_REQUEST_BYTES,
+                                                         bounds=REQUEST_SHAPE)
                         reply = self.validate(uid, request)
+                    except bounded_json.TooComplex as exc:
+                        reply = {"op": "refused", "error": f"{TOO_COMPLEX}{exc}."}
                     except protocol.FrameError as exc:
                         reply = {"op": "refused", "error": f"unreadable request ({exc})"}
                 protocol.send_json(conn, reply)
@@ -206,8 +221,10 @@ class ValidateService:
         if not isinstance(request, dict) or request.get("op") != "validate":
             return {"op": "refused", "error": "not a validate request"}
         try:
-            nb = nbformat.reads(str(request.get("notebook", "")), as_version=4)
+            nb = bounded_json.reads_notebook(str(request.get("notebook", "")))
             files = {str(name): base64.b64decode(data) for name, data in request.get("files", [])}
+        except bounded_json.TooComplex as exc:
+            return {"op": "refused", "error": f"{TOO_COMPLEX}{exc}."}
         except Exception as exc:  # noqa: BLE001 - whatever a client sends, it is one refused request
             return {"op": "refused", "error": f"not a notebook ({type(exc).__name__})"}
         turn = self.turns.acquire(uid, self.wait_seconds)
@@ -249,21 +266,25 @@ def executed_for_validate(nb, folder: str, *, name: str = "notebook.ipynb", sock
     path = socket_path or os.environ.get(SOCKET_ENV)
     if not path:
         raise ValidateUnavailable("no validate service is configured")
+    files = list(submission_files(folder, name).items())[:MAX_REQUEST_FILES]
     request = {"op": "validate", "name": name, "notebook": nbformat.writes(nb),
-               "files": [[rel, base64.b64encode(data).decode()]
-                         for rel, data in submission_files(folder, name).items()]}
+               "files": [[rel, base64.b64encode(data).decode()] for rel, data in files]}
     deadline = time.monotonic() + timeout
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         try:
             conn.connect(path)
-            protocol.send_json(conn, request)
-            _, reply = protocol.recv_frame(conn, deadline, MAX_REPLY_BYTES)
-        except (OSError, protocol.FrameError) as exc:
+            try:
+                protocol.send_json(conn, request)
+            except BrokenPipeError:
+                pass  # refused before it was read (not a hub user, too many connections): the answer waits
+            _, reply = protocol.recv_frame(conn, deadline, MAX_REPLY_BYTES, bounds=REPLY_SHAPE)
+        except (OSError, protocol.FrameError, bounded_json.TooComplex) as exc:
             raise ValidateUnavailable(f"the validate service did not answer ({exc})") from None
     if not isinstance(reply, dict) or reply.get("op") != "executed":
         error = reply.get("error") if isinstance(reply, dict) else "a malformed reply"
         raise ValidateUnavailable(str(error)[:300])
-    return nbformat.reads(reply["notebook"], as_version=4)
+    # what the student's own cells printed: bounded like the notebook sent (TooComplex says so)
+    return bounded_json.reads_notebook(str(reply["notebook"]), EXECUTED_SHAPE, "the notebook with its outputs")
 
 
 # --------------------------------------------------------------------------- the command

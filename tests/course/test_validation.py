@@ -75,3 +75,15 @@ def test_validate_runs_the_notebook_in_a_kernel(tmp_path):
     assert report.ran and [p.kind for p in report.problems] == ["unanswered"]
     nbformat.write(with_answer(release_notebook(), NO_SCALE), path)
     assert validate_file(str(path)).headline == READY
+
+
+def test_a_notebook_too_complex_to_validate_is_said_so_before_it_is_read_whole(tmp_path):
+    """The student's own server reads the notebook before anything runs it (in a kernel or through the
+    validate service): one holding 100,000 empty objects in its metadata (3 bytes each, a dict each once
+    parsed) is refused with the bound it is over, and nothing is run."""
+    path = tmp_path / "bomb.ipynb"
+    path.write_text('{"cells": [], "metadata": {"x": [' + "{}," * 99_999 + '{}]}, "nbformat": 4, "nbformat_minor": 5}')
+    report = validate_file(str(path))
+    assert not report.ran and not report.ok
+    assert report.headline == ("Validate could not run bomb.ipynb: it is too large or complex to validate (the notebook "
+                               "holds 100,004 objects and lists, more than the 50,000 allowed)"), report.headline

@@ -25,6 +25,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -419,3 +420,51 @@ def test_a_burst_of_fifty_submits_is_all_graded_in_order_none_lost(hub, students
         assert sum(v or 0 for k, v in in_course[user].items() if check_for_grade_id(k.split("/")[1])) == last["score"]
 
 
+
+
+def test_a_flood_of_hand_made_folders_costs_nobody_else_any_time(hub, students):
+    """About 1,500 empty folders (and a few holding no notebook) made by a student in their own inbound
+    folder, a twentieth of a second of their time, became as many gradebook rows on the grader's one scan
+    thread, and another student's result waited 37 s instead of 1.2 s. They are not submissions: skipped
+    at intake without a row, the flooder told so in their status, and an honest submit made right after
+    the flood is graded about as fast as the same submit alone, measured here first."""
+    set_policy(hub, {ASSIGNMENT: {"feedback": "checks", "attempts": None, "counts": "last"}})
+    honest, flooder = students["student1"], students["student3"]
+
+    def timed_submit(marker: str) -> float:
+        answer(honest, CORRECT[0].code, marker)
+        n = len(status(honest)["attempts"]) + 1
+        started = time.monotonic()
+        assert submit(honest)["success"]
+        wait_for(honest, graded(n), f"student1's attempt {marker}")
+        return time.monotonic() - started
+
+    alone = timed_submit("alone")
+    rows_before = len(status(flooder)["attempts"])
+    inbound = hub.state / "exchange" / COURSE / "inbound" / "student3"
+    entry = pwd.getpwnam("student3")
+    flood = textwrap.dedent(f"""
+        import os, time
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+        for k in range(1500):
+            os.mkdir(f"{inbound}/student3+{ASSIGNMENT}+{{stamp}}.{{k:06d}} UTC+flood")
+        for k in range(20):  # a file, but no notebook
+            folder = f"{inbound}/student3+{ASSIGNMENT}+{{stamp}}.{{k:06d}} UTC+nonotebook"
+            os.mkdir(folder)
+            open(folder + "/timestamp.txt", "w").write(stamp)
+    """)
+    subprocess.run(["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--clear-groups",
+                    sys.executable, "-c", flood], check=True)
+    beside = timed_submit("beside the flood")
+    assert beside < 3 * alone + 2, (beside, alone)
+    told = wait_for(flooder, lambda s: "not submissions" in (s.get("notice") or ""), "student3 told of the flood")
+    assert len(told["attempts"]) == rows_before, told["attempts"][rows_before:][:3]  # no row for the flood
+    assert "1,520 folders in your inbound folder are not submissions" in told["notice"], told["notice"]
+    from attention_platform.feedback_on_submit.ledger import Ledger
+
+    ledger = Ledger(f"sqlite:///{hub.state / 'course' / 'gradebook.db'}")
+    try:
+        assert not [r for r in ledger.attempts(ASSIGNMENT, "student3") if "flood" in r["submission"]
+                    or "nonotebook" in r["submission"]]
+    finally:
+        ledger.close()

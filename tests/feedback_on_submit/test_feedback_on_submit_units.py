@@ -442,3 +442,88 @@ def test_the_grader_warms_its_worker_for_the_assignments_with_feedback_on(tmp_pa
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"loaded": loaded}
+
+
+def _flooded_service(tmp_path, monkeypatch):
+    """The grader (its scan only: nothing graded) for a copy of the course with feedback on submit on,
+    and the inbound folders of ann and bob."""
+    from attention_platform.course.directory import copy_course
+    from attention_platform.course.notebooks import ASSIGNMENT
+    from attention_platform.feedback_on_submit.service import Service
+
+    monkeypatch.setenv("ATTENTION_FEEDBACK_ON_SUBMIT", json.dumps({ASSIGNMENT: {"feedback": "checks"}}))
+    monkeypatch.setenv("PATH", f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}")  # nbgrader runs alembic
+    service = Service(copy_course(tmp_path / "course"), tmp_path / "exchange")
+    for student in ("ann", "bob"):
+        (service.exchange / "inbound" / student).mkdir(parents=True)
+        (service.exchange / "feedback" / student).mkdir(parents=True)
+    service.scan()  # feedback on submit is on from now
+    return service, ASSIGNMENT
+
+
+def _hand_in(service, student: str, assignment: str, tag: str, notebook: bool = True):
+    stamp = dt.datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+    folder = service.exchange / "inbound" / student / f"{student}+{assignment}+{stamp}+{tag}"
+    folder.mkdir()
+    if notebook:
+        (folder / f"{assignment}.ipynb").write_text(nbformat.writes(nbformat.v4.new_notebook()))
+        (folder / "timestamp.txt").write_text(stamp)
+    return folder
+
+
+def test_a_flood_of_folders_that_are_no_submissions_makes_no_rows_and_its_student_is_told(tmp_path, monkeypatch):
+    """~1,500 empty folders in a student's own inbound folder became 1,500 gradebook rows, each rewriting
+    their status, on the grader's one scan thread. A folder without a notebook is no submission: skipped
+    without a row, looked at again only if it changes, and the student's status says how many."""
+    service, assignment = _flooded_service(tmp_path, monkeypatch)
+    for k in range(1500):
+        _hand_in(service, "ann", assignment, f"flood{k}", notebook=False)
+    honest = _hand_in(service, "bob", assignment, "honest")
+    service.scan()
+    rows = service.ledger.attempts(assignment)
+    assert [(r["student"], r["submission"]) for r in rows] == [("bob", honest.name)]
+    shown = status_file.read(str(service.exchange / "feedback" / "ann"), assignment)
+    assert shown["attempts"] == []
+    assert shown["notice"].startswith("1,500 folders in your inbound folder are not submissions (no notebook in "
+                                      "them): they were not graded."), shown["notice"]
+    service.ledger.close()
+
+
+def test_hand_made_submissions_are_taken_a_few_at_a_time_per_student_and_bounded(tmp_path, monkeypatch):
+    """Submissions made by hand, each with a notebook: each scan takes at most two of one student's, so a
+    student's pile never delays another student's submission; at most ExchangeLimits.max_kept_submissions
+    of theirs wait in the queue at once, the rest staying where they are until it drains."""
+    service, assignment = _flooded_service(tmp_path, monkeypatch)
+    for k in range(30):
+        _hand_in(service, "ann", assignment, f"pile{k:02d}")
+    honest = _hand_in(service, "bob", assignment, "honest")
+    service.scan()
+    taken = [(r["student"], r["submission"]) for r in service.ledger.attempts(assignment)]
+    assert ("bob", honest.name) in taken and len([s for s, _ in taken if s == "ann"]) == 2, taken
+    for _ in range(20):
+        service.folder_mtimes.clear()  # as if each scan came after the folder changed
+        service.scan()
+    ann = [r for r in service.ledger.attempts(assignment, "ann")]
+    assert len(ann) == 10 and {r["state"] for r in ann} == {"queued"}, [(r["submission"], r["state"]) for r in ann]
+    shown = status_file.read(str(service.exchange / "feedback" / "ann"), assignment)
+    assert "20 of your submissions wait until your queued attempts are graded" in shown["notice"], shown["notice"]
+    service.ledger.close()
+
+
+def test_submissions_past_the_attempt_limit_make_a_bounded_number_of_rows(tmp_path, monkeypatch):
+    """Under a limit of graded attempts each hand-made submission past it was a 'refused' row, without
+    end. Past ExchangeLimits.max_kept_submissions such rows in 24 hours, further ones are not looked
+    at: no row, no copy, and the student's status counts them."""
+    service, assignment = _flooded_service(tmp_path, monkeypatch)
+    service.policies[assignment] = parse(assignment, {"feedback": "checks", "attempts": 1})
+    for k in range(30):
+        _hand_in(service, "ann", assignment, f"pile{k:02d}")
+    for _ in range(20):
+        service.folder_mtimes.clear()
+        service.scan()
+    states = [r["state"] for r in service.ledger.attempts(assignment, "ann")]
+    assert states == ["queued"] + ["refused"] * 10, states
+    shown = status_file.read(str(service.exchange / "feedback" / "ann"), assignment)
+    assert "19 of your submissions were not looked at: 10 of yours could not be graded in the last 24 hours" \
+        in shown["notice"], shown["notice"]
+    service.ledger.close()

@@ -284,6 +284,9 @@ def _with_lone_surrogate(release: dict) -> str:
     (lambda release: "", "not JSON at line 1, column 1"),
     (_with_lone_surrogate, "text that is not valid Unicode"),
     (lambda release: "[1, 2]", "not a notebook: AttributeError"),
+    # an amplification bomb: 3 bytes per object, each a dict once parsed, refused before it is parsed
+    (lambda release: '{"cells": [], "metadata": {"x": [' + "{}," * 99_999 + '{}]}, "nbformat": 4, "nbformat_minor": 5}',
+     "too large or complex to grade (the notebook holds 100,004 objects and lists, more than the 50,000 allowed)"),
 ])
 def test_a_submission_that_is_no_notebook_is_rejected_saying_why(small_class, tmp_path, content, status):
     """The grade table and the feedback on submit say what is wrong with the file (the batch goes on; the

@@ -332,3 +332,106 @@ def test_validates_sandboxes_come_from_a_worker_warmed_for_the_course(course, lo
             """)
             shutil.rmtree(mine, ignore_errors=True)
     assert result == {"loaded": loaded}
+
+
+# --------------------------------------------------------------------------- amplification bombs
+
+def bomb_notebook(objects: int) -> str:
+    """A notebook of ~3 bytes per object whose metadata holds ``objects`` empty objects."""
+    return ('{"cells": [], "metadata": {"x": [' + "{}," * (objects - 1) + '{}]}, "nbformat": 4, "nbformat_minor": 5}')
+
+
+def bomb_requests(objects: int) -> dict[str, bytes]:
+    """Validate requests as frames (attention_platform.grading.sandbox.protocol): the bomb in the
+    notebook, and the same bomb in the request around it."""
+    from attention_platform.grading.sandbox import protocol
+
+    plain = nbformat.writes(new_notebook(cells=[new_code_cell("print(6 * 7)")]))
+    in_request = ('{"op": "validate", "name": "bomb.ipynb", "files": [], "notebook": ' + json.dumps(plain)
+                  + ', "x": [' + "{}," * (objects - 1) + "{}]}")
+    return {"notebook": protocol.frame(protocol.JSON, json.dumps({"op": "validate", "name": "bomb.ipynb", "files": [],
+                                                                  "notebook": bomb_notebook(objects)}).encode()),
+            "request": protocol.frame(protocol.JSON, in_request.encode())}
+
+
+@pytest.mark.parametrize("where", ["notebook", "request"])
+def test_an_amplification_bomb_is_refused_before_it_is_built(where):
+    """A request of ~3 MB holding a million empty objects (in the notebook's metadata, or in the
+    request around it) cost the service 1.4 GB: it was parsed whole before anything looked at its
+    shape. The service's own handler, in this process, answers the student that the notebook is too
+    complex, and what it allocated meanwhile stays within a few times the request's size."""
+    import socket
+    import threading
+    import tracemalloc
+
+    from attention_platform.grading.sandbox import protocol
+    from attention_platform.hub.validate_service import ValidateService
+
+    sent = bomb_requests(1_000_000)[where]
+    service = ValidateService(COURSE_ROOT, Path("/nonexistent/validate.sock"), (1000, 1000))
+    service.validate(1000, "not a request")  # its imports (torch, nbformat) happen once, before it is measured
+    ours, theirs = socket.socketpair()
+    writer = threading.Thread(target=ours.sendall, args=(sent,))
+    writer.start()
+    tracemalloc.start()
+    try:
+        service.handle(theirs, 1000, True)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        writer.join()
+    _, reply = protocol.recv_frame(ours, time.monotonic() + 10, 1 << 20)
+    ours.close()
+    assert reply["op"] == "refused", reply
+    assert reply["error"].startswith("Your notebook is too large or complex to validate: "), reply
+    assert re.search(r"holds 1,000,0\d\d objects and lists, more than the [\d,]+ allowed", reply["error"]), reply
+    assert peak < 6 * len(sent), (peak, len(sent))
+
+
+def test_the_bomb_sent_to_the_running_service_is_answered_and_its_memory_stays_bounded(service):
+    """The same attack on the running service, as the student: a clear answer, and the service's
+    resident memory peak (VmHWM) grows by no more than a few times what was sent."""
+    socket_path, student, _ = service
+    pid = next(int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
+               and str(socket_path).encode() in _cmdline(p))
+    sent = bomb_requests(1_000_000)["notebook"]
+    frame_file = Path(tempfile.gettempdir()) / "attention-vs-bomb.frame"
+
+    def send(frame: bytes) -> dict:
+        frame_file.write_bytes(frame)
+        frame_file.chmod(0o644)
+        try:
+            return as_user(student, f"""
+                import json, socket, time
+                from attention_platform.grading.sandbox import protocol
+                conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                conn.connect({str(socket_path)!r})
+                conn.sendall(open({str(frame_file)!r}, "rb").read())
+                _, answer = protocol.recv_frame(conn, time.monotonic() + 120, 1 << 20)
+                print(json.dumps(answer))
+            """)
+        finally:
+            frame_file.unlink()
+
+    from attention_platform.grading.sandbox import protocol
+
+    # a request that is no Validate: the service's one-off imports happen before it is measured
+    assert send(protocol.frame(protocol.JSON, b'{"op": "hello"}'))["op"] == "refused"
+    before = _memory_kb(pid, "VmRSS")
+    answer = send(sent)
+    assert answer["op"] == "refused" and answer["error"].startswith(
+        "Your notebook is too large or complex to validate: "), answer
+    grown = (_memory_kb(pid, "VmHWM") - before) * 1024
+    assert grown < 8 * len(sent), (grown, len(sent))
+
+
+def _cmdline(proc: Path) -> bytes:
+    try:
+        return (proc / "cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _memory_kb(pid: int, field: str) -> int:
+    line = next(ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines() if ln.startswith(field + ":"))
+    return int(line.split()[1])

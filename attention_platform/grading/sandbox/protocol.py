@@ -111,13 +111,21 @@ def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
     return b"".join(chunks)
 
 
-def recv_frame(sock: socket.socket, deadline: float | None = None, max_bytes: int = DEFAULT_MAX_FRAME):
+def recv_frame(sock: socket.socket, deadline: float | None = None, max_bytes: int = DEFAULT_MAX_FRAME,
+               bounds=None):
+    """The next frame: (kind, decoded JSON) or (kind, the wire message's bytes). ``bounds``
+    (an ``attention_platform.bounded_json.Bounds``): a JSON frame over them is not parsed, and
+    ``bounded_json.TooComplex`` says which bound it is over."""
     (length,) = struct.unpack(">Q", _recv_exact(sock, 8, deadline))
     if length < 1 or length > max_bytes + 1:
         raise FrameError(f"frame of {length} bytes exceeds the limit of {max_bytes}")
     data = _recv_exact(sock, length, deadline)
     kind, payload = data[:1], data[1:]
     if kind == JSON:
+        if bounds is not None:
+            from attention_platform.bounded_json import check_shape
+
+            check_shape(payload, bounds, "the request")
         try:
             return kind, json.loads(payload)
         except (ValueError, RecursionError) as exc:

@@ -163,6 +163,7 @@
         }
         box.appendChild(el('p', { 'class': 'fos-policy', text: (s.policy && s.policy.text) || '' }));
         if (s.next_text) { box.appendChild(el('p', { 'class': 'fos-next', text: s.next_text })); }
+        if (s.notice) { box.appendChild(el('p', { 'class': 'fos-notice', text: s.notice })); }
         var attempts = s.attempts || [];
         if (!attempts.length) {
           box.appendChild(el('p', { text: 'No attempt yet: submit to have it graded.' }));
