@@ -65,6 +65,7 @@ def _size_kb(folder: Path) -> int:
 
 
 @pytest.mark.parametrize("submit_class", ["ours", "stock"])
+@pytest.mark.root
 def test_full_exchange_at_submit_leaves_nothing_and_says_so(tmp_path, submit_class):
     ex = make_exchange(tmp_path, ["ann"])
     work = ex.home("ann") / ASSIGNMENT
