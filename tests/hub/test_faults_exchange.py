@@ -179,6 +179,7 @@ def test_collect_while_students_submit_never_collects_a_partial_submission(tmp_p
 
 
 @pytest.mark.slow
+@pytest.mark.root
 def test_two_tas_autograde_at_once_keep_the_gradebook_consistent(tmp_path):
     from nbgrader.api import Gradebook
 
