@@ -57,6 +57,13 @@ docs: venv
 	$(BIN)/sphinx-build -W --keep-going -q -b html docs build/docs/html
 	@echo "open build/docs/html/index.html"
 
+## The fast tier, what a developer runs after each change: every test that needs no root, no hub, no Docker
+## and no browser (the offline Kubernetes tests included); runs as any user.
+CHECK_MARKERS ?= not slow and not browser and not docker and not hub and not root
+check: venv
+	scripts/install-system-deps.sh --proxy-only
+	$(BIN)/python -m pytest -m "$(CHECK_MARKERS)" $(PYTEST_ARGS)
+
 ## The whole test suite (CI runs exactly this).
 test: venv system-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

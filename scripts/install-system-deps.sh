@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Debian and npm packages the hub, the sandbox and the browser tests need.
 # Idempotent: installs only what is missing. Run as root (CI is root).
+# --proxy-only: configurable-http-proxy alone, which needs no root (make check's proxy tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
-command -v chromium >/dev/null || need_apt+=(chromium)
-command -v bwrap >/dev/null || need_apt+=(bubblewrap)
+if [ "${1:-}" != "--proxy-only" ]; then
+  command -v chromium >/dev/null || need_apt+=(chromium)
+  command -v bwrap >/dev/null || need_apt+=(bubblewrap)
+fi
 if ((${#need_apt[@]})); then
   if [ "$(id -u)" -ne 0 ]; then
     echo "missing Debian packages: ${need_apt[*]} (run this script as root)" >&2

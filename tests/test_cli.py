@@ -141,6 +141,7 @@ def _submit(course, student: str) -> None:
     write_submission(course, student, nbformat.read(COURSE_ROOT / "release" / ASSIGNMENT / NOTEBOOK, as_version=4))
 
 
+@pytest.mark.root
 def test_batch_grading_a_course_not_yet_released_says_what_to_do_first(tmp_path):
     """A fresh clone has no gradebook (it is never committed): one line that says to release the
     assignment — not a traceback about a program (nbgrader's `alembic`) the shell's PATH lacks, nor one
@@ -168,6 +169,7 @@ def released(tmp_path_factory):
     ("a student with no submission", [ASSIGNMENT, "--student", "nobody"], [f"no submission of '{ASSIGNMENT}' by nobody"]),
     ("not a course", ["--course", "/nonexistent"], ["no nbgrader course at /nonexistent"]),
 ])
+@pytest.mark.root
 def test_batch_grading_nothing_says_why_in_one_line(released, tmp_path, case, args, said):
     done = _batch(released, *args, cwd=tmp_path)  # "not a course": its --course comes later, and wins
     assert done.returncode == 1, done.stdout + done.stderr
@@ -179,6 +181,7 @@ def test_batch_grading_nothing_says_why_in_one_line(released, tmp_path, case, ar
     ("a mistyped --course: named as such, before anything else", "/nonexistent", "no nbgrader course at /nonexistent"),
     ("a course, but no broker socket in this shell", "COURSE", "grading needs the sandbox broker"),
 ])
+@pytest.mark.root
 def test_batch_grading_as_a_ta_account_without_the_broker_says_why_in_one_line(case, course, said):
     """Not root and ATTENTION_SANDBOX_SOCKET unset (a TA's own shell): one line and status 1, not a traceback."""
     if os.geteuid() != 0:
@@ -210,6 +213,7 @@ def test_batch_grading_as_a_ta_account_without_the_broker_says_why_in_one_line(c
     ["autograde-batch", ASSIGNMENT, "--no-progress"], ["report", ASSIGNMENT], ["feedback", ASSIGNMENT],
     ["export-checks", ASSIGNMENT], ["export-canvas", ASSIGNMENT], ["attempts"],
 ])
+@pytest.mark.root
 def test_a_course_this_account_may_not_read_is_said_in_one_line(command):
     """A TA's own account where the course (or its hidden checks) is the grader account's alone: the
     file refused and whose account to use, in one line and status 1, not a traceback."""
@@ -236,6 +240,7 @@ def test_a_course_this_account_may_not_read_is_said_in_one_line(command):
     assert ". This account may not use that file: run the command as the course's grader account" in done.stderr
 
 
+@pytest.mark.root
 def test_a_named_student_without_a_submission_gets_a_row_that_says_so(released, tmp_path):
     """The others are graded; the status is 1 because not everything asked for was done."""
     course = tmp_path / "course"

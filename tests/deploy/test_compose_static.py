@@ -394,6 +394,7 @@ def format_volume(c, template, spawner):
 
 @pytest.mark.skipif(__import__("os").geteuid() != 0, reason="prepare_exchange gives the folders to uid 1000 (CI is root)")
 @pytest.mark.parametrize("username", ["student1", "jane.doe", "jane.doe@uni.example"])
+@pytest.mark.root
 def test_students_mounts_are_the_folders_the_hub_creates(monkeypatch, tmp_path, username):
     exchange = tmp_path / "exchange"
     env = dict(DOCKER_ENV, EXCHANGE_HOST_DIR=str(exchange), EXCHANGE_ROOT=str(exchange))

@@ -14,7 +14,7 @@ from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK
 from e2e_class import ANSWERS, CHEATER_FAILS, CORE_CHECKS as ALL_CHECKS, HONEST, TAMPERED_FAILS, write_class
 from grader_tests.registry import GRADE_ID_PREFIX
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.root]  # nbgrader autograde grades in real sandboxes
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from grader_tests.answers_parts import BUGGY
 from grader_tests.catalogue import ASSIGNMENT_POINTS, PART_BY_NOTEBOOK, PARTS
 from grader_tests.registry import GRADE_ID_PREFIX, NOTEBOOK_CHECKS
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.root]  # nbgrader autograde grades in real sandboxes
 
 BUGS = {answer.name: answer for answer in BUGGY}
 # student -> {notebook id: bug names typed into that notebook (empty: the instructor's solution)}

@@ -77,6 +77,7 @@ def small_class(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.root
 def test_a_step_that_fails_after_saving_grades_takes_back_those_grades_and_no_one_elses(small_class, monkeypatch):
     """bob's notebook fails after SaveAutoGrades wrote his scores, inside the transaction that also
     holds ada's, cyd's and dan's steps: his scores are taken back, theirs are all committed."""
@@ -120,6 +121,7 @@ print(json.dumps({{"status": status, "collector_on_at_finish": collector_on_at_f
 
 
 @pytest.mark.slow
+@pytest.mark.root
 def test_the_batch_command_collects_no_garbage_until_its_first_notebook_is_finished(small_class):
     """``autograde-batch`` pauses the cyclic collector for its start-up (imports, configuration, the
     first notebook and its picture) and resumes it, start-up's objects frozen, once the first
@@ -149,6 +151,7 @@ SLEEP = 8  # seconds zed's notebook sleeps in its sandbox
 
 
 @pytest.mark.slow
+@pytest.mark.root
 def test_the_gradebook_is_not_held_while_the_batch_waits_for_a_sandbox(slow_class, monkeypatch):
     """Grades are committed a few steps at a time; while the batch waits for a sandbox (zed's notebook
     sleeps 8 s) nothing it wrote may stay uncommitted, or a TA saving a manual grade in the formgrader
@@ -207,6 +210,7 @@ def _gradebook_rows(course) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.root
 def test_the_batch_writes_the_rows_nbgrader_autograde_writes(tmp_path_factory):
     """Scores and automatic comments ("No response." for an answer cell left as released) are the
     gradebook rows the batch writes through nbgrader's own steps, from rows it loads once per student."""
@@ -240,6 +244,7 @@ def _late_penalties(course) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.root
 def test_late_penalties_are_nbgraders_computed_from_the_scores_just_saved(tmp_path_factory):
     """A course whose late work scores zero (nbgrader's ``penalty_method = "zero"``: the penalty is the
     notebook's score), graded, then graded again after two students swapped answers: the batch's late
@@ -288,6 +293,7 @@ def _with_lone_surrogate(release: dict) -> str:
     (lambda release: '{"cells": [], "metadata": {"x": [' + "{}," * 99_999 + '{}]}, "nbformat": 4, "nbformat_minor": 5}',
      "too large or complex to grade (the notebook holds 100,004 objects and lists, more than the 50,000 allowed)"),
 ])
+@pytest.mark.root
 def test_a_submission_that_is_no_notebook_is_rejected_saying_why(small_class, tmp_path, content, status):
     """The grade table and the feedback on submit say what is wrong with the file (the batch goes on; the
     file is kept)."""

@@ -35,10 +35,11 @@ from broker_helpers import uid_processes
 from cheats import ANSWERS, BASE, CHEATS, Cheat, Context
 from grader_tests.registry import ALL_CHECKS, GRADE_ID_PREFIX
 
+pytestmark = pytest.mark.root  # every cheat runs in a real sandbox
+
 LIMITS = SandboxLimits(cell_timeout=2, notebook_timeout=10, cpu_seconds=10, memory_mb=512, nproc=16,
                        output_chars=20_000)
 NOTEBOOK_CHEATS = [c for c in CHEATS if c.name != "not_json"]
-
 
 def _tree_digest(root: Path) -> dict[str, str]:
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()

@@ -72,6 +72,7 @@ def wait_until_blocked(process: subprocess.Popen, lock: Path, limit: float = 300
 
 
 @pytest.mark.parametrize("name, command", GRADERS, ids=[name for name, _ in GRADERS])
+@pytest.mark.root
 def test_grading_waits_for_the_course_lock_then_grades(course, name, command):
     graded = course / "autograded" / "ann" / ASSIGNMENT / NOTEBOOK
     with course_grading_lock(course):
@@ -84,6 +85,7 @@ def test_grading_waits_for_the_course_lock_then_grades(course, name, command):
     assert nbformat.read(graded, as_version=4).cells
 
 
+@pytest.mark.root
 def test_what_another_run_wrote_while_autograde_waited_is_written_anew(course):
     """nbgrader decided to grade ann before it waited; the copy the lock's holder wrote meanwhile
     is removed, not written into (nbgrader's writer could not open a read-only file unless root)."""

@@ -163,6 +163,7 @@ def _run(sandbox, source: str) -> str:
 
 @pytest.mark.parametrize("first_uses, before", [((), "no dynamo no pyplot no font\n"),
                                                 (first_use.ALL, "dynamo pyplot font\n")])
+@pytest.mark.root
 def test_a_zygote_pays_the_first_uses_it_was_asked_for_and_its_sandboxes_train_and_draw_either_way(first_uses, before):
     zygote = Zygote(first_uses=first_uses)
     try:
@@ -194,6 +195,7 @@ print(json.dumps(reply["outputs"][0]["text"]))
 
 @pytest.mark.parametrize("notebook, before", [('{"cells": []}', "no dynamo no pyplot no font\n"),
                                               ('{"source": "import matplotlib.pyplot as plt"}', "no dynamo pyplot font\n")])
+@pytest.mark.root
 def test_nbgraders_autograde_warms_the_worker_for_the_assignment_it_grades(tmp_path, notebook, before):
     """``nbgrader autograde`` and the formgrader start the worker from the pre-convert hook, with
     the first uses of the assignment's source notebooks (a broker's worker pays none of its own)."""

@@ -49,6 +49,7 @@ def _run(sandbox, source: str) -> str:
 
 
 @pytest.mark.skipif(not huge_pages.supported(), reason="this kernel has no MADV_COLLAPSE (Linux 6.1)")
+@pytest.mark.root
 def test_a_zygote_that_forked_a_few_sandboxes_holds_its_memory_on_huge_pages_and_they_stay_apart():
     zygote = Zygote()
     try:

@@ -144,6 +144,7 @@ def zygote():
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS)
 @pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.root
 def test_nothing_the_sandbox_says_reaches_the_graded_notebook(zygote, variant, notebook):
     nb = attacked(variant, notebook)
     result = grade_notebook(nb, zygote=zygote, limits=LIMITS)
@@ -173,6 +174,7 @@ def course(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.root
 def test_nothing_the_sandbox_says_reaches_the_feedback_pages_or_the_formgrader(course):
     """The course's own ``nbgrader autograde`` (the TA's, the formgrader's button) and ``generate_feedback``."""
     for variant in VARIANTS:
@@ -189,6 +191,7 @@ def test_nothing_the_sandbox_says_reaches_the_feedback_pages_or_the_formgrader(c
 
 
 @pytest.mark.slow
+@pytest.mark.root
 def test_nothing_the_sandbox_says_reaches_feedback_on_submit(course, tmp_path, monkeypatch):
     """The feedback-on-submit grader: the attempt's status message (every feedback mode shows it) and its pages."""
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # nbgrader's alembic

@@ -20,7 +20,7 @@ from attention_platform.grading.sandbox.limits import BROKER_CAPS, UID_BASE, UID
 from broker_helpers import (GRADER, LOADED, STRANGER, as_user, assert_an_exited_sandbox_keeps_its_pid, ensure_user,
                             sandbox_cgroups, start_broker, uid_processes)
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the broker runs as root")
+pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="the broker runs as root")]
 
 
 @pytest.fixture

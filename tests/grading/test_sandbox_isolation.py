@@ -110,6 +110,7 @@ def fresh_zygote():
     z.close()
 
 
+@pytest.mark.root
 def test_the_next_sandbox_is_forked_ahead_and_is_one_like_any_other(fresh_zygote):
     first = fresh_zygote.spawn(LIMITS)
     assert not first.forked_ahead  # nothing was asked for before
@@ -137,6 +138,7 @@ def test_the_next_sandbox_is_forked_ahead_and_is_one_like_any_other(fresh_zygote
     assert gone(ahead) and sandbox_cgroups(zygote_pid) == []
 
 
+@pytest.mark.root
 def test_a_sandbox_forked_ahead_for_other_limits_is_killed_not_handed_out(fresh_zygote):
     first = fresh_zygote.spawn(LIMITS)
     first.close()
@@ -151,6 +153,7 @@ def test_a_sandbox_forked_ahead_for_other_limits_is_killed_not_handed_out(fresh_
         assert sb.forked_ahead and sb.limits.memory_mb == bigger.memory_mb
 
 
+@pytest.mark.root
 def test_a_sandbox_forked_ahead_that_died_meanwhile_is_replaced_by_a_fresh_one(fresh_zygote):
     first = fresh_zygote.spawn(LIMITS)
     first.close()
@@ -164,6 +167,7 @@ def test_a_sandbox_forked_ahead_that_died_meanwhile_is_replaced_by_a_fresh_one(f
 
 
 @pytest.mark.skipif(not os.access("/sys/fs/cgroup/pids", os.W_OK), reason="needs a writable cgroup v1 pids hierarchy (CI)")
+@pytest.mark.root
 def test_a_worker_that_cannot_fork_refuses_that_sandbox_and_serves_the_next(fresh_zygote):
     """The machine out of processes (here: the worker's own pids cgroup full) refuses one sandbox
     with the reason, leaves no cgroup of it behind, and the worker goes on once processes are free."""
@@ -194,6 +198,7 @@ def test_a_worker_that_cannot_fork_refuses_that_sandbox_and_serves_the_next(fres
         os.rmdir(full)
 
 
+@pytest.mark.root
 def test_a_sandbox_that_exited_keeps_its_pid_until_the_grader_closes_it(fresh_zygote):
     assert_an_exited_sandbox_keeps_its_pid(fresh_zygote, LIMITS)
 
@@ -215,6 +220,7 @@ def test_killing_a_cgroup_spares_a_process_that_only_has_a_pid_it_listed(tmp_pat
         bystander.wait()
 
 
+@pytest.mark.root
 def test_runs_as_an_unprivileged_uid_with_no_capabilities(zygote):
     with zygote.spawn(LIMITS) as sb:
         out = run(sb, "import os\nprint(os.getuid(), os.getgid(), os.getgroups())\n"
@@ -225,6 +231,7 @@ def test_runs_as_an_unprivileged_uid_with_no_capabilities(zygote):
         assert {"ns:net", "ns:pid", "ns:mount", "cgroup:pids", "rlimits", "no_new_privs"} <= set(sb.layers)
 
 
+@pytest.mark.root
 def test_sees_only_its_own_working_copy_and_read_only_system_files(zygote):
     with zygote.spawn(LIMITS) as sb:
         put(sb, "mine.ipynb", "my work")
@@ -253,6 +260,7 @@ for path in ['/usr/evil', {course + '/.venv/evil'!r}, '/evil']:
         assert out.count("write refused") == 3 and "Read-only file system" in out
 
 
+@pytest.mark.root
 def test_has_no_network_at_all(zygote):
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
@@ -276,12 +284,14 @@ print(open('/proc/net/dev').read().count(':'))
     server.close()
 
 
+@pytest.mark.root
 def test_sees_only_its_own_processes(zygote):
     with zygote.spawn(LIMITS) as sb:
         out = run(sb, "import os\nprint(os.getpid(), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))")
     assert out.strip() == "1 [1]"
 
 
+@pytest.mark.root
 def test_wall_clock_bound_per_cell_kills_the_whole_tree(zygote):
     sb = zygote.spawn(LIMITS)
     uid = sb.spec["uid"]
@@ -298,6 +308,7 @@ def test_wall_clock_bound_per_cell_kills_the_whole_tree(zygote):
     assert dirs and not any(os.path.exists(p) for p in dirs), "cgroups removed"
 
 
+@pytest.mark.root
 def test_cpu_time_limit(zygote):
     limits = SandboxLimits(**{**LIMITS.__dict__, "cpu_seconds": 1, "cell_timeout": 30, "notebook_timeout": 30})
     with zygote.spawn(limits) as sb:
@@ -305,6 +316,7 @@ def test_cpu_time_limit(zygote):
             run(sb, "while True:\n    pass")
 
 
+@pytest.mark.root
 def test_memory_limit(zygote):
     with zygote.spawn(LIMITS) as sb:
         with pytest.raises(SandboxDied, match="more than the 256 MB of memory"):
@@ -322,6 +334,7 @@ FORGED_EXIT = ("import json, os, struct\n"
     # The sandbox's own word on how it ended is not taken: its zygote says what really happened.
     (FORGED_EXIT + "os._exit(3)", "exited (exit code 3)"),
 ], ids=["exit code", "signal", "forged exit report"])
+@pytest.mark.root
 def test_the_grader_says_how_a_sandbox_ended(zygote, code, reason):
     with zygote.spawn(LIMITS) as sb:
         with pytest.raises(SandboxDied, match=re.escape(reason)):
@@ -329,6 +342,7 @@ def test_the_grader_says_how_a_sandbox_ended(zygote, code, reason):
             sb.call({"op": "cell", "source": "print(1)"})  # ... and the next one finds the sandbox gone
 
 
+@pytest.mark.root
 def test_a_sandbox_that_closes_its_socket_and_runs_on_is_killed_without_waiting_for_it(zygote):
     """Its socket closed, the grader asks the worker how it ended; the worker waits a moment
     (ZygoteServer.EXIT_WAIT) for an exit that never comes, then kills it -- its processes go too."""
@@ -343,6 +357,7 @@ def test_a_sandbox_that_closes_its_socket_and_runs_on_is_killed_without_waiting_
     assert uid_processes(uid) == []
 
 
+@pytest.mark.root
 def test_a_sandbox_closed_after_bye_is_killed_without_the_grader_waiting_for_the_worker(zygote, monkeypatch):
     """Nobody asks how a finished sandbox ended: closing it sends the worker a kill that wants no
     answer, so the grading thread goes on at once (~2 ms sooner a notebook). The worker still kills it
@@ -367,6 +382,7 @@ def test_a_sandbox_closed_after_bye_is_killed_without_the_grader_waiting_for_the
     assert not any(path.endswith("/" + cgroup) for path in sandbox_cgroups(zygote.pid, wait=0))
 
 
+@pytest.mark.root
 def test_process_limit(zygote):
     with zygote.spawn(LIMITS) as sb:
         out = run(sb, """
@@ -388,6 +404,7 @@ print(children)
     assert uid_processes(uid) == []
 
 
+@pytest.mark.root
 def test_file_size_and_tmpfs_limits(zygote):
     with zygote.spawn(LIMITS) as sb:
         out = run(sb, """
@@ -405,6 +422,7 @@ except OSError as exc:
     assert out.startswith("refused") and int(out.split()[1]) <= LIMITS.tmpfs_mb
 
 
+@pytest.mark.root
 def test_output_is_bounded(zygote):
     with zygote.spawn(LIMITS) as sb:
         _, reply = sb.call({"op": "cell", "source": "for _ in range(100_000):\n    print('spam' * 50)"})
@@ -412,6 +430,7 @@ def test_output_is_bounded(zygote):
     assert len(text) < LIMITS.output_chars + 200 and "truncated" in text
 
 
+@pytest.mark.root
 def test_concurrent_sandboxes_cannot_see_each_other(zygote):
     a, b = zygote.spawn(LIMITS), zygote.spawn(LIMITS)
     try:
@@ -425,6 +444,7 @@ def test_concurrent_sandboxes_cannot_see_each_other(zygote):
         b.close()
 
 
+@pytest.mark.root
 def test_sandboxes_run_in_parallel_threads(zygote):
     results = []
 
@@ -473,6 +493,7 @@ print(json.dumps({{"seen": reply["outputs"][0].get("text", reply["outputs"][0]).
 
 
 @pytest.mark.parametrize("worker", ["a root grader's own worker", "the sandbox broker's"])
+@pytest.mark.root
 def test_no_secret_in_the_environment_that_starts_the_worker_reaches_a_sandbox(tmp_path, worker):
     """A service token, a database URL or the course's secret seed in the environment of the process
     that starts the warm worker (the hub, a compose entrypoint, a TA's shell) must not be in the memory
@@ -623,6 +644,7 @@ EXPECTED = {name: "EPERM" for name in SYSCALL_ATTACKS} | {"clone3(CLONE_NEWUSER)
 
 
 @pytest.mark.parametrize("attack", SYSCALL_ATTACKS)
+@pytest.mark.root
 def test_student_code_cannot_reach_the_kernels_namespace_and_rarely_used_calls(zygote, attack):
     if attack.startswith("i386") and os.uname().machine != "x86_64":
         pytest.skip("int 0x80 is x86's")
@@ -632,6 +654,7 @@ def test_student_code_cannot_reach_the_kernels_namespace_and_rarely_used_calls(z
         assert run(sb, "print(6 * 7)") == "42\n"  # refused, not killed
 
 
+@pytest.mark.root
 def test_an_honest_notebook_still_computes_with_threads_and_torch_under_the_filter(zygote):
     with zygote.spawn(LIMITS) as sb:
         assert "seccomp" in sb.layers
@@ -717,6 +740,7 @@ def _as_root_in_a_child(filtered: bool, folder: str) -> dict[str, str]:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+@pytest.mark.root
 def test_the_filter_refuses_its_calls_even_to_root(tmp_path):
     plain, filtered = _as_root_in_a_child(False, str(tmp_path)), _as_root_in_a_child(True, str(tmp_path))
     assert not [name for name, outcome in plain.items() if outcome == "EPERM"], plain

@@ -35,7 +35,7 @@ from attention_platform.hub.exchange_layout import Ids
 from tests.fault_helpers import ASSIGNMENT, COURSE, REPO, SWAP_FOR_LINK, add_ballast, chown_tree, hub_pre_spawn, \
     make_exchange, run_as, snapshot, unix_user, write_marker
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="real Unix users need root (CI is root)")
+pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="real Unix users need root (CI is root)")]
 
 STUDENTS = ("xch-ann", "xch-bo", "xch-cy")
 GRADER = "xch-grader"

@@ -21,7 +21,7 @@ from attention_platform.hub.exchange_layout import Ids
 from tests.fault_helpers import SWAP_FOR_LINK, run_as, snapshot
 from tests.hub_helpers import COURSE, launch_hub
 
-pytestmark = [pytest.mark.slow,
+pytestmark = [pytest.mark.slow, pytest.mark.hub, pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="the hub's real Unix users need root (CI is root)"),
               pytest.mark.skipif(not (Path(__file__).resolve().parents[2] / "node_modules/.bin/configurable-http-proxy")
                                  .exists(), reason="configurable-http-proxy missing: make system-deps")]

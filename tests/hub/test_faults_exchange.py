@@ -65,6 +65,7 @@ def _size_kb(folder: Path) -> int:
 
 
 @pytest.mark.parametrize("submit_class", ["ours", "stock"])
+@pytest.mark.root
 def test_full_exchange_at_submit_leaves_nothing_and_says_so(tmp_path, submit_class):
     ex = make_exchange(tmp_path, ["ann"])
     work = ex.home("ann") / ASSIGNMENT
@@ -178,6 +179,7 @@ def test_collect_while_students_submit_never_collects_a_partial_submission(tmp_p
 
 
 @pytest.mark.slow
+@pytest.mark.root
 def test_two_tas_autograde_at_once_keep_the_gradebook_consistent(tmp_path):
     from nbgrader.api import Gradebook
 

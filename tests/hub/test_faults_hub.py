@@ -29,7 +29,7 @@ import pytest
 
 from tests.hub_helpers import COURSE, launch_hub
 
-pytestmark = [pytest.mark.slow,
+pytestmark = [pytest.mark.slow, pytest.mark.hub, pytest.mark.root,
               pytest.mark.skipif(not (Path(__file__).resolve().parents[2] / "node_modules/.bin/configurable-http-proxy")
                                  .exists(), reason="configurable-http-proxy missing: make system-deps")]
 

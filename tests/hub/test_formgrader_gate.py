@@ -245,6 +245,8 @@ ALLOWS = {TA: {"ta", "instructor"}, INSTRUCTOR: {"instructor"}, ANYONE: {"studen
 
 @pytest.mark.slow
 @pytest.mark.parametrize("method, path, handler", LIVE, ids=[f"{m} {p}" for m, p, _ in LIVE])
+@pytest.mark.hub
+@pytest.mark.root
 def test_each_role_on_the_live_formgrader(gate_hub, sessions, method, path, handler):
     role = LIVE_EXPECTED.get(handler, {}).get(method)
     for user, session in sessions.items():
@@ -258,6 +260,8 @@ def test_each_role_on_the_live_formgrader(gate_hub, sessions, method, path, hand
 
 
 @pytest.mark.slow
+@pytest.mark.hub
+@pytest.mark.root
 def test_refusals_say_who_may(sessions):
     ta = sessions["ta"]
     reply = ta.post(PREFIX + f"formgrader/api/assignment/{PROBE}/release")
@@ -265,6 +269,8 @@ def test_refusals_say_who_may(sessions):
 
 
 @pytest.mark.slow
+@pytest.mark.hub
+@pytest.mark.root
 def test_every_response_forbids_inline_and_foreign_script(sessions):
     ta = sessions["ta"]
     page = ta.get(PREFIX + "formgrader/manage_assignments")
@@ -277,6 +283,8 @@ def test_every_response_forbids_inline_and_foreign_script(sessions):
 
 
 @pytest.mark.slow
+@pytest.mark.hub
+@pytest.mark.root
 def test_the_formgrader_runs_as_the_grader_account_not_root(gate_hub):
     import pwd
     from pathlib import Path
@@ -298,6 +306,8 @@ def test_the_formgrader_runs_as_the_grader_account_not_root(gate_hub):
 
 
 @pytest.mark.slow
+@pytest.mark.hub
+@pytest.mark.root
 def test_a_request_body_no_formgrader_page_needs_is_refused_unread(gate_hub):
     """Jupyter Server reads a request's whole body (up to 512 MB by default) before any handler
     checks who sent it, and the service's path is open to anyone who reaches the hub: a few such

@@ -73,6 +73,7 @@ def test_look_alike_forms_normalise_to_the_name_they_imitate():
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="creates Unix accounts")
+@pytest.mark.root
 def test_an_existing_system_account_is_never_a_hub_users_account(tmp_path):
     for system in ("daemon", "nobody", "root"):
         with pytest.raises(AccountRefused, match="never starts a server as such an account"):
@@ -108,6 +109,8 @@ def test_admins_have_a_login_before_anyone_can_sign_up():
 # --------------------------------------------------------------------------- on the hub
 
 @pytest.mark.slow
+@pytest.mark.hub
+@pytest.mark.root
 def test_the_hub_database_and_secrets_are_root_only(security_hub):
     for name in ("jupyterhub.sqlite", "jupyterhub_cookie_secret", "demo-accounts.json", "formgrader-api-token",
                  "jupyterhub.log"):
@@ -118,6 +121,8 @@ def test_the_hub_database_and_secrets_are_root_only(security_hub):
 
 
 @pytest.mark.slow
+@pytest.mark.hub
+@pytest.mark.root
 def test_demo_accounts_live_in_the_hubs_uid_range(security_hub):
     for name in ("instructor", "ta", "student1"):
         assert pwd.getpwnam(name).pw_uid in HUB_UIDS
@@ -126,6 +131,8 @@ def test_demo_accounts_live_in_the_hubs_uid_range(security_hub):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["instructor", "Instructor", "ＩＮＳＴＲＵＣＴＯＲ", "root", "daemon", "nobody",
                                   "dl-attention-grader", "\u0456nstructor", "stu\u200bdent", "bell\x07"])
+@pytest.mark.hub
+@pytest.mark.root
 def test_sign_up_cannot_claim_a_reserved_or_look_alike_name(security_hub, name):
     page = sign_up(security_hub, name)
     assert "alert-danger" in page, page[-1500:]
@@ -133,6 +140,8 @@ def test_sign_up_cannot_claim_a_reserved_or_look_alike_name(security_hub, name):
 
 
 @pytest.mark.slow
+@pytest.mark.hub
+@pytest.mark.root
 def test_a_new_name_signs_up_and_waits_for_approval(security_hub):
     page = sign_up(security_hub, "newcomer")
     assert "sent to the admin" in page
@@ -140,6 +149,8 @@ def test_a_new_name_signs_up_and_waits_for_approval(security_hub):
 
 
 @pytest.mark.slow
+@pytest.mark.hub
+@pytest.mark.root
 def test_an_admin_cannot_give_a_hub_user_a_system_accounts_name(security_hub):
     prof = security_hub.session("instructor")
     assert prof.hub_api("POST", "/users/daemon").status_code == 400
@@ -178,6 +189,8 @@ def told_to_wait(reply: requests.Response) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.hub
+@pytest.mark.root
 def test_a_strangers_wrong_passwords_never_lock_the_owner_out(security_hub):
     """Before: after five wrong passwords from anyone the right one was refused, for everyone, and one
     more wrong one after each wait kept the name (admins too) locked for good."""
@@ -190,6 +203,8 @@ def test_a_strangers_wrong_passwords_never_lock_the_owner_out(security_hub):
 
 
 @pytest.mark.slow
+@pytest.mark.hub
+@pytest.mark.root
 def test_the_owners_usual_address_stays_open_to_them(security_hub):
     """A stranger behind the same address (a campus network) failing over many names slows the
     address, but not for a name that logged in from there recently."""
@@ -202,6 +217,8 @@ def test_the_owners_usual_address_stays_open_to_them(security_hub):
 
 
 @pytest.mark.slow
+@pytest.mark.hub
+@pytest.mark.root
 def test_a_guesser_is_told_to_wait_longer_each_time_up_to_a_cap(security_hub):
     stranger, name = "127.0.0.7", "student3"
     failures = int(security_hub.env["HUB_LOGIN_MAX_FAILURES"])
@@ -222,6 +239,8 @@ def test_a_guesser_is_told_to_wait_longer_each_time_up_to_a_cap(security_hub):
 
 
 @pytest.mark.slow
+@pytest.mark.hub
+@pytest.mark.root
 def test_a_forged_forwarded_address_neither_dodges_nor_throttles_anyone(security_hub):
     """The proxy appends the address it saw to X-Forwarded-For; X-Real-Ip and whatever the client wrote
     to the left are the client's own and count for nothing."""
@@ -256,6 +275,8 @@ print(statuses)
 
 
 @pytest.mark.slow
+@pytest.mark.hub
+@pytest.mark.root
 def test_a_local_process_past_the_proxy_cannot_claim_anothers_address(security_hub):
     """A student's process on the hub's machine can reach the hub's own port past the proxy and write
     X-Forwarded-For itself: its failures count against its own address, not the one it names."""

@@ -31,6 +31,8 @@ from hub_helpers import COURSE
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.hub,
+    pytest.mark.root,
     pytest.mark.skipif(os.geteuid() != 0, reason="the hub's real Unix users need root (CI is root)"),
 ]
 

@@ -24,6 +24,7 @@ OWNER = 4242  # a developer's uid: not root, not a student
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chowning the sample checkout needs root (CI is root)")
+@pytest.mark.root
 def test_secrets_lose_other_access_and_keep_their_owner(tmp_path):
     (tmp_path / "grader_tests").mkdir()
     (tmp_path / "grader_tests" / "reference.py").write_text("SOLUTION = 1\n")
@@ -76,6 +77,7 @@ def test_a_servers_tmp_keeps_each_path_it_needs_once(paths, kept):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chowning a folder to a student's uid needs root (CI is root)")
+@pytest.mark.root
 def test_root_binds_nothing_a_user_could_have_put_in_tmp(tmp_path):
     """Any account can create entries in the machine's /tmp: a kept path reached through a student's
     folder or a link is refused with a message, before a server starts."""
@@ -91,6 +93,7 @@ def test_root_binds_nothing_a_user_could_have_put_in_tmp(tmp_path):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a mount namespace of its own needs root (CI is root)")
+@pytest.mark.root
 def test_a_servers_own_tmp_shows_only_what_it_needs_of_the_machines(tmp_path):
     """In a mount namespace of its own, as the spawner's preexec does: /tmp is a fresh tmpfs with the
     kept path bound back (its contents live, the folders above it with the machine's mode) and

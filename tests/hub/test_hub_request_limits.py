@@ -31,6 +31,8 @@ def test_the_server_class(serve, case, kwargs, size, expected):
 
 
 @pytest.mark.slow
+@pytest.mark.hub
+@pytest.mark.root
 def test_the_live_hub_refuses_a_large_body_unread_and_goes_on(security_hub):
     """Before: the hub read the whole 2 MB, then its login page refused the form (403)."""
     url = security_hub.url + "/hub/login"

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-pytestmark = [pytest.mark.slow,
+pytestmark = [pytest.mark.slow, pytest.mark.hub, pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="the hub's real Unix users need root (CI is root)")]
 
 ASSIGNMENT = "self_attention"

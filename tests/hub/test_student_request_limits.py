@@ -63,6 +63,8 @@ REFUSED = (400, 413, 503, "closed")  # refused on the length; the proxy answers 
 
 
 @pytest.mark.slow
+@pytest.mark.hub
+@pytest.mark.root
 def test_a_strangers_flood_is_refused_unread_and_the_owner_is_served(security_hub, owner):
     """Before: each body was read whole before any login check; three of 400 MB at once and the
     server was killed by its memory cap (the proxy then answered 503 until it was restarted)."""
@@ -89,6 +91,8 @@ def test_a_strangers_flood_is_refused_unread_and_the_owner_is_served(security_hu
 
 
 @pytest.mark.slow
+@pytest.mark.hub
+@pytest.mark.root
 def test_the_owner_saves_a_notebook_larger_than_a_strangers_limit(owner):
     notebook = notebook_of(4 * UNAUTHENTICATED_MAX_BODY_BYTES)
     owner.save_notebook("owners-notebook.ipynb", notebook)
@@ -97,6 +101,8 @@ def test_the_owner_saves_a_notebook_larger_than_a_strangers_limit(owner):
 
 
 @pytest.mark.slow
+@pytest.mark.hub
+@pytest.mark.root
 def test_a_token_the_server_has_checked_may_send_a_notebook(security_hub, owner):
     token = owner.hub_api("POST", f"/users/{OWNER}/tokens",
                           json={"note": "a test's token", "expires_in": 600}).json()["token"]
@@ -109,6 +115,8 @@ def test_a_token_the_server_has_checked_may_send_a_notebook(security_hub, owner)
 
 
 @pytest.mark.slow
+@pytest.mark.hub
+@pytest.mark.root
 def test_the_owners_body_over_the_limit_is_refused_with_a_reason(owner):
     """Before: a save of any size up to 512 MB was read and written."""
     reply = owner.put(f"/user/{OWNER}/api/contents/too-large.ipynb", json={

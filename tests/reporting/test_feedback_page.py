@@ -24,7 +24,7 @@ from grader_tests.answers import BUGGY
 from grader_tests.catalogue import ASSIGNMENT_POINTS, ASSIGNMENT_TA_POINTS, BY_HAND
 from grader_tests.registry import NOTEBOOK_CHECKS
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.root]  # nbgrader autograde grades in real sandboxes
 
 CHECKS = NOTEBOOK_CHECKS["self_attention"]
 NO_SCALE = next(a for a in BUGGY if a.name == "no_scale")

@@ -25,6 +25,8 @@ from hub_helpers import COURSE
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.slow,
+    pytest.mark.hub,
+    pytest.mark.root,
     pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="Debian's chromium: make system-deps"),
 ]
 

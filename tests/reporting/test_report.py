@@ -247,6 +247,7 @@ def left_as_released(expected: dict) -> set[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.root
 def test_report_for_the_e2e_class_has_the_catalogue_counts(e2e_class, capsys):
     course, expected = e2e_class
     out = course / "build" / "report.html"
@@ -302,6 +303,7 @@ def test_report_for_the_e2e_class_has_the_catalogue_counts(e2e_class, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.root
 def test_exports_of_the_e2e_class_through_nbgrader_export(e2e_class):
     course, expected = e2e_class
     checks_csv, canvas_csv = course / "checks.csv", course / "canvas.csv"
@@ -333,6 +335,7 @@ def test_exports_of_the_e2e_class_through_nbgrader_export(e2e_class):
 
 
 @pytest.mark.slow
+@pytest.mark.root
 def test_feedback_command_shows_progress_and_a_summary(e2e_class, capsys):
     course, expected = e2e_class
     assert cli(["feedback", ASSIGNMENT, "--course", str(course)]) == 0
