@@ -28,11 +28,14 @@ RUN jupyter server extension disable --sys-prefix nbgrader.server_extensions.for
 
 # The all-or-nothing submit that hub/student/nbgrader_config.py names
 # (attention_platform.hub.submit.AtomicSubmit; its feedback-on-submit refusal is copied below).
-COPY attention_platform/__init__.py attention_platform/deferred_iri_syntax.py attention_platform/start_up_gc.py /opt/dl-attention/student-lib/attention_platform/
+COPY attention_platform/__init__.py attention_platform/deferred_iri_syntax.py attention_platform/start_up_gc.py attention_platform/bounded_json.py /opt/dl-attention/student-lib/attention_platform/
 COPY attention_platform/hub/__init__.py attention_platform/hub/submit.py /opt/dl-attention/student-lib/attention_platform/hub/
 # The course's Lab (hub/student/jupyter_server_config.py): its server side, what Validate says, the
 # notebooks' order, and the Lab extension itself (plain JavaScript).
-COPY attention_platform/hub/course_lab.py /opt/dl-attention/student-lib/attention_platform/hub/
+COPY attention_platform/hub/course_lab.py attention_platform/hub/warm_validate.py /opt/dl-attention/student-lib/attention_platform/hub/
+# Validate's client (warm_validate.executed_for_validate): the frames and the folder's files, nothing of the sandbox itself
+COPY attention_platform/grading/__init__.py /opt/dl-attention/student-lib/attention_platform/grading/
+COPY attention_platform/grading/sandbox/__init__.py attention_platform/grading/sandbox/protocol.py attention_platform/grading/sandbox/files.py /opt/dl-attention/student-lib/attention_platform/grading/sandbox/
 # The server's body limits by credentials (hub/student/jupyter_server_config.py installs them).
 COPY attention_platform/hub/student_request_limits.py /opt/dl-attention/student-lib/attention_platform/hub/
 COPY attention_platform/course/__init__.py attention_platform/course/notebooks.py attention_platform/course/settings.py attention_platform/course/validation.py /opt/dl-attention/student-lib/attention_platform/course/
@@ -45,7 +48,7 @@ COPY attention_platform/feedback_on_submit/__init__.py attention_platform/feedba
 RUN pth=$(python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/dl-attention-student.pth \
  && echo /opt/dl-attention/student-lib > "$pth" \
  && python -c 'from attention_platform import deferred_iri_syntax as d; d.main(["--line"])' >> "$pth" \
- && python -c "import attention_platform.hub.submit, attention_platform.hub.course_lab, attention_platform.hub.student_request_limits, attention_platform.feedback_on_submit.student"
+ && python -c "import attention_platform.hub.submit, attention_platform.hub.course_lab, attention_platform.hub.student_request_limits, attention_platform.feedback_on_submit.student, attention_platform.hub.warm_validate, attention_platform.course.validation"
 
 # Student-side nbgrader + server settings; the hub sets JUPYTER_CONFIG_PATH to this folder.
 COPY hub/student/ /etc/dl-attention/jupyter/

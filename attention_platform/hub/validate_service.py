@@ -20,9 +20,10 @@ Two halves:
   second press while one waits is refused at once), so a rush queues fairly instead of
   starting fifty kernels. A uid's third connection open at once is refused before anything is read
   from it (``MAX_CONNECTIONS_PER_UID``).
-* :func:`executed_for_validate` — the student's server side: sends the notebook, returns the
-  executed copy. nbgrader's Validate logic (which cells failed or changed) then runs on it in the
-  student's own server, unchanged (``WarmExecute``, used by ``attention_platform.hub.warm_validate``).
+* :func:`attention_platform.hub.warm_validate.executed_for_validate` — the student's server side:
+  sends the notebook, returns the executed copy. nbgrader's Validate logic (which cells failed or
+  changed) then runs on it in the student's own server, unchanged (``WarmExecute``). It lives in the
+  student's module, which the student image carries, and needs nothing of this one.
   Where no service is configured (``ATTENTION_VALIDATE_SOCKET`` unset: Docker, Kubernetes) or it
   cannot be reached, Validate runs as before, in a kernel.
 
@@ -34,7 +35,6 @@ queue of feedback on submit and this service both get their sandboxes through
 from __future__ import annotations
 
 import base64
-import dataclasses
 import logging
 import os
 import socket
@@ -46,22 +46,18 @@ from collections import OrderedDict
 from pathlib import Path
 
 from attention_platform import bounded_json
+from attention_platform.hub.warm_validate import MAX_REQUEST_FILES
 
-SOCKET_ENV = "ATTENTION_VALIDATE_SOCKET"  # where a hub user's server finds the validate service
 MAX_REQUEST_BYTES = 24 << 20  # a notebook and its folder's files (submission_files keeps 16 MB)
-MAX_REPLY_BYTES = 64 << 20  # the executed notebook: outputs are bounded per cell by the limits
 # A uid's connections open at once: its Validate and a second press to be told it is busy. Each is
 # read whole (MAX_REQUEST_BYTES) and parsed on a thread of its own before its turn is checked, so
 # without a cap one student's many connections could fill the service's memory and threads.
 MAX_CONNECTIONS_PER_UID = 2
-MAX_REQUEST_FILES = 1000  # the folder's files a request carries (ExchangeLimits' entries per submission)
 # The request around the notebook: an object of four members, the files as [name, base64] pairs. Its
 # shape is checked before it is parsed, and the notebook's (bounded_json.NOTEBOOK) before nbformat
 # reads it, so what a request makes the service allocate is bounded by its size, not its sender.
 REQUEST_SHAPE = bounded_json.Bounds(max_bytes=MAX_REQUEST_BYTES, max_depth=3, max_containers=MAX_REQUEST_FILES + 2,
                                     max_items=3 * MAX_REQUEST_FILES + 16)
-REPLY_SHAPE = bounded_json.Bounds(max_bytes=MAX_REPLY_BYTES, max_depth=2, max_containers=2, max_items=8)
-EXECUTED_SHAPE = dataclasses.replace(bounded_json.NOTEBOOK, max_bytes=MAX_REPLY_BYTES)
 TOO_COMPLEX = "Your notebook is too large or complex to validate: "
 
 
@@ -245,46 +241,6 @@ class ValidateService:
         self.log.info("validated a notebook of uid %d in %.2f s%s", uid, time.monotonic() - started,
                       f" (stopped: {result.stopped})" if result.stopped else "")
         return {"op": "executed", "notebook": nbformat.writes(nb), "stopped": result.stopped}
-
-
-# --------------------------------------------------------------------------- the student's side
-
-class ValidateUnavailable(Exception):
-    """No warm Validate here (no service configured, or it could not run this one)."""
-
-
-def executed_for_validate(nb, folder: str, *, name: str = "notebook.ipynb", socket_path: str | None = None,
-                          timeout: float = 300.0):
-    """``nb`` with every code cell run, in order, in a fresh sandbox of the validate service, the
-    files of ``folder`` (the notebook's own, e.g. ``data/``) beside it. Raises ValidateUnavailable
-    when there is no service to ask: the caller then runs a kernel, as nbgrader does."""
-    import nbformat
-
-    from attention_platform.grading.sandbox import protocol
-    from attention_platform.grading.sandbox.files import submission_files
-
-    path = socket_path or os.environ.get(SOCKET_ENV)
-    if not path:
-        raise ValidateUnavailable("no validate service is configured")
-    files = list(submission_files(folder, name).items())[:MAX_REQUEST_FILES]
-    request = {"op": "validate", "name": name, "notebook": nbformat.writes(nb),
-               "files": [[rel, base64.b64encode(data).decode()] for rel, data in files]}
-    deadline = time.monotonic() + timeout
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-        try:
-            conn.connect(path)
-            try:
-                protocol.send_json(conn, request)
-            except BrokenPipeError:
-                pass  # refused before it was read (not a hub user, too many connections): the answer waits
-            _, reply = protocol.recv_frame(conn, deadline, MAX_REPLY_BYTES, bounds=REPLY_SHAPE)
-        except (OSError, protocol.FrameError, bounded_json.TooComplex) as exc:
-            raise ValidateUnavailable(f"the validate service did not answer ({exc})") from None
-    if not isinstance(reply, dict) or reply.get("op") != "executed":
-        error = reply.get("error") if isinstance(reply, dict) else "a malformed reply"
-        raise ValidateUnavailable(str(error)[:300])
-    # what the student's own cells printed: bounded like the notebook sent (TooComplex says so)
-    return bounded_json.reads_notebook(str(reply["notebook"]), EXECUTED_SHAPE, "the notebook with its outputs")
 
 
 # --------------------------------------------------------------------------- the command

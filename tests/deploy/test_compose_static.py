@@ -185,14 +185,18 @@ def test_student_image_holds_nothing_of_the_grader_side():
                for p in [p for p in shlex.split(rest) if not p.startswith("--")][:-1]}
     for secret in ("grader_tests", "source", "nbgrader_config.py", "hub/grader"):
         assert not any(p.startswith(secret) for p in sources), secret
-    # of our package only the student's submit, the course's Lab (its server side, Validate's words,
-    # the notebooks' order, the Lab extension), feedback on submit's reading side, the deferred IRI
-    # parser, the collector's pause (the server's start-up), the server's body limits and the package markers
+    # of our package only the student's submit, the course's Lab (its server side, Validate's words and
+    # its client of the validate service with the frames it speaks, the notebooks' order, the Lab
+    # extension), feedback on submit's reading side, the deferred IRI parser, the collector's pause (the
+    # server's start-up), the server's body limits, the JSON shape check and the package markers
     ours = {p for p in sources if p.startswith("attention_platform")}
     assert ours == {"attention_platform/__init__.py", "attention_platform/deferred_iri_syntax.py",
                     "attention_platform/start_up_gc.py",
                     "attention_platform/hub/__init__.py", "attention_platform/hub/submit.py",
                     "attention_platform/hub/course_lab.py", "attention_platform/hub/student_request_limits.py",
+                    "attention_platform/hub/warm_validate.py", "attention_platform/bounded_json.py",
+                    "attention_platform/grading/__init__.py", "attention_platform/grading/sandbox/__init__.py",
+                    "attention_platform/grading/sandbox/protocol.py", "attention_platform/grading/sandbox/files.py",
                     "attention_platform/course/__init__.py",
                     "attention_platform/course/notebooks.py", "attention_platform/course/settings.py",
                     "attention_platform/course/validation.py",
@@ -562,3 +566,42 @@ def test_each_student_is_on_a_network_of_their_own(monkeypatch, tmp_path):
 
     policy = Policy(project="dl-attention", image="i", exchange="/srv/x", course="dl-attention")
     assert policy.network_of(f"{config.DockerSpawner.prefix}-{spawner.escaped_name}") == spawner.network_name
+
+
+def _our_imports(path: Path) -> set[str]:
+    """Every attention_platform module a file imports, at its top or inside a function."""
+    import ast
+
+    package = ".".join(path.relative_to(REPO).with_suffix("").parts[:-1])
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:  # relative: from .client import ..., from ..hub import ...
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([module] if module else []))
+            if module.startswith("attention_platform"):
+                found.add(module)
+                found |= {f"{module}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.startswith("attention_platform")}
+    return {name for name in found if (REPO / (name.replace(".", "/") + ".py")).exists()}
+
+
+def test_student_image_holds_every_module_its_copied_modules_import():
+    """The student image copies single modules of our package; each imports others, some only inside a
+    function that runs when a student presses a button (Validate's shape check, submit's refusal). Every
+    module reached that way must be copied too, or that button fails in Docker and Kubernetes alone."""
+    copied = {p for word, rest in instructions(DOCKERFILES["student"]) if word == "COPY"
+              for p in [p for p in shlex.split(rest) if not p.startswith("--")][:-1] if p.startswith("attention_platform")}
+    files = {REPO / p for p in copied if p.endswith(".py")}
+    missing, seen = set(), set()
+    while files - seen:
+        path = (files - seen).pop()
+        seen.add(path)
+        for module in _our_imports(path):
+            target = module.replace(".", "/") + ".py"
+            if target not in copied:
+                missing.add(f"{path.relative_to(REPO)} imports {module}")
+            files.add(REPO / target)
+    assert missing == set()

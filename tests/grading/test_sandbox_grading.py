@@ -33,6 +33,7 @@ def zygote():
     z.close()
 
 
+@pytest.mark.root
 @pytest.mark.parametrize("answer", BUGGY + CORRECT, ids=lambda a: a.name)
 def test_same_verdicts_and_messages_as_the_kernel_path(zygote, answer):
     nb = with_answer(release_notebook(), answer.code)
@@ -45,6 +46,7 @@ def test_same_verdicts_and_messages_as_the_kernel_path(zygote, answer):
         assert (outcome.passed, outcome.message) == (verdict.passed, verdict.message), check_id
 
 
+@pytest.mark.root
 def test_check_cells_get_the_kernel_output_shapes(zygote):
     nb = with_answer(release_notebook(), next(a for a in BUGGY if a.name == "no_scale").code)
     grade_notebook(nb, zygote=zygote, limits=LIMITS)
@@ -57,6 +59,7 @@ def test_check_cells_get_the_kernel_output_shapes(zygote):
     assert failed["traceback"] == [f"CheckFailed: {failed['evalue']}"]
 
 
+@pytest.mark.root
 def test_a_secret_seed_changes_the_inputs_not_the_verdicts(zygote):
     answer = next(a for a in BUGGY if a.name == "inverted_mask")
     result = grade_notebook(with_answer(release_notebook(), answer.code), zygote=zygote, limits=LIMITS,
@@ -127,6 +130,7 @@ outputs.items.append({"output_type": "display_data",
 """
 
 
+@pytest.mark.root
 def test_a_picture_that_cannot_be_drawn_changes_no_grade(zygote, monkeypatch):
     """The teaching picture is feedback, never part of a grade: if drawing it fails (a bug, a
     spoiled measurement), its check keeps its verdict and the feedback has no picture."""
@@ -157,6 +161,7 @@ def _run_cells(zygote, *sources, limits=LIMITS):
     return [cell.outputs for cell in nb.cells]
 
 
+@pytest.mark.root
 def test_figures_come_back_as_png_like_the_inline_backend(zygote):
     import base64
 
@@ -168,6 +173,7 @@ def test_figures_come_back_as_png_like_the_inline_backend(zygote):
     assert "after the plot" in streams and "non-interactive" not in streams and "non-GUI" not in streams
 
 
+@pytest.mark.root
 def test_figures_are_flushed_per_cell_and_capped(zygote):
     one, none = _run_cells(zygote, PLOT_CELL, "1 + 1")
     assert sum("image/png" in o.get("data", {}) for o in one) == 1
@@ -178,6 +184,7 @@ def test_figures_are_flushed_per_cell_and_capped(zygote):
     assert any("figures not shown" in o.get("text", "") for o in capped), capped
 
 
+@pytest.mark.root
 def test_forged_image_outputs_are_dropped(zygote):
     (outputs,) = _run_cells(zygote, FORGED_IMAGE_CELL)
     assert not any("image/png" in o.get("data", {}) for o in outputs), outputs
@@ -333,6 +340,7 @@ def test_a_reply_seen_before_gets_its_verdict_again_without_judging_and_others_a
     assert len(calls) == 5
 
 
+@pytest.mark.root
 def test_a_sandbox_runs_the_compiled_probes_of_its_own_python_and_compiles_the_sources_otherwise(zygote):
     payload = probe_payload()
     broken = {name: base64.b64encode(marshal.dumps(compile("raise ImportError('compiled copy')", name, "exec"))).decode()
@@ -389,6 +397,7 @@ print(len(nb.cells), len(checks), all(c.source == "" and c.outputs == [] for c i
 """
 
 
+@pytest.mark.root
 def test_the_notebook_a_sandbox_holds_is_the_students_with_the_check_cells_empty(zygote):
     import nbformat
 
@@ -406,6 +415,7 @@ time.sleep(0.3)
 print(struct.unpack("i", fcntl.ioctl(3, termios.FIONREAD, bytes(4)))[0])"""
 
 
+@pytest.mark.root
 def test_a_sandbox_finds_its_next_cells_waiting_instead_of_sleeping_until_the_grader_sends_each(zygote):
     """Commands are sent ahead of their replies (client.Sandbox.send): the sandbox starts the next one
     without a round trip through the grader, which on this machine cost ~15 CPU-ms a notebook."""
@@ -413,6 +423,7 @@ def test_a_sandbox_finds_its_next_cells_waiting_instead_of_sleeping_until_the_gr
     assert int(first[0]["text"]) > 0, first
 
 
+@pytest.mark.root
 def test_no_cell_before_the_checks_finds_the_probe_code_in_its_socket(zygote):
     """The probe code is sent only once every cell before the first check has answered: a cell that
     could read it from its socket could print it into the feedback."""
@@ -426,6 +437,7 @@ def test_no_cell_before_the_checks_finds_the_probe_code_in_its_socket(zygote):
     assert result.stopped is None and all(check.passed for check in result.checks.values())
 
 
+@pytest.mark.root
 def test_a_cell_sent_ahead_has_its_whole_timeout_from_when_it_starts(zygote):
     """Three cells of 1.2 s each with 2 s allowed per cell: each one's clock starts when the one before
     it answered, not when the grader sent it."""
@@ -434,6 +446,7 @@ def test_a_cell_sent_ahead_has_its_whole_timeout_from_when_it_starts(zygote):
     assert outputs == [[{"output_type": "stream", "name": "stdout", "text": "done\n"}]] * 3, outputs
 
 
+@pytest.mark.root
 def test_long_cells_with_long_outputs_sent_ahead_cannot_deadlock_grader_and_sandbox(zygote):
     """Sent ahead without a bound, 40 cells of 50 kB each would fill the sandbox's socket while the
     sandbox waits for the grader to read its 80 kB replies: each would wait on the other until the
@@ -444,6 +457,7 @@ def test_long_cells_with_long_outputs_sent_ahead_cannot_deadlock_grader_and_sand
     assert [out[0]["text"] for out in outputs] == [f"{i % 10}" * 80_000 + "\n" for i in range(40)]
 
 
+@pytest.mark.root
 def test_a_sandbox_that_exits_with_commands_still_queued_is_reported_as_exited(zygote):
     """The cells after the one that exits are already sent or still queued; sending to a sandbox
     that is gone fails quietly, and the cell that exited says how."""

@@ -26,7 +26,8 @@ from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT, class_c
 from broker_helpers import GRADER, LOADED, STRANGER, as_user, ensure_user, start_broker
 from grader_tests.answers import BUGGY, CORRECT
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the broker and the hub users need root (CI is root)")
+pytestmark = [pytest.mark.root,
+              pytest.mark.skipif(os.geteuid() != 0, reason="the broker and the hub users need root (CI is root)")]
 
 STUDENT = "attention-vs-student"  # stands in for a hub user (the service serves only their uids)
 CELL_TIMEOUT = 5  # seconds per cell, for the service's sandboxes and the reference kernel alike
@@ -227,7 +228,7 @@ def test_each_validate_runs_in_a_fresh_sandbox(service):
     folder = student_folder(student, {"probe.ipynb": nb})
     code = f"""
         import json, nbformat
-        from attention_platform.hub.validate_service import executed_for_validate
+        from attention_platform.hub.warm_validate import executed_for_validate
         nb = nbformat.read({str(folder / 'probe.ipynb')!r}, as_version=4)
         runs = [executed_for_validate(nbformat.from_dict(nb), {str(folder)!r}, name="probe.ipynb",
                                       socket_path={str(socket_path)!r}) for _ in range(2)]
@@ -248,7 +249,7 @@ def test_only_hub_users_are_served(service):
     socket_path, _, stranger = service
     code = f"""
         import json, nbformat
-        from attention_platform.hub.validate_service import ValidateUnavailable, executed_for_validate
+        from attention_platform.hub.warm_validate import ValidateUnavailable, executed_for_validate
         try:
             executed_for_validate(nbformat.v4.new_notebook(), "/nonexistent", socket_path={str(socket_path)!r})
             print(json.dumps("served"))
@@ -270,7 +271,7 @@ def test_a_student_cannot_hold_more_than_two_connections_open(service):
     code = f"""
         import json, socket, time, nbformat
         from attention_platform.grading.sandbox import protocol
-        from attention_platform.hub.validate_service import ValidateUnavailable, executed_for_validate
+        from attention_platform.hub.warm_validate import ValidateUnavailable, executed_for_validate
         idle = []
         for _ in range(2):
             conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -325,7 +326,7 @@ def test_validates_sandboxes_come_from_a_worker_warmed_for_the_course(course, lo
             result = as_user(student, f"""
                 import json, nbformat
                 from nbformat.v4 import new_code_cell, new_notebook
-                from attention_platform.hub.validate_service import executed_for_validate
+                from attention_platform.hub.warm_validate import executed_for_validate
                 nb = executed_for_validate(new_notebook(cells=[new_code_cell({LOADED!r})]), {str(mine)!r},
                                            socket_path={str(socket_path)!r})
                 print(json.dumps({{"loaded": nb.cells[0].outputs[0]["text"].split()}}))

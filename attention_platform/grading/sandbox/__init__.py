@@ -18,7 +18,16 @@ Two halves that never trust each other:
 probe of every hidden check there, and judge the responses here.
 """
 
-from .client import Sandbox, SandboxDied, SandboxTimeout, SandboxUnavailable, Zygote, get_zygote
-from .limits import SandboxLimits
+import importlib
 
-__all__ = ["Sandbox", "SandboxDied", "SandboxLimits", "SandboxTimeout", "SandboxUnavailable", "Zygote", "get_zygote"]
+# Exported lazily: a student's server imports ``protocol`` and ``files`` of this package (Validate's
+# client) and must not load the sandbox's client, which it neither needs nor has in its image.
+_EXPORTS = {"Sandbox": "client", "SandboxDied": "client", "SandboxTimeout": "client", "SandboxUnavailable": "client",
+            "Zygote": "client", "get_zygote": "client", "SandboxLimits": "limits"}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
