@@ -313,6 +313,10 @@ def test_the_round_trip_through_the_published_port(stack, record_property):
         assert {a["assignment_id"]: a["status"] for a in jane.assignments()} == {ASSIGNMENT: "released"}
         assert jane.assignment_action("fetch", ASSIGNMENT)["success"]
         jane.save_notebook(NOTEBOOK, answer_notebook(CORRECT[0].code))
+        # the course's Validate, in her container (a kernel there: no validate service's socket in Docker)
+        validated = jane.post("/user/jane.doe/attention/validate", data={"path": NOTEBOOK})
+        assert validated.status_code == 200, validated.text[-2000:]
+        assert validated.json()["ok"] and validated.json()["ran"], validated.json()
         submitted = jane.assignment_action("submit", ASSIGNMENT)
         assert submitted["success"], submitted
     (mine,) = os.listdir(stack["exchange"] / COURSE / "inbound" / "jane.doe")
