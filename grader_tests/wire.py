@@ -34,11 +34,11 @@ _NAMES = {v: k for k, v in ALLOWED_DTYPES.items()}
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 MAX_ELEMENTS = 4_000_000
 MAX_HEADER_BYTES = 256 << 10  # a real message's header is a few kB
-# JSON values in a header (numbers, strings, lists, objects, keys) cost some 60 bytes each once
-# parsed: a header may hold a few that any message may have (a real one has a few hundred) and one
-# more per 16 bytes received, so that what is parsed stays within a few times what was received.
-HEADER_VALUES_FREE = 1024
-BYTES_PER_HEADER_VALUE = 16
+# JSON values (numbers, strings, lists, objects, keys) cost some 60 bytes each once parsed: JSON from
+# a sandbox may hold a few that any message may have (a real header has a few hundred) and one more
+# per 16 bytes received, so that what is parsed stays within a few times what was received.
+JSON_VALUES_FREE = 1024
+BYTES_PER_JSON_VALUE = 16
 MAX_HEADER_VALUES = 20_000
 MAX_NESTING = 8  # the header object, "values", and a value's five levels of lists, with room to spare
 _JSON_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},:]')  # a string (skipped whole) or a mark
@@ -75,6 +75,11 @@ def encode(message: dict) -> bytes:
     return struct.pack(">Q", len(head)) + head + b"".join(chunks)
 
 
+def json_values_allowed(received: int) -> int:
+    """How many JSON values ``received`` bytes from a sandbox may hold (see JSON_VALUES_FREE)."""
+    return JSON_VALUES_FREE + received // BYTES_PER_JSON_VALUE
+
+
 def check_json_shape(text, max_values: int, max_nesting: int = MAX_NESTING) -> None:
     """Refuse JSON ``text`` (bytes-like) that would hold more than ``max_values`` values or nest
     deeper than ``max_nesting``, before it is parsed: what parsing allocates grows with the number
@@ -89,13 +94,13 @@ def check_json_shape(text, max_values: int, max_nesting: int = MAX_NESTING) -> N
             values += 1
             depth += 1
             if depth > max_nesting:
-                raise WireError(f"header nests deeper than {max_nesting} levels")
+                raise WireError(f"JSON nests deeper than {max_nesting} levels")
         elif mark in b"]}":
             depth -= 1
         elif mark in b",:":
             values += 1
         if values > max_values:
-            raise WireError(f"header holds more than {max_values} values")
+            raise WireError(f"JSON holds more than {max_values} values")
 
 
 def decode(blob: bytes) -> dict:
@@ -107,7 +112,7 @@ def decode(blob: bytes) -> dict:
     if head_len > MAX_HEADER_BYTES:
         raise WireError(f"header of {head_len} bytes is larger than {MAX_HEADER_BYTES}")
     head = memoryview(blob)[8 : 8 + head_len]
-    check_json_shape(head, min(MAX_HEADER_VALUES, HEADER_VALUES_FREE + len(blob) // BYTES_PER_HEADER_VALUE))
+    check_json_shape(head, min(MAX_HEADER_VALUES, json_values_allowed(len(blob))))
     try:
         header = json.loads(bytes(head))
     except ValueError as exc:

@@ -111,7 +111,10 @@ def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
     return b"".join(chunks)
 
 
-def recv_frame(sock: socket.socket, deadline: float | None = None, max_bytes: int = DEFAULT_MAX_FRAME):
+def recv_frame(sock: socket.socket, deadline: float | None = None, max_bytes: int = DEFAULT_MAX_FRAME,
+               check_json=None):
+    """The next frame, (kind, JSON value or wire payload); ``check_json`` (bytes-like -> None, a
+    ValueError for a refusal) looks at a JSON frame before it is parsed."""
     (length,) = struct.unpack(">Q", _recv_exact(sock, 8, deadline))
     if length < 1 or length > max_bytes + 1:
         raise FrameError(f"frame of {length} bytes exceeds the limit of {max_bytes}")
@@ -119,6 +122,8 @@ def recv_frame(sock: socket.socket, deadline: float | None = None, max_bytes: in
     kind, payload = data[:1], data[1:]
     if kind == JSON:
         try:
+            if check_json is not None:
+                check_json(memoryview(payload))
             return kind, json.loads(payload)
         except (ValueError, RecursionError) as exc:
             raise FrameError(f"bad JSON frame: {exc}") from None
