@@ -25,8 +25,10 @@ from attention_platform.grading.sandbox import cgroups
 
 PARENT = "attention-services"
 # What each service may hold (MiB) unless HUB_<SERVICE>_MEMORY_MB says otherwise: several times what
-# it holds at work (a few hundred MB each); the broker's cap is its sandboxes' too.
-DEFAULT_MEMORY_MB = {"broker": 12288, "validate": 1536, "formgrader": 3072, "feedback-on-submit": 3072}
+# it holds at work (a few hundred MB each). The broker's cap is its sandboxes' too (each capped by its
+# own limits): three quarters of the machine's memory, the rest kept for the hub and users' servers.
+DEFAULT_MEMORY_MB = {"validate": 1536, "formgrader": 3072, "feedback-on-submit": 3072}
+BROKER_SHARE_OF_MEMORY = 0.75
 PIDS_MAX = 65536  # the broker's sandboxes have caps of their own; this only stops a runaway fork
 STABLE_SECONDS = 60.0  # a service that ran this long before it exited is started again at once
 MAX_PAUSE_SECONDS = 30.0
@@ -36,7 +38,7 @@ def memory_mb(service: str, environ=None) -> int:
     """The memory cap of ``service``: ``HUB_<SERVICE>_MEMORY_MB`` (``-`` as ``_``) or its default."""
     environ = os.environ if environ is None else environ
     key = f"HUB_{service.upper().replace('-', '_')}_MEMORY_MB"
-    value = environ.get(key) or DEFAULT_MEMORY_MB[service]
+    value = environ.get(key) or DEFAULT_MEMORY_MB.get(service) or int(_machine_mb() * BROKER_SHARE_OF_MEMORY)
     try:
         megabytes = int(value)
     except ValueError:
@@ -44,6 +46,11 @@ def memory_mb(service: str, environ=None) -> int:
     if megabytes < 64:
         raise ValueError(f"{key} must be at least 64 (MiB), not {megabytes}")
     return megabytes
+
+
+def _machine_mb() -> int:
+    with open("/proc/meminfo") as meminfo:
+        return int(next(line for line in meminfo if line.startswith("MemTotal:")).split()[1]) >> 10
 
 
 class ServiceCgroups:

@@ -61,14 +61,7 @@ def hub():
 
 @pytest.fixture(scope="module")
 def students(hub):
-    sessions = {}
-    for n in range(1, 5):
-        user = f"student{n}"
-        sessions[user] = hub.session(user)
-        sessions[user].spawn()
-        fetched = sessions[user].assignment_action("fetch", ASSIGNMENT)
-        assert fetched["success"], fetched
-    return sessions
+    return hub.students_with(ASSIGNMENT, 4)
 
 
 def write_notebook(session, code: str, first_cell: str = "") -> None:
