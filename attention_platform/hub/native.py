@@ -541,7 +541,6 @@ def supervise(hub: NativeHub) -> Supervisor:
     if hub.grader_user:
         services += [Supervised("sandbox broker", lambda: hub.broker, lambda: start_broker(hub, log, wait=False)),
                      Supervised("validate service", lambda: hub.validate, lambda: start_validate(hub, log))]
-
     return Supervisor(services, log=_launcher_says(log))
 
 
