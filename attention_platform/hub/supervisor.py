@@ -71,11 +71,13 @@ class ServiceCgroups:
         """Put ``process`` (just started: it has not forked yet) into the cgroup of ``service``."""
         if self.groups is None:
             return
-        self.groups.create(service, memory_mb(service, self.environ) << 20, PIDS_MAX)
         try:
+            self.groups.create(service, memory_mb(service, self.environ) << 20, PIDS_MAX)
             self.groups.join(service, process.pid)
         except ProcessLookupError:
             pass  # it exited at once: the supervisor sees it
+        except OSError as exc:
+            self.log(f"the {service} runs without its memory cap: its cgroup cannot be set ({exc.strerror})")
 
     def folders(self, service: str) -> list[str]:
         return self.groups.dirs(service) if self.groups else []
