@@ -81,6 +81,11 @@ def shape(text: str | bytes, limit_containers: int | None = None) -> Shape:
     return Shape(size=len(text), depth=depth, containers=containers, items=items)
 
 
+def checker(bounds: Bounds, what: str):
+    """``check_shape`` for one kind of text, as a frame reader takes it (``protocol.recv_frame``)."""
+    return lambda text: check_shape(text, bounds, what)
+
+
 def check_shape(text: str | bytes, bounds: Bounds, what: str = "the JSON text") -> Shape:
     """``text``'s shape if it is within ``bounds``; TooComplex naming the first bound it is over."""
     if len(text) > bounds.max_bytes:

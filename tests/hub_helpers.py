@@ -279,6 +279,17 @@ class RunningHub:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def students_with(self, assignment: str, count: int) -> dict[str, HubSession]:
+        """Sessions of student1..``count``, each with their server started and ``assignment`` fetched."""
+        sessions = {}
+        for n in range(1, count + 1):
+            user = f"student{n}"
+            sessions[user] = self.session(user)
+            sessions[user].spawn()
+            fetched = sessions[user].assignment_action("fetch", assignment)
+            assert fetched["success"], fetched
+        return sessions
+
     def ctrl_c(self, timeout: float = 60) -> float:
         """What Ctrl-C in the terminal does: SIGINT to the whole foreground process group."""
         started = time.monotonic()

@@ -8,7 +8,10 @@ and PostgreSQL alike):
   error), and once graded its points, each check's result, how long grading took and whether
   it is the attempt that counts for the grade;
 * ``attention_feedback_on_submit``: per assignment, since when feedback on submit is on, so
-  that turning it on does not grade every submission made before.
+  that turning it on does not grade every submission made before;
+* ``attention_attempt_interrupted``: per attempt, how many times the grader's process ended
+  while grading it (killed at its memory cap, say), so that an attempt which kills the grader
+  is graded again once and then failed, never graded for ever.
 
 The formgrader shows them (formgrader.py) and ``attention-course attempts`` exports them.
 """
@@ -55,6 +58,12 @@ switches = Table(
     Column("assignment", String(128), primary_key=True),
     Column("on", Boolean, nullable=False),
     Column("since", DateTime, nullable=False),
+)
+
+interruptions = Table(
+    "attention_attempt_interrupted", metadata,
+    Column("attempt", Integer, primary_key=True),
+    Column("times", Integer, nullable=False),
 )
 
 FIELDS = [column.name for column in attempts.columns]
@@ -122,6 +131,17 @@ class Ledger:
                 values[key] = json.dumps(values[key])
         with self.lock, self.engine.begin() as db:
             db.execute(update(attempts).where(attempts.c.id == attempt_id).values(**values))
+
+    def interrupted(self, attempt_id: int) -> int:
+        """Record that the grader's process ended while grading ``attempt_id``; how many times it has."""
+        with self.lock, self.engine.begin() as db:
+            row = db.execute(select(interruptions).where(interruptions.c.attempt == attempt_id)).first()
+            times = (row.times if row else 0) + 1
+            if row is None:
+                db.execute(insert(interruptions).values(attempt=attempt_id, times=times))
+            else:
+                db.execute(update(interruptions).where(interruptions.c.attempt == attempt_id).values(times=times))
+        return times
 
     def set_counted(self, assignment: str, student: str, attempt_id: int | None) -> None:
         """Mark ``attempt_id`` as the one that counts for the student (and no other)."""

@@ -20,8 +20,9 @@ One coordinating thread and ``c.FeedbackOnSubmit.workers`` grading threads:
   ``last``/``best`` the attempt that counts installed into
   the course. Its student stays busy in the queue until then;
 * nothing is lost: a submission made while this process was down is graded when it is back
-  (timed by the kernel), an attempt whose grading was cut short is graded again, and an attempt
-  that could not reach the sandbox broker waits in the queue until it can.
+  (timed by the kernel), an attempt whose grading was cut short is graded again (once: an attempt
+  whose grading ended this process twice is failed, with the reason), and an attempt that could
+  not reach the sandbox broker waits in the queue until it can.
 
 The policy is re-read within a second of the course's ``nbgrader_config.py`` changing; the
 grading configuration itself when this process restarts (as the formgrader's).
@@ -56,7 +57,14 @@ from .pages import PageMaker
 from .policy import FeedbackOnSubmit, Policy, PolicyError, iso, now, until
 
 OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-COUNTING = ("queued", "grading", "graded")  # states that use up one of the student's graded attempts
+COUNTING = status_file.COUNTING
+# Times an attempt is graded again after the grader's process ended while grading it: once, in case
+# something else ended it; an attempt that ends the grader again is failed.
+GRADED_AGAIN_AFTER_A_CRASH = 1
+STOPPED_THE_GRADER = ("Not graded: the grader stopped while grading this attempt, twice, so it is not graded again. "
+                      "It counts as one of your graded attempts. This happens when a notebook makes the grader "
+                      "use too much memory, for example by returning far more data than a check asks for; "
+                      "fix that and submit again, and tell the course staff if you think your code is not the cause.")
 RETRY_SECONDS = 5.0  # after the sandbox broker could not be reached
 # One student's new submissions taken per scan (each is copied, recorded and told on the one scan
 # thread): a pile of them made by hand delays nobody else's by more than this many copies.
@@ -519,6 +527,13 @@ class Service:
                 if row["state"] not in ("queued", "grading") and not unfinished:
                     continue
                 folder = self.incoming / str(row["id"])
+                if row["state"] == "grading" and self.ledger.interrupted(row["id"]) > GRADED_AGAIN_AFTER_A_CRASH:
+                    self.ledger.set(row["id"], state="failed", graded_at=now(), message=STOPPED_THE_GRADER)
+                    self.write_status(assignment, row["student"])
+                    shutil.rmtree(folder, ignore_errors=True)
+                    self.log.warning("%s: attempt %d failed: the grader stopped twice while grading it",
+                                     row["student"], row["id"])
+                    continue
                 if not folder.is_dir():
                     self.ledger.set(row["id"], state="error",
                                     message="Its copy was lost while the grader restarted; it does not count as one "

@@ -22,7 +22,8 @@ PREFIX = "feedback-on-submit-"
 SUFFIX = ".json"
 MAX_BYTES = 4 << 20  # a status of a few hundred attempts is < 1 MB
 VERSION = 1
-STATES = ("queued", "grading", "graded", "refused", "not graded", "error")
+STATES = ("queued", "grading", "graded", "refused", "not graded", "error", "failed")
+COUNTING = ("queued", "grading", "graded", "failed")  # the states that use up one of a student's graded attempts
 
 
 def filename(assignment: str) -> str:

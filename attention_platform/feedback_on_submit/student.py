@@ -27,7 +27,7 @@ import stat
 from . import status as status_file
 from .policy import UTC, Policy, PolicyError, from_iso, now
 
-COUNTING = ("queued", "grading", "graded")
+COUNTING = status_file.COUNTING
 PAGE = re.compile(r"[0-9a-f]{32}\.html\Z")
 ASSIGNMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
 

@@ -8,6 +8,12 @@ Unix user, so the exchange's permissions are enforced by the kernel.
 
 Ctrl-C stops the hub, which stops every server and service; submissions are
 written synchronously by nbgrader, so none is lost half-way.
+
+The launcher supervises the long-lived services it starts beside the hub (the sandbox broker,
+the validate service, the formgrader, the feedback-on-submit grader): each runs in a memory
+cgroup of its own (``attention-services/<service>``, capped by ``HUB_<SERVICE>_MEMORY_MB``), so
+whatever one student makes it allocate kills that service at its cap, never the machine or the
+hub; a service that exits is started again (:class:`Supervisor`), and the hub goes on serving.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from attention_platform.hub.accounts import UidRange, ensure_account
 from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT
 from attention_platform.course.settings import DEFAULT_COURSE_ID, course_id
 from attention_platform.hub.exchange_layout import ExchangeLayout, Ids
+from attention_platform.hub.supervisor import ServiceCgroups, Supervised, Supervisor
 from attention_platform.venv import environment, program
 
 HUB_CONFIG = COURSE_ROOT / "hub" / "jupyterhub_config.py"
@@ -99,6 +106,8 @@ class NativeHub:
     instant: subprocess.Popen | None = None  # the feedback-on-submit grader (attention_platform/feedback_on_submit)
     validate: subprocess.Popen | None = None  # the validate service (attention_platform/hub/validate_service.py)
     grader_user: str | None = None
+    services: ServiceCgroups | None = None  # the services' memory caps (start())
+    log_file: object = None  # jupyterhub.log, where every process of the hub writes
     start_seconds: float = 0.0
     course: str = DEFAULT_COURSE_ID
     demo: DemoClass = DemoClass()
@@ -394,8 +403,9 @@ def wait_for_hub(url: str, process: subprocess.Popen, timeout: float = 90) -> No
     raise TimeoutError(f"the hub did not answer on {url} within {timeout:.0f} s")
 
 
-def start_broker(hub: NativeHub, log_file, timeout: float = 120) -> None:
-    """The root sandbox broker, for the grader account only (see grading/sandbox/broker.py)."""
+def start_broker(hub: NativeHub, log_file, timeout: float = 120, wait: bool = True) -> subprocess.Popen:
+    """The root sandbox broker, for the grader account only (see grading/sandbox/broker.py); with
+    ``wait`` once it listens."""
     entry = pwd.getpwnam(hub.grader_user)
     # A socket left by the previous run (the state directory is kept) would pass the wait below
     # before the new broker listens, and the first client would be refused. run/ is root's alone.
@@ -409,13 +419,15 @@ def start_broker(hub: NativeHub, log_file, timeout: float = 120) -> None:
          "--allow-uid", str(entry.pw_uid), "--allow-gid", str(entry.pw_gid), "--first-uses", first_uses],
         cwd=hub.state, env=hub.env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
     )
+    hub.services.contain("broker", hub.broker)
     deadline = time.monotonic() + timeout
-    while not _listening_soon(hub.sandbox_socket):
+    while wait and not _listening_soon(hub.sandbox_socket):
         if hub.broker.poll() is not None:
             raise RuntimeError(f"the sandbox broker exited with status {hub.broker.returncode}")
         if time.monotonic() > deadline:
             raise TimeoutError(f"the sandbox broker did not start within {timeout:.0f} s")
         time.sleep(0.1)
+    return hub.broker
 
 
 def _listening_soon(path: Path) -> bool:
@@ -428,39 +440,24 @@ def _listening_soon(path: Path) -> bool:
 
 def start(hub: NativeHub) -> NativeHub:
     """Start JupyterHub, the sandbox broker, the formgrader and the feedback-on-submit grader
-    (child processes, own sessions) and wait for them."""
-    from attention_platform.hub.formgrader_service import command, service_env
-
+    (child processes, own sessions, the services each in a memory cgroup of its own) and wait for them."""
     started = time.monotonic()
     private_file(hub.state / "jupyterhub.log")  # user names, paths and errors of everyone: root's alone
     log = open(hub.state / "jupyterhub.log", "ab")
+    hub.log_file = log
+    hub.services = ServiceCgroups(log=_launcher_says(log))
     hub.process = subprocess.Popen(
         [program("jupyterhub"), "-f", str(HUB_CONFIG)],
         cwd=hub.state, env=hub.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     if hub.grader_user:
         start_broker(hub, log)
-    if hub.grader_user:  # students' Validate, in sandboxes of the broker, as the grader account
-        uids = hub_uid_range()
-        hub.validate = subprocess.Popen(
-            [program("attention-course"), "validate-service", "--course", str(hub.course_dir),
-             "--socket", str(hub.validate_socket), "--uid-min", str(uids.first), "--uid-max", str(uids.last)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **hub.as_grader())
+        start_validate(hub, log)  # students' Validate, in sandboxes of the broker, as the grader account
     wait_for_hub(hub.url, hub.process)
     # The formgrader after the hub answers: it asks the hub's API for its version at start and gives
     # up after 5 tries; with 100 accounts to create on a loaded machine the hub took longer than that.
-    as_grader = hub.as_grader()
-    as_grader["env"].update(service_env(
-        course=hub.course, api_token=hub.env["FORMGRADER_API_TOKEN"],
-        hub_api_url=f"http://127.0.0.1:{hub.env['HUB_INTERNAL_PORT']}/hub/api", ip="127.0.0.1",
-        port=hub.formgrader_port))
-    hub.formgrader = subprocess.Popen(command(str(hub.course_dir), "127.0.0.1", hub.formgrader_port),
-                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **as_grader)
-    # Feedback on submit: the grader account watches the students' inbound folders (see the README).
-    hub.instant = subprocess.Popen(
-        [program("attention-course"), "feedback-on-submit", "--course", str(hub.course_dir),
-         "--exchange", str(hub.exchange)],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **hub.as_grader())
+    start_formgrader(hub, log)
+    start_feedback_on_submit(hub, log)
     deadline = time.monotonic() + 90
     while True:  # the formgrader answers its version once it is up
         if hub.formgrader.poll() is not None:
@@ -476,6 +473,40 @@ def start(hub: NativeHub) -> NativeHub:
         time.sleep(0.25)
     hub.start_seconds = time.monotonic() - started
     return hub
+
+
+def start_validate(hub: NativeHub, log_file) -> subprocess.Popen:
+    uids = hub_uid_range()
+    hub.validate = subprocess.Popen(
+        [program("attention-course"), "validate-service", "--course", str(hub.course_dir),
+         "--socket", str(hub.validate_socket), "--uid-min", str(uids.first), "--uid-max", str(uids.last)],
+        stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True, **hub.as_grader())
+    hub.services.contain("validate", hub.validate)
+    return hub.validate
+
+
+def start_formgrader(hub: NativeHub, log_file) -> subprocess.Popen:
+    from attention_platform.hub.formgrader_service import command, service_env
+
+    as_grader = hub.as_grader()
+    as_grader["env"].update(service_env(
+        course=hub.course, api_token=hub.env["FORMGRADER_API_TOKEN"],
+        hub_api_url=f"http://127.0.0.1:{hub.env['HUB_INTERNAL_PORT']}/hub/api", ip="127.0.0.1",
+        port=hub.formgrader_port))
+    hub.formgrader = subprocess.Popen(command(str(hub.course_dir), "127.0.0.1", hub.formgrader_port),
+                                      stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True, **as_grader)
+    hub.services.contain("formgrader", hub.formgrader)
+    return hub.formgrader
+
+
+def start_feedback_on_submit(hub: NativeHub, log_file) -> subprocess.Popen:
+    """Feedback on submit: the grader account watches the students' inbound folders (see the README)."""
+    hub.instant = subprocess.Popen(
+        [program("attention-course"), "feedback-on-submit", "--course", str(hub.course_dir),
+         "--exchange", str(hub.exchange)],
+        stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True, **hub.as_grader())
+    hub.services.contain("feedback-on-submit", hub.instant)
+    return hub.instant
 
 
 def stop(hub: NativeHub, timeout: float = 20) -> float:
@@ -499,6 +530,26 @@ def stop(hub: NativeHub, timeout: float = 20) -> float:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     return time.monotonic() - started
+
+
+def supervise(hub: NativeHub) -> Supervisor:
+    """The services the launcher starts again when they exit (the hub itself is what the launcher
+    runs: when it exits, everything stops)."""
+    log = hub.log_file
+    services = [Supervised("formgrader", lambda: hub.formgrader, lambda: start_formgrader(hub, log)),
+                Supervised("feedback-on-submit grader", lambda: hub.instant, lambda: start_feedback_on_submit(hub, log))]
+    if hub.grader_user:
+        services += [Supervised("sandbox broker", lambda: hub.broker, lambda: start_broker(hub, log, wait=False)),
+                     Supervised("validate service", lambda: hub.validate, lambda: start_validate(hub, log))]
+    return Supervisor(services, log=_launcher_says(log))
+
+
+def _launcher_says(log_file):
+    """A line of the launcher's own, into jupyterhub.log beside its children's."""
+    def say(line: str) -> None:
+        log_file.write(f"[native launcher] {line}\n".encode())
+        log_file.flush()
+    return say
 
 
 def hub_ports(port: int, formgrader_port: int) -> dict[str, int]:
@@ -557,8 +608,9 @@ def run(state: Path, port: int = 8000, formgrader_port: int = 9999, release: boo
     print(f"Formgrader (instructor, ta): {hub.url}/services/{hub.course}/")
     print("Press Ctrl-C to stop everything.")
     sys.stdout.flush()
-    running = (hub.process, hub.formgrader, hub.instant, hub.validate, hub.broker)
-    while not stopping and all(p.poll() is None for p in running if p):
+    supervisor = supervise(hub)
+    while not stopping and hub.process.poll() is None:
+        supervisor.poll()
         time.sleep(0.2)
     seconds = stop(hub)
     print(f"stopped in {seconds:.1f} s")

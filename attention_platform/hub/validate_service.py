@@ -195,7 +195,7 @@ class ValidateService:
                 else:
                     try:
                         _, request = protocol.recv_frame(conn, time.monotonic() + 60, MAX_REQUEST_BYTES,
-                                                         bounds=REQUEST_SHAPE)
+                                                         check_json=bounded_json.checker(REQUEST_SHAPE, 'the request'))
                         reply = self.validate(uid, request)
                     except bounded_json.TooComplex as exc:
                         reply = {"op": "refused", "error": f"{TOO_COMPLEX}{exc}."}

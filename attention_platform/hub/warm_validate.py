@@ -87,7 +87,7 @@ def executed_for_validate(nb, folder: str, *, name: str = "notebook.ipynb", sock
                 protocol.send_json(conn, request)
             except BrokenPipeError:
                 pass  # refused before it was read (not a hub user, too many connections): the answer waits
-            _, reply = protocol.recv_frame(conn, deadline, MAX_REPLY_BYTES, bounds=REPLY_SHAPE)
+            _, reply = protocol.recv_frame(conn, deadline, MAX_REPLY_BYTES, check_json=bounded_json.checker(REPLY_SHAPE, "the validate service's answer"))
         except (OSError, protocol.FrameError, bounded_json.TooComplex) as exc:
             raise ValidateUnavailable(f"the validate service did not answer ({exc})") from None
     if not isinstance(reply, dict) or reply.get("op") != "executed":

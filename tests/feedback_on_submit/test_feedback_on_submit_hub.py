@@ -58,14 +58,7 @@ def hub():
 
 @pytest.fixture(scope="module")
 def students(hub):
-    sessions = {}
-    for n in range(1, 6):
-        user = f"student{n}"
-        sessions[user] = hub.session(user)
-        sessions[user].spawn()
-        fetched = sessions[user].assignment_action("fetch", ASSIGNMENT)
-        assert fetched["success"], fetched
-    return sessions
+    return hub.students_with(ASSIGNMENT, 5)
 
 
 def answer(session, code: str, marker: str = "") -> None:

@@ -527,3 +527,40 @@ def test_submissions_past_the_attempt_limit_make_a_bounded_number_of_rows(tmp_pa
     assert "19 of your submissions were not looked at: 10 of yours could not be graded in the last 24 hours" \
         in shown["notice"], shown["notice"]
     service.ledger.close()
+
+
+def test_an_attempt_whose_grading_ended_the_grader_twice_is_failed_not_graded_for_ever(tmp_path, monkeypatch):
+    """What each start of the grader finds after its process died while grading the attempt (killed at
+    its memory cap, say): an attempt left in "grading". Graded again once; found so a second time, it
+    is failed, the student is told why, and nothing of it is queued again."""
+    from attention_platform.course.directory import copy_course
+    from attention_platform.course.notebooks import ASSIGNMENT
+    from attention_platform.feedback_on_submit.service import Service
+
+    monkeypatch.setenv("ATTENTION_FEEDBACK_ON_SUBMIT", json.dumps({ASSIGNMENT: {"feedback": "checks"}}))
+    monkeypatch.setenv("PATH", f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}")  # nbgrader runs alembic
+    course, exchange = copy_course(tmp_path / "course"), tmp_path / "exchange"
+    first = Service(course, exchange)
+    (first.exchange / "feedback" / "ann").mkdir(parents=True)
+    since = first.enabled_since(ASSIGNMENT)
+    attempt = first.ledger.add(assignment=ASSIGNMENT, student="ann", submission=f"ann+{ASSIGNMENT}+1", claimed="",
+                               received_at=since + dt.timedelta(seconds=1), state="grading", feedback="checks")
+    (first.incoming / str(attempt) / ASSIGNMENT).mkdir(parents=True)
+    first.ledger.close()
+
+    def restarted():
+        service = Service(course, exchange)
+        service.recover()
+        row = next(r for r in service.ledger.attempts(ASSIGNMENT, "ann") if r["id"] == attempt)
+        return service, row
+
+    again, row = restarted()  # the grader died while grading it: graded again
+    assert row["state"] == "queued" and again.queue.take()[0] == "ann"
+    again.ledger.set(attempt, state="grading")  # what dispatch() does when a worker takes it
+    again.ledger.close()
+    last, row = restarted()  # ... and died again
+    assert row["state"] == "failed" and "stopped while grading this attempt, twice" in row["message"], row
+    assert last.queue.take() is None and not (last.incoming / str(attempt)).exists()
+    shown = json.loads((last.exchange / "feedback" / "ann" / status_file.filename(ASSIGNMENT)).read_text())
+    assert shown["attempts"][0]["state"] == "failed" and shown["attempts"][0]["message"] == row["message"]
+    last.ledger.close()

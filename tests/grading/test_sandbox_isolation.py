@@ -764,3 +764,26 @@ def test_the_filters_call_numbers_are_the_kernels(machine, header):
     newest = max(known.values())
     assert {name: number for name, number in NUMBERS[machine].items() if name in known or number <= newest} == \
         {name: known.get(name) for name, number in NUMBERS[machine].items() if name in known or number <= newest}
+
+
+# Student code writes the cell's reply itself: 7 MB of JSON that is two million empty lists.
+JSON_BOMB = ("import os, struct\n"
+             "body = b'J[' + b'[],' * ((7 << 20) // 3) + b'[]]'\n"
+             "os.write(3, struct.pack('>Q', len(body)) + body)\n"
+             "import time; time.sleep(60)\n")
+
+
+def test_a_json_reply_of_millions_of_values_is_refused_before_it_is_parsed(zygote):
+    """Parsed, it would have cost the grader some 130 MB for 7 MB received: it is refused unparsed,
+    as the sandbox's own failure."""
+    import tracemalloc
+
+    with zygote.spawn(LIMITS) as sb:
+        tracemalloc.start()
+        try:
+            with pytest.raises(SandboxDied, match="cannot read"):
+                sb.call({"op": "cell", "source": JSON_BOMB})
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert peak < 4 * (7 << 20)

@@ -29,6 +29,17 @@ from .limits import SandboxLimits, asdict
 PACKAGE_PARENT = Path(__file__).resolve().parents[3]  # where ``attention_platform`` can be imported from
 
 
+def _bounded_json(payload) -> None:
+    """A sandbox's JSON reply (outputs, errors) costs the grader a few times its size at most, as a
+    probe reply does (``grader_tests.wire``); cell outputs nest deeper than a probe reply's header."""
+    from grader_tests import wire
+
+    try:
+        wire.check_json_shape(payload, wire.json_values_allowed(len(payload)), max_nesting=64)
+    except wire.WireError as exc:
+        raise protocol.FrameError(str(exc)) from None
+
+
 class SandboxError(Exception):
     """A sandbox stopped answering; ``reason`` is a sentence for the student."""
 
@@ -329,7 +340,7 @@ class Sandbox:
                 if not self.unanswered:
                     raise protocol.PeerClosed("the sandbox stopped reading its commands")
             deadline, why = self._deadline(timeout, self.unanswered[0][1])
-            answer = protocol.recv_frame(self.sock, deadline, self.limits.max_frame_bytes)
+            answer = protocol.recv_frame(self.sock, deadline, self.limits.max_frame_bytes, check_json=_bounded_json)
         except protocol.Timeout:
             self.kill()
             raise SandboxTimeout(f"stopped by the grader: {why}") from None

@@ -112,20 +112,18 @@ def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
 
 
 def recv_frame(sock: socket.socket, deadline: float | None = None, max_bytes: int = DEFAULT_MAX_FRAME,
-               bounds=None):
-    """The next frame: (kind, decoded JSON) or (kind, the wire message's bytes). ``bounds``
-    (an ``attention_platform.bounded_json.Bounds``): a JSON frame over them is not parsed, and
-    ``bounded_json.TooComplex`` says which bound it is over."""
+               check_json=None):
+    """The next frame: (kind, decoded JSON) or (kind, the wire message's bytes). ``check_json``
+    (bytes-like -> None) looks at a JSON frame before it is parsed, and what it raises refuses the
+    frame unparsed (``bounded_json.TooComplex``, or a ``FrameError`` for a sandbox's reply)."""
     (length,) = struct.unpack(">Q", _recv_exact(sock, 8, deadline))
     if length < 1 or length > max_bytes + 1:
         raise FrameError(f"frame of {length} bytes exceeds the limit of {max_bytes}")
     data = _recv_exact(sock, length, deadline)
     kind, payload = data[:1], data[1:]
     if kind == JSON:
-        if bounds is not None:
-            from attention_platform.bounded_json import check_shape
-
-            check_shape(payload, bounds, "the request")
+        if check_json is not None:
+            check_json(memoryview(payload))
         try:
             return kind, json.loads(payload)
         except (ValueError, RecursionError) as exc:

@@ -1,0 +1,127 @@
+"""The native launcher's services: a memory cap each, and started again when one exits.
+
+The sandbox broker, the validate service, the formgrader and the feedback-on-submit grader read
+what students send (notebooks, probe replies, Validate requests). Whatever one student makes such
+a service allocate must cost that service, never the machine, the hub or the other services;
+and a service that dies must come back without stopping the hub and every student's server.
+
+* :class:`ServiceCgroups`: each service in ``attention-services/<service>`` (memory and pids
+  cgroups beside the users' servers' ``attention-servers``, the sandboxes' code in
+  attention_platform/grading/sandbox/cgroups.py), its cap ``HUB_<SERVICE>_MEMORY_MB``. The
+  broker's cgroup holds its sandboxes too (theirs are nested in it), so its cap bounds them all.
+* :class:`Supervisor`: polled by the launcher's loop; a service that exited is started again,
+  after a pause that doubles while it keeps dying within a minute of its start.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from attention_platform.grading.sandbox import cgroups
+
+PARENT = "attention-services"
+# What each service may hold (MiB) unless HUB_<SERVICE>_MEMORY_MB says otherwise: several times what
+# it holds at work (a few hundred MB each). The broker's cap is its sandboxes' too (each capped by its
+# own limits): three quarters of the machine's memory, the rest kept for the hub and users' servers.
+DEFAULT_MEMORY_MB = {"validate": 1536, "formgrader": 3072, "feedback-on-submit": 3072}
+BROKER_SHARE_OF_MEMORY = 0.75
+PIDS_MAX = 65536  # the broker's sandboxes have caps of their own; this only stops a runaway fork
+STABLE_SECONDS = 60.0  # a service that ran this long before it exited is started again at once
+MAX_PAUSE_SECONDS = 30.0
+
+
+def memory_mb(service: str, environ=None) -> int:
+    """The memory cap of ``service``: ``HUB_<SERVICE>_MEMORY_MB`` (``-`` as ``_``) or its default."""
+    environ = os.environ if environ is None else environ
+    key = f"HUB_{service.upper().replace('-', '_')}_MEMORY_MB"
+    value = environ.get(key) or DEFAULT_MEMORY_MB.get(service) or int(_machine_mb() * BROKER_SHARE_OF_MEMORY)
+    try:
+        megabytes = int(value)
+    except ValueError:
+        raise ValueError(f"{key} must be a whole number of MiB, not {value!r}") from None
+    if megabytes < 64:
+        raise ValueError(f"{key} must be at least 64 (MiB), not {megabytes}")
+    return megabytes
+
+
+def _machine_mb() -> int:
+    with open("/proc/meminfo") as meminfo:
+        return int(next(line for line in meminfo if line.startswith("MemTotal:")).split()[1]) >> 10
+
+
+class ServiceCgroups:
+    """Moves each service's process into its own capped cgroup (as root; elsewhere nothing is capped)."""
+
+    def __init__(self, log=print, environ=None, parent: str = PARENT):
+        self.log = log
+        self.environ = os.environ if environ is None else environ
+        self.groups: cgroups.Cgroups | None = None
+        if os.geteuid() != 0:
+            return
+        try:
+            self.groups = cgroups.setup(self.environ.get("ATTENTION_CGROUP_ROOT", cgroups.CGROUP_ROOT), parent=parent)
+        except cgroups.CgroupUnavailable as exc:
+            log(f"the hub's services run without a memory cap of their own: {exc}")
+
+    def contain(self, service: str, process: subprocess.Popen) -> None:
+        """Put ``process`` (just started: it has not forked yet) into the cgroup of ``service``."""
+        if self.groups is None:
+            return
+        try:
+            self.groups.create(service, memory_mb(service, self.environ) << 20, PIDS_MAX)
+            self.groups.join(service, process.pid)
+        except ProcessLookupError:
+            pass  # it exited at once: the supervisor sees it
+        except OSError as exc:
+            self.log(f"the {service} runs without its memory cap: its cgroup cannot be set ({exc.strerror})")
+
+    def folders(self, service: str) -> list[str]:
+        return self.groups.dirs(service) if self.groups else []
+
+
+@dataclass
+class Supervised:
+    name: str
+    process: Callable[[], subprocess.Popen | None]  # the service's current process
+    start: Callable[[], subprocess.Popen]  # starts it again (and records the new process)
+    started_at: float = field(default_factory=time.monotonic)
+    pause: float = 0.0
+    restart_at: float | None = None
+
+
+class Supervisor:
+    """Starts again every service that exited; :meth:`poll` is called by the launcher's loop."""
+
+    def __init__(self, services: list[Supervised], log=print):
+        self.services = services
+        self.log = log
+        self.restarts = 0
+
+    def poll(self, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        for service in self.services:
+            process = service.process()
+            if service.restart_at is None:
+                if process is None or process.poll() is None:
+                    continue
+                lived = now - service.started_at
+                service.pause = 0.0 if lived >= STABLE_SECONDS else min(MAX_PAUSE_SECONDS, max(1.0, 2 * service.pause))
+                service.restart_at = now + service.pause
+                self.log(f"the {service.name} exited with status {process.returncode} after {lived:.0f} s; "
+                         f"it starts again in {service.pause:.0f} s (the hub and every other service carry on)")
+            if now >= service.restart_at:
+                service.restart_at = None
+                service.started_at = now
+                try:
+                    service.start()
+                except Exception as exc:  # noqa: BLE001 - tried again after a pause, like a crash
+                    service.pause = min(MAX_PAUSE_SECONDS, max(1.0, 2 * service.pause))
+                    service.restart_at = now + service.pause
+                    self.log(f"the {service.name} could not be started again ({exc}); next try in {service.pause:.0f} s")
+                    continue
+                self.restarts += 1
+                self.log(f"the {service.name} started again")
