@@ -809,7 +809,7 @@ def test_native_hub_serves_lms_users_whose_ids_are_no_unix_names():
                 assert pwd.getpwnam(name).pw_uid >= 20000
                 kept = json.loads((hub.state / "lti-users.json").read_text())
                 assert kept[name] == {"issuer": ISSUER, "claim": "sub", "id": sub}
-            assert not problems, problems
+            assert not problems, "\n".join(problems)
     finally:
         lms.server.shutdown()
         for name in names:
