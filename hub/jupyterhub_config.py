@@ -155,6 +155,9 @@ elif AUTHENTICATOR == "lti":
     from attention_platform.hub.lti import configure_lti
 
     configure_lti(c)
+    if MODE == "native" and AS_ROOT:  # each hub user is a Unix account of the same name
+        c.CourseLTI13Authenticator.unix_account_names = True
+        c.CourseLTI13Authenticator.lms_ids_file = str(STATE / "lti-users.json")
 elif AUTHENTICATOR == "dummy":  # tests only: any password; refuses to serve beyond loopback
     if "127.0.0.1" not in BIND_URL:
         raise SystemExit("HUB_AUTHENTICATOR=dummy is for tests on 127.0.0.1 only")

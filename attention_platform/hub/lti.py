@@ -60,6 +60,16 @@ course, used once, and only with the role the user holds in this course:
    edit it. Upstream's default, ``email``, is one a user can edit in most LMSs and that
    need not be unique there, so one LMS user could launch into another's account; a
    login id in a custom claim is safe only if the LMS keeps users from editing it.
+5. Unix account names (``unix_account_names``; the native hub as root, where each hub user
+   runs as the Unix account of the same name, ``accounts.NAME_PATTERN``). LMS ids are rarely
+   such names: Canvas sends a 36-character UUID, Moodle a number. A claim that already is one
+   (and does not start with ``lti-``) is kept; any other claim of 1 to 255 characters becomes
+   ``lti-`` + 16 base32 characters of SHA-256 over (issuer, claim) (``unix_account_name``):
+   the same at every launch, a valid account name, and never a kept name (those never start
+   with ``lti-``). The hash is plain, not keyed: the name is no secret, and the course can
+   recompute it from the LMS's roster. The LMS's id of each such name is kept in
+   ``lms_ids_file`` (hub state ``lti-users.json``, the hub's alone) and in the hub's log.
+   Reserved names, hub admins and system accounts are refused as above.
 
 Environment (all read when the hub starts):
     LTI_ISSUER            the platform's issuer, e.g. https://canvas.instructure.com  (required)
@@ -69,7 +79,8 @@ Environment (all read when the hub starts):
     LTI_CONTEXT_IDS       LMS course (context) id(s) of this course, comma-separated;
                           * = any course of those deployments (course-level deployments only)  (required)
     LTI_AUTHORIZE_URL     the platform's OIDC authorization endpoint                  (required)
-    LTI_JWKS_URL          the platform's JWKS endpoint (public keys)                  (required)
+    LTI_JWKS_URL          the platform's JWKS endpoint (public keys), fetched asynchronously and
+                          kept by key id (lti_keys.py)                                 (required)
     LTI_USERNAME_KEY      id_token claim used as the hub username (default: sub; custom_<name>
                           reads the LTI custom claim <name>; if missing, ``sub``)
     LTI_ROLE_GROUPS       full role URI → groups, ``;``-separated ROLE_URI=group[,group…],
@@ -88,23 +99,32 @@ leaving ``load_groups`` empty when LTI is on.
 """
 from __future__ import annotations
 
+import base64
+import hashlib
 import heapq
+import json
 import math
 import os
 import pwd
 import re
+import secrets
 import time
 import unicodedata
+from pathlib import Path
 from typing import Any, Callable
 
+import jwt
 from ltiauthenticator.lti13.auth import LTI13Authenticator
+from ltiauthenticator.lti13.error import InvalidAudienceError, LoginError, TokenError, ValidationError
 from ltiauthenticator.lti13.handlers import LTI13CallbackHandler
 from ltiauthenticator.lti13.validator import LTI13LaunchValidator
 from ltiauthenticator.utils import convert_request_to_dict
 from tornado.web import HTTPError
-from traitlets import Bool, Dict, Integer, List, Set, Unicode, default
+from traitlets import Bool, Dict, Float, Integer, List, Set, Unicode, default
 
 from attention_platform.course.settings import course_id
+from attention_platform.hub import accounts
+from attention_platform.hub.lti_keys import KeySetUnavailable, PlatformKeys, UnknownKey
 
 ROLES_CLAIM = "https://purl.imsglobal.org/spec/lti/claim/roles"
 CONTEXT_CLAIM = "https://purl.imsglobal.org/spec/lti/claim/context"
@@ -125,6 +145,10 @@ RESERVED_USERNAMES = frozenset({
     "jovyan", "jupyter", "jupyterhub", "hub", "grader", "formgrader", "nbgrader", "service", "services",
     "api", "user", "users", "guest", "anonymous", "system",
 })
+# Every name the hub makes from an LMS id starts so; a claim that starts so is mapped too, so a
+# name kept as the LMS sent it is never one made from another user's id.
+MAPPED_NAME_PREFIX = "lti-"
+LMS_ID_MAX = 255  # OpenID Connect's limit for sub, which LTI 1.3 uses
 # Debian's SYS_UID_MAX; 65534 and above are nobody/nfsnobody and the like.
 SYSTEM_UID_MAX, OVERFLOW_UID = 999, 65534
 _ABSOLUTE_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:[^\s;=,]+")
@@ -199,6 +223,39 @@ def clean_username(raw: Any) -> str:
     return name
 
 
+def unix_account_name(issuer: str, lms_id: str) -> str:
+    """The hub user name made from an LMS user id: ``lti-`` and 16 base32 characters (80 bits) of
+    SHA-256 over the issuer and the id, which fits every rule of accounts.NAME_PATTERN.
+
+    A plain hash, not a keyed one: the name is no secret and grants nothing, and anyone with the
+    LMS's roster can recompute it, so it survives a lost key and matches exports to LMS rows."""
+    digest = hashlib.sha256(json.dumps([issuer, lms_id]).encode()).digest()
+    return MAPPED_NAME_PREFIX + base64.b32encode(digest).decode().lower()[:16]
+
+
+class LmsIdTable:
+    """Hub user name → the LMS's id of that user (issuer, claim, value), for every name the hub
+    made from an id: a JSON file the hub alone reads and writes (mode 0600), replaced whole."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self._ids: dict[str, dict[str, str]] | None = None
+
+    def record(self, name: str, entry: dict[str, str]) -> None:
+        if self._ids is None:
+            try:
+                self._ids = json.loads(self.path.read_text())
+            except FileNotFoundError:
+                self._ids = {}
+        if self._ids.get(name) == entry:
+            return
+        self._ids[name] = entry
+        fresh = self.path.with_name(f".{self.path.name}.{secrets.token_hex(4)}")
+        with os.fdopen(os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+            json.dump(self._ids, out, indent=1, sort_keys=True)
+        os.replace(fresh, self.path)
+
+
 def is_system_account(name: str) -> bool:
     """Whether ``name`` is an account of this machine's system (not a person's)."""
     try:
@@ -270,24 +327,34 @@ class CourseLTI13CallbackHandler(LTI13CallbackHandler):
 
     Upstream never looks at deployment_id or the context, so any course of the LMS that
     installs the tool could launch into ours; and it checks issuer and audience inside
-    ``jwt.decode``, where a mismatch becomes a bare 400/401. Signature, expiry, age and
-    LTI claims stay with its validator; issuer, audience, deployment and context are
-    decided by ``CourseLTI13Authenticator.launch_refusal`` so that a 403 says which."""
+    ``jwt.decode``, where a mismatch becomes a bare 400/401. Expiry, age and LTI claims stay
+    with its validator; issuer, audience, deployment and context are decided by
+    ``CourseLTI13Authenticator.launch_refusal`` so that a 403 says which. The signature is
+    checked against a key from ``lti_keys.PlatformKeys`` (fetched without blocking the hub,
+    kept by kid), where upstream fetched the whole key set, blocking, at every launch."""
 
-    def decode_and_validate_launch_request(self) -> dict[str, Any]:
+    async def post(self):
+        """Upstream's launch handler, awaiting the launch's checks (the key set is fetched asynchronously)."""
+        try:
+            id_token = await self.decode_and_validate_launch_request()
+        except InvalidAudienceError as error:
+            raise HTTPError(401, str(error))
+        except ValidationError as error:
+            raise HTTPError(400, str(error))
+        try:
+            user = await self.login_user(id_token)
+        except LoginError as error:
+            raise HTTPError(400, str(error))
+        if user is None:
+            raise HTTPError(403, "User missing or null")
+        await self.redirect_to_next_url(user)
+
+    async def decode_and_validate_launch_request(self) -> dict[str, Any]:
         validator = LTI13LaunchValidator(parent=self.app)
         args = convert_request_to_dict(self.request.arguments)
         validator.validate_auth_response(args)
         self.check_state()
-        id_token = validator.verify_and_decode_jwt(
-            encoded_jwt=args.get("id_token"),
-            issuer=None,
-            audience=None,
-            jwks_endpoint=self.authenticator.jwks_endpoint,
-            jwks_algorithms=self.authenticator.jwks_algorithms,
-            # issuer and audience are judged in launch_refusal, with a message; the signature is not skipped
-            options={"verify_iss": False, "verify_aud": False, "require": ["iss", "aud", "exp", "iat", "nonce"]},
-        )
+        id_token = await self.verified_claims(args.get("id_token"), validator.time_leeway)
         validator.validate_id_token(id_token)
         refusal = self.authenticator.launch_refusal(id_token)
         if refusal:
@@ -297,6 +364,29 @@ class CourseLTI13CallbackHandler(LTI13CallbackHandler):
         deadline = min(id_token["exp"], id_token["iat"] + validator.max_age) + validator.time_leeway
         self.authenticator.spent_nonces.spend(id_token["nonce"], id_token["iat"], deadline)
         return id_token
+
+    async def verified_claims(self, encoded: str, leeway: float) -> dict[str, Any]:
+        """The id_token's claims once its signature is checked against the platform's key (as
+        upstream's validator does, with the key from the cache); issuer and audience are not
+        checked here but in ``launch_refusal``, which says which does not match."""
+        try:
+            kid = jwt.get_unverified_header(encoded).get("kid")
+        except jwt.PyJWTError as error:
+            raise TokenError(str(error))
+        try:
+            key = await self.authenticator.platform_keys.signing_key(kid)
+        except UnknownKey as why:
+            raise TokenError(f"Signature verification failed: {why}") from None
+        except KeySetUnavailable as why:
+            self.log.warning("LTI launch: the platform's key set is unavailable: %s", why)
+            raise HTTPError(503, "The hub could not get your LMS's signing keys to check this launch. Please "
+                                 "wait a minute, then open the tool again from your course in the LMS.") from None
+        try:
+            return jwt.decode(encoded, key.key, algorithms=self.authenticator.jwks_algorithms, leeway=leeway,
+                              options={"verify_iss": False, "verify_aud": False,
+                                       "require": ["iss", "aud", "exp", "iat", "nonce"]})
+        except jwt.PyJWTError as error:
+            raise TokenError(str(error))
 
 
 class CourseLTI13Authenticator(LTI13Authenticator):
@@ -336,6 +426,31 @@ class CourseLTI13Authenticator(LTI13Authenticator):
     allow_unmapped_roles = Bool(
         False, help="Let a launch whose roles map to no group log in (with no group).").tag(config=True)
 
+    unix_account_names = Bool(
+        False,
+        help="Hub users run as Unix accounts of the same name (the native hub as root). A username claim "
+             "that is not already such a name (accounts.NAME_PATTERN: a Canvas UUID, a Moodle number, an "
+             "e-mail, capitals) becomes lti-<hash of issuer and claim>, the same at every launch.",
+    ).tag(config=True)
+    lms_ids_file = Unicode(
+        "",
+        help="JSON file (the hub's alone) where each name made from an LMS id is kept with that id "
+             "(issuer, claim, value). Empty: kept only in the hub's log.",
+    ).tag(config=True)
+
+    jwks_timeout = Float(
+        5.0, help="Seconds to wait for the platform's key set (JWKS) before the launch is answered 503.",
+    ).tag(config=True)
+    jwks_refetch_interval = Float(
+        30.0,
+        help="Least seconds between two fetches of the key set caused by a key id it did not list "
+             "(a platform's new key is found at once, a stream of made-up key ids costs one fetch per interval).",
+    ).tag(config=True)
+    jwks_max_age = Float(
+        3600.0, help="Seconds the fetched key set is trusted before it is fetched again (a key the platform "
+                     "withdrew stops working within this time).",
+    ).tag(config=True)
+
     @default("role_groups")
     def _role_groups_default(self):
         return default_role_groups()
@@ -348,6 +463,26 @@ class CourseLTI13Authenticator(LTI13Authenticator):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.spent_nonces = SpentNonces(self.launch_nonce_capacity)
+        self._platform_keys: PlatformKeys | None = None
+        self._lms_ids: LmsIdTable | None = None
+
+    @property
+    def platform_keys(self) -> PlatformKeys:
+        if self._platform_keys is None:
+            self._platform_keys = PlatformKeys(self.jwks_endpoint, timeout=self.jwks_timeout,
+                                               refetch_interval=self.jwks_refetch_interval, max_age=self.jwks_max_age)
+        return self._platform_keys
+
+    def hub_name(self, claim: Any, issuer: Any) -> str:
+        """The hub user name for a launch's username claim (ValueError saying why there is none)."""
+        if not self.unix_account_names:
+            return clean_username(claim)
+        if isinstance(claim, str) and accounts.NAME_PATTERN.fullmatch(claim) \
+                and not claim.startswith(MAPPED_NAME_PREFIX):
+            return claim
+        if not isinstance(claim, str) or not 0 < len(claim) <= LMS_ID_MAX:
+            raise ValueError(f"an LMS user id is a text of 1 to {LMS_ID_MAX} characters")
+        return unix_account_name(str(issuer), claim)
 
     def launch_refusal(self, token: dict[str, Any]) -> str | None:
         """Why a signed launch is not one for this course (issuer, client id, deployment,
@@ -389,7 +524,8 @@ class CourseLTI13Authenticator(LTI13Authenticator):
         if final in admins or (user is not None and user.admin):
             return f"The name {final!r} that your LMS sends for you belongs to an administrator of this hub, " \
                    "and administrators cannot sign in through the LMS. Please ask your instructor."
-        if final in self.reserved_usernames or is_system_account(final):
+        if final in self.reserved_usernames or is_system_account(final) or (
+                self.unix_account_names and accounts.name_problem(final) is not None):
             return f"The name {final!r} that your LMS sends for you is reserved for the system on this hub. " \
                    "Please ask your instructor."
         return None
@@ -406,7 +542,7 @@ class CourseLTI13Authenticator(LTI13Authenticator):
                             "instructors. If you are one of them, please ask your instructor to check your role "
                             "in the LMS.")
         try:
-            name = clean_username(model["name"])
+            name = self.hub_name(model["name"], token.get("iss"))
         except ValueError as why:
             self.log.warning("LTI launch refused: username claim %r: %s", model["name"], why)
             raise HTTPError(403, f"The name {_shown(repr(model['name']), 80)} that your LMS sends for you is not a "
@@ -415,6 +551,13 @@ class CourseLTI13Authenticator(LTI13Authenticator):
         if refusal:
             self.log.warning("LTI launch refused: %s", refusal)
             raise HTTPError(403, refusal)
+        if name != model["name"]:
+            lms_id = {"issuer": str(token.get("iss")), "claim": self.username_key, "id": model["name"]}
+            self.log.info("LTI user %s is %s", name, lms_id)
+            if self.lms_ids_file:
+                if self._lms_ids is None:
+                    self._lms_ids = LmsIdTable(self.lms_ids_file)
+                self._lms_ids.record(name, lms_id)
         context = token.get(CONTEXT_CLAIM) or {}
         self.log.info("LTI launch: %s (roles %s, context %s) -> groups %s", name,
                       sorted(course_roles(roles, self.role_groups)), context.get("label") or context.get("id"),

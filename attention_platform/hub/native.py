@@ -3,7 +3,7 @@
 Starts ``hub/jupyterhub_config.py`` (the same file docker-compose uses) with
 HUB_MODE=native: local single-user servers, SQLite, a local exchange, the course
 generated and released, demo accounts (an instructor, a TA, three students) whose
-passwords it prints, listening on 127.0.0.1 only. As root each account is a real
+passwords it prints (with HUB_AUTHENTICATOR=lti, the URLs to register in the LMS instead), listening on 127.0.0.1 only. As root each account is a real
 Unix user, so the exchange's permissions are enforced by the kernel.
 
 Ctrl-C stops the hub, which stops every server and service; submissions are
@@ -41,6 +41,10 @@ from attention_platform.hub.supervisor import ServiceCgroups, Supervised, Superv
 from attention_platform.venv import environment, program
 
 HUB_CONFIG = COURSE_ROOT / "hub" / "jupyterhub_config.py"
+# What an LMS is given for this tool: the target link URI is the hub's home, where a launch ends;
+# the login and redirect URLs are steps of the launch and refuse to be its target.
+LTI_TOOL_URLS = (("target link URI", "/hub/"), ("login (OIDC initiation) URL", "/hub/lti13/oauth_login"),
+                 ("redirect URL", "/hub/lti13/oauth_callback"))
 
 
 def grader_account(course: str) -> str:
@@ -602,9 +606,16 @@ def run(state: Path, port: int = 8000, formgrader_port: int = 9999, release: boo
     print()
     print(f"JupyterHub for course {hub.course!r} is up on {hub.url} (127.0.0.1 only), "
           f"started in {hub.start_seconds:.1f} s.  Log: {hub.state / 'jupyterhub.log'}")
-    print(f"Demo accounts (passwords kept in {hub.state / 'demo-accounts.json'}):")
-    for name in hub.demo.accounts:
-        print(f"  {name:<11} {hub.passwords[name]:<14} {hub.demo.role(name)}")
+    if hub.env.get("HUB_AUTHENTICATOR") == "lti":
+        # LTI logs in from the LMS only: the demo passwords open nothing
+        print("Logins come from the LMS (LTI 1.3); register the tool there with "
+              "(docs/instructors/lms.md, with the hub's public address for 127.0.0.1):")
+        for field, path in LTI_TOOL_URLS:
+            print(f"  {field:<32} {hub.url}{path}")
+    else:
+        print(f"Demo accounts (passwords kept in {hub.state / 'demo-accounts.json'}):")
+        for name in hub.demo.accounts:
+            print(f"  {name:<11} {hub.passwords[name]:<14} {hub.demo.role(name)}")
     print(f"Formgrader (instructor, ta): {hub.url}/services/{hub.course}/")
     print("Press Ctrl-C to stop everything.")
     sys.stdout.flush()

@@ -303,14 +303,23 @@ def _chp() -> str | None:
 class LMS:
     """The platform side: a key pair, its JWKS on 127.0.0.1, and signed id_tokens."""
 
-    def __init__(self):
+    def __init__(self, delay: float = 0.0):
+        """``delay``: seconds the JWKS endpoint waits before it answers; ``fetches`` counts its answers,
+        ``fetching`` is set while one is being answered."""
         self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         jwk = json.loads(RSAAlgorithm.to_jwk(self.key.public_key()))
         jwk.update(kid=KID, alg="RS256", use="sig")
         body = json.dumps({"keys": [jwk]}).encode()
+        self.delay, self.fetches, self.fetching = delay, 0, threading.Event()
+        lms = self
 
         class JWKS(BaseHTTPRequestHandler):
             def do_GET(self):  # noqa: N802
+                if self.path == "/jwks.json":
+                    lms.fetching.set()
+                    time.sleep(lms.delay)
+                    lms.fetches += 1
+                    lms.fetching.clear()
                 self.send_response(200 if self.path == "/jwks.json" else 404)
                 self.send_header("Content-Type", "application/json")
                 self.end_headers()
@@ -658,3 +667,186 @@ def test_lti_users_are_never_hub_admins_and_names_are_normalised(hub):
     assert r.status_code == 302, message(r)[:500]
     model = user_model(hub, "carol.smith+dl@lms.test")
     assert model and not model["admin"] and model["groups"] == sorted([GRADERS, INSTRUCTORS])
+
+
+# ---------------------------------------------------------------- LMS ids that are not Unix account names
+
+CANVAS_SUB = "8c2c8f46-2bd1-4bc2-9e2b-1f6b4d6a7e01"  # a UUID: 36 characters
+MOODLE_SUB = "2417"  # digits only
+
+
+def _native_authenticator(tmp_path, **settings):
+    return _course_authenticator(unix_account_names=True, lms_ids_file=str(tmp_path / "lms-ids.json"), **settings)
+
+
+def _authenticate(auth, sub, **claims):
+    import asyncio
+
+    token = _claims(sub=sub, lti_roles=[LEARNER], **claims)
+    return asyncio.run(auth.authenticate(None, token))
+
+
+@pytest.mark.parametrize("case, sub, kept", [
+    ("a Canvas UUID", CANVAS_SUB, False),
+    ("a Moodle number", MOODLE_SUB, False),
+    ("an e-mail", "alice@uni.example", False),
+    ("capitals (sub is case-sensitive: Alice is not alice)", "Alice", False),
+    ("255 characters", "x" * 255, False),
+    ("a name that is already a Unix account name", "alice", True),
+    ("an account name shaped like a mapped one", "lti-aaaaaaaaaaaaaaaa", False),
+])
+def test_every_lms_id_gets_a_unix_account_name(tmp_path, case, sub, kept):
+    from attention_platform.hub import accounts
+
+    auth = _native_authenticator(tmp_path)
+    name = _authenticate(auth, sub)["name"]
+    assert accounts.name_problem(name) is None, (case, name)
+    assert (name == sub) is kept, (case, name)
+    again = _native_authenticator(tmp_path)
+    assert _authenticate(again, sub)["name"] == name, "the same LMS user gets the same name at every launch"
+    if not kept:
+        assert name.startswith("lti-") and name != _authenticate(auth, "y" + sub[1:])["name"]
+        assert json.loads((tmp_path / "lms-ids.json").read_text())[name] == {"issuer": ISSUER, "claim": "sub", "id": sub}
+        assert (tmp_path / "lms-ids.json").stat().st_mode & 0o077 == 0, "the table is the hub's alone"
+
+
+def test_mapped_names_differ_by_issuer_and_by_case():
+    from attention_platform.hub.lti import unix_account_name
+
+    names = {unix_account_name(ISSUER, "Alice"), unix_account_name(ISSUER, "alice@x"),
+             unix_account_name("https://other.example", "Alice"), unix_account_name(ISSUER, "ALICE")}
+    assert len(names) == 4
+
+
+@pytest.mark.parametrize("case, sub", [("not a string", 2417), ("over 255 characters", "x" * 256)])
+def test_an_lms_id_that_cannot_be_mapped_is_refused_at_login(tmp_path, case, sub):
+    with pytest.raises(HTTPError) as refused:
+        _authenticate(_native_authenticator(tmp_path), sub)
+    assert refused.value.status_code == 403 and "ask your instructor" in refused.value.log_message, case
+    assert not (tmp_path / "lms-ids.json").exists()
+
+
+# ---------------------------------------------------------------- the platform's key set
+
+def _timed_get(url):
+    started = time.monotonic()
+    requests.get(url, timeout=60)
+    return time.monotonic() - started
+
+
+@pytest.mark.slow
+def test_a_slow_key_set_holds_up_neither_the_hub_nor_a_second_launch(tmp_path):
+    """The LMS's JWKS takes seconds to answer: while a launch waits for it, the hub answers others as
+    fast as when idle (compared with the wait itself, measured here); the next launch uses the cached key."""
+    chp = _chp()
+    if chp is None:
+        pytest.skip("configurable-http-proxy is not installed (make system-deps)")
+    lms = LMS(delay=3.0)
+    slow = Hub(tmp_path, lms, chp)
+    try:
+        slow.start()
+        first = Launch(slow, "slow-jwks@lms.test", [LEARNER])
+        answers = {}
+
+        def post():
+            started = time.monotonic()
+            answers["launch"] = first.post()
+            answers["seconds"] = time.monotonic() - started
+
+        launching = threading.Thread(target=post)
+        launching.start()
+        assert lms.fetching.wait(30), "the launch fetches the key set"
+        during = _timed_get(slow.base + "/hub/health")
+        launching.join(60)
+        assert answers["launch"].status_code == 302, message(answers["launch"])[:500]
+        assert lms.fetches == 1
+        assert during < answers["seconds"] / 3, (during, answers["seconds"])
+
+        second = launch(slow, "slow-jwks-2@lms.test", [LEARNER])
+        assert second.status_code == 302 and logged_in(second), message(second)[:500]
+        assert lms.fetches == 1, "the second launch uses the cached key"
+    finally:
+        slow.stop()
+        lms.server.shutdown()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="a Unix account per hub user needs root (CI is root)")
+def test_native_hub_serves_lms_users_whose_ids_are_no_unix_names():
+    """``attention-course hub`` with HUB_AUTHENTICATOR=lti: a Canvas UUID and a Moodle number each log in
+    as their own Unix account and get a server; the launcher prints the LMS's URLs, no password."""
+    from types import SimpleNamespace
+
+    from hub_helpers import HubSession, launch_hub
+
+    lms = LMS()
+    env = {"HUB_AUTHENTICATOR": "lti", "LTI_ISSUER": ISSUER, "LTI_CLIENT_ID": CLIENT_ID, "LTI_URI_SCHEME": "http",
+           "LTI_AUTHORIZE_URL": lms.url + "/authorize", "LTI_JWKS_URL": lms.url + "/jwks.json",
+           "LTI_DEPLOYMENT_IDS": DEPLOYMENT, "LTI_CONTEXT_IDS": CONTEXT, "LTI_USERNAME_KEY": ""}
+    subs = (str(uuid.uuid4()), str(uuid.uuid4().int % 10**6))
+    names = []
+    try:
+        with launch_hub("lti-native", release=False, env=env) as hub:
+            printed = hub.log()
+            problems = [f"the launcher printed the password of {name}" for name, password in hub.passwords.items()
+                        if password in printed]
+            if f"{hub.url}/hub/lti13/oauth_login" not in printed:
+                problems.append("the launcher did not print the login URL")
+            for sub in subs:
+                launched = Launch(SimpleNamespace(base=hub.url, lms=lms), sub, [LEARNER])
+                r = launched.post()
+                assert r.status_code == 302 and logged_in(r), message(r)[:500]
+                student = HubSession(hub.url, "", password="")
+                student.http = launched.session
+                assert student.get("/hub/home").status_code == 200
+                name = student.username = student.hub_api("GET", "/user").json()["name"]
+                names.append(name)
+                try:
+                    student.spawn()
+                except (AssertionError, TimeoutError) as failed:
+                    problems.append(f"LMS user {sub}: {failed}")
+                    continue
+                assert pwd.getpwnam(name).pw_uid >= 20000
+                kept = json.loads((hub.state / "lti-users.json").read_text())
+                assert kept[name] == {"issuer": ISSUER, "claim": "sub", "id": sub}
+            assert not problems, "\n".join(problems)
+    finally:
+        lms.server.shutdown()
+        for name in names:
+            subprocess.run(["userdel", name], capture_output=True)
+
+
+def test_an_unknown_key_id_fetches_the_key_set_again_at_most_once_per_interval():
+    import asyncio
+
+    from attention_platform.hub.lti_keys import KeySetUnavailable, PlatformKeys, UnknownKey
+
+    lms, clock = LMS(), Clock()
+    keys = PlatformKeys(lms.url + "/jwks.json", timeout=2, refetch_interval=30, max_age=3600, clock=clock)
+
+    async def launches():
+        found = await asyncio.gather(*[keys.signing_key(KID) for _ in range(5)])
+        assert {key.key_id for key in found} == {KID} and lms.fetches == 1, "five launches, one fetch"
+        for made_up in ("made-up-1", "made-up-2"):
+            with pytest.raises(UnknownKey, match="does not list"):
+                await keys.signing_key(made_up)
+        assert lms.fetches == 1, "made-up key ids within the interval fetch nothing"
+        clock.now += 31
+        with pytest.raises(UnknownKey):
+            await keys.signing_key("rotated-in")
+        assert lms.fetches == 2, "an unknown key id after the interval fetches the set again"
+        clock.now += 3600
+        await keys.signing_key(KID)
+        assert lms.fetches == 3, "a key set older than max_age is fetched again"
+        lms.delay = 3
+        slow = PlatformKeys(lms.url + "/jwks.json", timeout=0.5)
+        with pytest.raises(KeySetUnavailable, match="Timeout"):
+            await slow.signing_key(KID)
+        missing = PlatformKeys(lms.url + "/nowhere.json", timeout=2)
+        with pytest.raises(KeySetUnavailable, match="404"):
+            await missing.signing_key(KID)
+
+    try:
+        asyncio.run(launches())
+    finally:
+        lms.server.shutdown()
