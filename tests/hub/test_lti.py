@@ -505,6 +505,7 @@ def groups_of(hub, name):
 
 
 @pytest.mark.slow
+@pytest.mark.hub
 @pytest.mark.parametrize("user, roles, groups", [
     ("learner@lms.test", [LEARNER], [STUDENTS]),
     ("ta@lms.test", [INSTRUCTOR, TA], [GRADERS]),
@@ -518,6 +519,7 @@ def test_signed_launch_puts_each_role_in_its_groups(hub, user, roles, groups):
 
 
 @pytest.mark.slow
+@pytest.mark.hub
 def test_groups_follow_the_lms_role_at_every_launch(hub):
     assert launch(hub, "switch@lms.test", [INSTRUCTOR]).status_code == 302
     assert groups_of(hub, "switch@lms.test") == sorted([GRADERS, INSTRUCTORS])
@@ -526,6 +528,7 @@ def test_groups_follow_the_lms_role_at_every_launch(hub):
 
 
 @pytest.mark.slow
+@pytest.mark.hub
 def test_bad_signature_is_rejected(hub):
     forger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     r = launch(hub, "forged@lms.test", [INSTRUCTOR], key=forger)
@@ -535,6 +538,7 @@ def test_bad_signature_is_rejected(hub):
 
 
 @pytest.mark.slow
+@pytest.mark.hub
 def test_wrong_nonce_is_rejected(hub):
     r = launch(hub, "replay@lms.test", [LEARNER], nonce="a-nonce-from-another-launch")
     assert r.status_code == 400 and "nonce" in r.text.lower()
@@ -542,6 +546,7 @@ def test_wrong_nonce_is_rejected(hub):
 
 
 @pytest.mark.slow
+@pytest.mark.hub
 def test_role_without_a_course_group_is_refused(hub):
     r = launch(hub, "mentor@lms.test", [LIS + "membership#Mentor"])
     assert r.status_code == 403
@@ -551,6 +556,7 @@ def test_role_without_a_course_group_is_refused(hub):
 # ---------------------------------------------------------------- attacks: each a signed launch doing exactly that
 
 @pytest.mark.slow
+@pytest.mark.hub
 @pytest.mark.parametrize("case, roles, groups", [
     ("a Learner sub-role whose fragment is Instructor", [SUB_ROLE_NAMED_INSTRUCTOR], None),
     ("a student who also carries that sub-role", [LEARNER, SUB_ROLE_NAMED_INSTRUCTOR], [STUDENTS]),
@@ -579,6 +585,7 @@ OTHER_COURSE = {"id": "course-99", "label": "ML", "title": "Machine learning"}
 
 
 @pytest.mark.slow
+@pytest.mark.hub
 @pytest.mark.parametrize("case, claims, says", [
     ("an instructor of another course of the same LMS", {CLAIM + "context": OTHER_COURSE}, "context"),
     ("another deployment of the tool in the same LMS", {CLAIM + "deployment_id": "deployment-2"}, "deployment"),
@@ -597,6 +604,7 @@ def test_attack_launch_from_elsewhere_is_refused(hub, case, claims, says):
 
 
 @pytest.mark.slow
+@pytest.mark.hub
 def test_attack_captured_launch_is_replayed(hub):
     captured = Launch(hub, "replayed-prof@lms.test", [INSTRUCTOR])
     first = captured.post()
@@ -607,6 +615,7 @@ def test_attack_captured_launch_is_replayed(hub):
 
 
 @pytest.mark.slow
+@pytest.mark.hub
 def test_attack_captured_launch_is_replayed_after_a_hub_restart(hub):
     captured = Launch(hub, "restart-prof@lms.test", [INSTRUCTOR])
     assert captured.post().status_code == 302
@@ -617,6 +626,7 @@ def test_attack_captured_launch_is_replayed_after_a_hub_restart(hub):
 
 
 @pytest.mark.slow
+@pytest.mark.hub
 @pytest.mark.parametrize("case, username, why", [
     ("the hub admin's name", ADMIN, "administrator"),
     ("the hub admin's name in capitals", ADMIN.upper(), "administrator"),
@@ -642,6 +652,7 @@ def test_attack_username_claims_a_reserved_or_unclean_name(hub, case, username, 
 
 
 @pytest.mark.slow
+@pytest.mark.hub
 def test_attack_an_edited_email_does_not_reach_another_account(hub):
     """A student sets their LMS e-mail to a TA's (LMSs let users edit it, and do not keep it unique):
     they still land in their own account, and the TA's keeps its groups."""
@@ -654,6 +665,7 @@ def test_attack_an_edited_email_does_not_reach_another_account(hub):
 
 
 @pytest.mark.slow
+@pytest.mark.hub
 def test_attack_username_of_a_user_made_admin_at_run_time(hub):
     assert hub.api("POST", "/users/promoted", json={"admin": True}).status_code == 201
     r = launch(hub, "promoted", [LEARNER])
@@ -662,6 +674,7 @@ def test_attack_username_of_a_user_made_admin_at_run_time(hub):
 
 
 @pytest.mark.slow
+@pytest.mark.hub
 def test_lti_users_are_never_hub_admins_and_names_are_normalised(hub):
     r = launch(hub, "Carol.Smith+dl@LMS.test", [INSTRUCTOR])
     assert r.status_code == 302, message(r)[:500]
@@ -735,6 +748,7 @@ def _timed_get(url):
 
 
 @pytest.mark.slow
+@pytest.mark.hub
 def test_a_slow_key_set_holds_up_neither_the_hub_nor_a_second_launch(tmp_path):
     """The LMS's JWKS takes seconds to answer: while a launch waits for it, the hub answers others as
     fast as when idle (compared with the wait itself, measured here); the next launch uses the cached key."""
@@ -771,6 +785,8 @@ def test_a_slow_key_set_holds_up_neither_the_hub_nor_a_second_launch(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.hub
+@pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0, reason="a Unix account per hub user needs root (CI is root)")
 def test_native_hub_serves_lms_users_whose_ids_are_no_unix_names():
     """``attention-course hub`` with HUB_AUTHENTICATOR=lti: a Canvas UUID and a Moodle number each log in
