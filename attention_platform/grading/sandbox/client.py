@@ -22,6 +22,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from attention_platform import bounded_json
+
 from . import first_use, protocol
 from .environment import worker_environment
 from .limits import SandboxLimits, asdict
@@ -31,12 +33,13 @@ PACKAGE_PARENT = Path(__file__).resolve().parents[3]  # where ``attention_platfo
 
 def _bounded_json(payload) -> None:
     """A sandbox's JSON reply (outputs, errors) costs the grader a few times its size at most, as a
-    probe reply does (``grader_tests.wire``); cell outputs nest deeper than a probe reply's header."""
-    from grader_tests import wire
-
+    probe reply does: its values are counted before it is parsed, at most 1,024 and one per 16 bytes
+    received; cell outputs nest deeper than a probe reply's header."""
+    allowed = 1024 + len(payload) // 16
+    bounds = bounded_json.Bounds(max_bytes=len(payload), max_depth=64, max_containers=allowed, max_items=allowed)
     try:
-        wire.check_json_shape(payload, wire.json_values_allowed(len(payload)), max_nesting=64)
-    except wire.WireError as exc:
+        bounded_json.check_shape(payload, bounds, "the reply")
+    except bounded_json.TooComplex as exc:
         raise protocol.FrameError(str(exc)) from None
 
 
