@@ -22,7 +22,7 @@ grader_tests/tests/.
 - hub/ (native hub, accounts, LTI, exchange, submit, formgrader, Lab): test_hub_native, test_hub_api,
   test_hub_accounts, test_hub_culler, test_lti, test_exchange_attacks, test_exchange_hub,
   test_faults_exchange, test_faults_hub, test_formgrader_gate, test_instructor_source, test_course_lab,
-  test_validate_service, test_intra_hub_http, test_hub_request_limits
+  test_validate_service, test_intra_hub_http, test_hub_request_limits, test_student_lab_browser
 - feedback_on_submit/ (policy, intake, fair queue, grader, pages, student and formgrader sides):
   test_feedback_on_submit_units, test_feedback_on_submit_hub
 - reporting/ (report, exports, feedback page, safe HTML): test_report, test_exports, test_feedback_page,
