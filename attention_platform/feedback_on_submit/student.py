@@ -3,8 +3,10 @@
 * ``GET <base>attention/feedback-on-submit?course_id=<course>``: every status the grader wrote
   into the student's feedback folder (see :mod:`.status`), for their Assignments tab, which shows
   each attempt's state and result and when the next graded attempt is possible;
-* ``GET <base>attention/feedback-on-submit/page/<assignment>/<page>.html``: one of their feedback
-  pages, straight from that folder, with a policy that lets no script run;
+* ``GET <base>attention/feedback-on-submit/page/<assignment>/<attempt>/<notebook>.html``: the
+  feedback page of one notebook of their attempt number ``<attempt>`` (1 is the first), straight
+  from that folder, as HTML with a policy that lets no script run; a page's links to the other
+  notebooks (``<notebook>.html``, relative) therefore lead to the same attempt's pages;
 * the Assignments tab's Submit (nbgrader's ``AssignmentList.submit_assignment``, in this server)
   answers with :func:`submit_refusal` instead of handing in an attempt the grader would not grade;
   the exchange's submit (``attention_platform.hub.submit.AtomicSubmit``) asks it too, for a
@@ -57,6 +59,16 @@ def statuses(folder: str) -> dict:
     return found
 
 
+def attempt_page(status: dict, number: int, notebook: str) -> str | None:
+    """The file name of ``notebook``'s feedback page of attempt ``number`` (1 is the first), if the
+    grader listed one."""
+    attempts = status.get("attempts") or []
+    if not 1 <= number <= len(attempts):
+        return None
+    page = (attempts[number - 1].get("pages") or {}).get(notebook)
+    return page if isinstance(page, str) and PAGE.match(page) else None
+
+
 def submit_refusal(exchange_root: str, course_id: str, assignment: str, inbound: str, student: str) -> str | None:
     """The sentence that refuses this submit, or None to hand it in.
 
@@ -102,7 +114,7 @@ def submit_refusal(exchange_root: str, course_id: str, assignment: str, inbound:
 # --------------------------------------------------------------------------- the server extension
 
 def _handlers():
-    from jupyter_server.base.handlers import APIHandler
+    from jupyter_server.base.handlers import APIHandler, JupyterHandler
     from tornado import web
 
     from attention_platform.course import settings  # the course id, as everywhere (the student image carries it)
@@ -117,13 +129,14 @@ def _handlers():
             self.set_header("Cache-Control", "no-store")
             self.finish(json.dumps({"course_id": course_id, "now": now().isoformat(), "assignments": statuses(folder)}))
 
-    class PageHandler(APIHandler):
+    class PageHandler(JupyterHandler):
+        """A page, not an API answer: served as HTML (an APIHandler answers application/json)."""
+
         @web.authenticated
-        def get(self, assignment, page):
+        def get(self, assignment, number, notebook):
             folder = feedback_folder(_exchange_root(), settings.course_id())
-            status = statuses(folder).get(assignment) or {}
-            listed = {name for attempt in status.get("attempts", []) for name in (attempt.get("pages") or {}).values()}
-            if not PAGE.match(page) or page not in listed:
+            page = attempt_page(statuses(folder).get(assignment) or {}, int(number), notebook)
+            if page is None:
                 raise web.HTTPError(404, "no such feedback page")
             try:
                 fd = os.open(os.path.join(folder, page), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -139,9 +152,6 @@ def _handlers():
             self.set_header("Content-Type", "text/html; charset=utf-8")
             self.set_header("X-Content-Type-Options", "nosniff")
             self.finish(body)
-
-        def check_xsrf_cookie(self):
-            pass  # a GET that changes nothing
 
     return StatusHandler, PageHandler
 
@@ -182,6 +192,6 @@ def _load_jupyter_server_extension(serverapp):
     base = serverapp.web_app.settings["base_url"]
     serverapp.web_app.add_handlers(".*$", [
         (url_path_join(base, "attention/feedback-on-submit"), status_handler),
-        (url_path_join(base, r"attention/feedback-on-submit/page/([A-Za-z0-9][A-Za-z0-9_.-]{0,127})/([0-9a-f]{32}\.html)"),
-         page_handler),
+        (url_path_join(base, r"attention/feedback-on-submit/page/([A-Za-z0-9][A-Za-z0-9_.-]{0,127})/([1-9][0-9]{0,5})/"
+                             r"([A-Za-z0-9][A-Za-z0-9_.-]{0,127})\.html"), page_handler),
     ])

@@ -13,7 +13,9 @@ the Lab extension in ``attention_platform/lab/`` (plain JavaScript, no build ste
   :meth:`attention_platform.course.validation.ValidationReport.to_json`;
 * nbgrader's assignment list is answered with the notebooks in the assignment's order (the
   core notebook, part 1, first) and submission times to the second (``exact_timestamp`` keeps
-  nbgrader's own value).
+  nbgrader's own value); after a submit that filed nothing new (the exchange's submit files
+  nothing for files identical to the newest submission, see :mod:`attention_platform.hub.submit`)
+  the assignment's submitted entry says so (``nothing_new_filed``), and the Lab tells the student.
 
 The role comes from the hub's groups at spawn (``ATTENTION_COURSE_ROLE``, set by the hub's
 pre-spawn hook); it only decides what the Lab *shows*: every action is still checked by the
@@ -23,6 +25,7 @@ hub and the formgrader's gate.
 from __future__ import annotations
 
 import asyncio
+import glob
 import json
 import os
 import re
@@ -138,12 +141,46 @@ def tidy_listing(result: dict) -> dict:
     return result
 
 
+def own_submissions(course: str, assignment: str) -> frozenset[str]:
+    """The names of this user's submissions of ``assignment`` in their view of the course's inbound."""
+    root = os.environ.get("NBGRADER_EXCHANGE_ROOT", "/srv/nbgrader/exchange")
+    student = os.environ.get("JUPYTERHUB_USER", "")
+    pattern = os.path.join(glob.escape(os.path.join(root, course, "inbound")),
+                           f"{glob.escape(student)}+{glob.escape(assignment)}+*")
+    return frozenset(os.path.basename(path) for path in glob.glob(pattern))
+
+
+def mark_nothing_new(result: dict, assignment_id: str) -> dict:
+    """The listing after a submit that filed nothing new: its submitted entry says so."""
+    if not result.get("success"):
+        return result
+    for assignment in result.get("value") or ():
+        if assignment.get("assignment_id") == assignment_id and assignment.get("status") == "submitted":
+            assignment["nothing_new_filed"] = True
+    return result
+
+
 def _tidy_manager(web_app) -> None:
     manager = web_app.settings.get("assignment_list_manager")
     if manager is None or getattr(manager, "_tidied", False):
         return
-    original = manager.list_assignments
-    manager.list_assignments = lambda course_id=None: tidy_listing(original(course_id=course_id))
+    list_assignments, submit_assignment = manager.list_assignments, manager.submit_assignment
+    unchanged = []  # the submit nbgrader's handler lists right after, if it filed nothing new
+
+    def submit(course_id, assignment_id):
+        before = own_submissions(course_id, assignment_id)
+        result = submit_assignment(course_id, assignment_id)
+        if result.get("success") and before and own_submissions(course_id, assignment_id) == before:
+            unchanged.append(assignment_id)
+        return result
+
+    def listing(course_id=None):
+        result = tidy_listing(list_assignments(course_id=course_id))
+        while unchanged:
+            mark_nothing_new(result, unchanged.pop())
+        return result
+
+    manager.submit_assignment, manager.list_assignments = submit, listing
     manager._tidied = True
 
 

@@ -292,7 +292,8 @@ class AtomicSubmit(ReadOnlyViewRoot, ExchangeSubmit):
                 with open(os.path.join(newest[0], "timestamp.txt")) as fh:
                     received = fh.read().strip()
                 self.timestamp = received  # what the student is shown and cached
-                self._copy_to_cache(newest[0], received)
+                if not self._cached(received):  # a record only where the first submit's answer was lost
+                    self._copy_to_cache(newest[0], received)
                 self.log.info("Already received at {}: identical to your last submission; nothing new "
                               "was filed.".format(received))
                 self.log.info("Submitted as: {} {} {}".format(
@@ -406,6 +407,20 @@ class AtomicSubmit(ReadOnlyViewRoot, ExchangeSubmit):
             self.log.info("Removed your older submission of %s: the course keeps your %d newest (%.0f MB at most)",
                           os.path.basename(path).split("+")[2], limits.max_kept_submissions,
                           limits.student_quota_bytes / 1e6)
+
+    def _cached(self, timestamp: str) -> bool:
+        """Whether the student's own record already holds a submission received at ``timestamp``."""
+        student = self.assignment_filename.split("+")[0]
+        pattern = os.path.join(glob.escape(self.cache_path), "{}+{}+*".format(
+            glob.escape(student), glob.escape(self.coursedir.assignment_id)))
+        for folder in glob.glob(pattern):
+            try:
+                with open(os.path.join(folder, "timestamp.txt")) as fh:
+                    if fh.read().strip() == timestamp:
+                        return True
+            except OSError:
+                continue
+        return False
 
     def _copy_to_cache(self, submission: str, timestamp: str) -> None:
         """The student's own record of what they submitted (the Assignments tab lists it).

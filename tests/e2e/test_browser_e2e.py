@@ -32,7 +32,7 @@ from hub_helpers import COURSE, REPO
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.slow,
+    pytest.mark.slow, pytest.mark.hub, pytest.mark.root,
     pytest.mark.skipif(os.geteuid() != 0, reason="the hub's real Unix users need root (CI is root)"),
     pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="Debian's chromium: make system-deps"),
 ]

@@ -38,7 +38,7 @@ from grader_tests.answers import BUGGY, CORRECT
 from hub_helpers import COURSE, REPO, launch_hub
 
 pytestmark = [
-    pytest.mark.slow,
+    pytest.mark.slow, pytest.mark.hub, pytest.mark.root,
     pytest.mark.skipif(os.geteuid() != 0, reason="the hub's real Unix users and the sandbox broker need root (CI is root)"),
 ]
 
@@ -139,13 +139,15 @@ def test_two_students_submit_at_once_and_each_sees_their_own_result(hub, student
         assert folder.st_mode & 0o007 == 0 and folder.st_gid == pwd.getpwnam(user).pw_gid
     assert a2["submission"] not in json.dumps(status(s1))
     # the page is served by the student's own server, with no script allowed; another student gets nothing
-    page = a2["pages"][ASSIGNMENT]
-    mine = s2.get(f"/user/student2/attention/feedback-on-submit/page/{ASSIGNMENT}/{page}")
+    assert a2["pages"][ASSIGNMENT]
+    page = f"/attention/feedback-on-submit/page/{ASSIGNMENT}/1/{ASSIGNMENT}.html"
+    mine = s2.get("/user/student2" + page)
     policy = mine.headers["Content-Security-Policy"]
     assert mine.status_code == 200 and "default-src 'none'" in policy and "sandbox" in policy
-    assert "script-src" not in policy
+    assert "script-src" not in policy and mine.headers["Content-Type"].startswith("text/html")
     assert "scores must be divided by √D" in mine.text and "BEGIN HIDDEN TESTS" not in mine.text  # message, no code
-    assert s1.get(f"/user/student1/attention/feedback-on-submit/page/{ASSIGNMENT}/{page}").status_code == 404
+    assert s2.get(f"/user/student2/attention/feedback-on-submit/page/{ASSIGNMENT}/2/{ASSIGNMENT}.html").status_code == 404
+    assert s1.get("/user/student2" + page).status_code == 403
     assert s1.get("/user/student2/attention/feedback-on-submit").status_code == 403
 
 

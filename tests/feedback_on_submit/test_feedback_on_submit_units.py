@@ -21,7 +21,7 @@ from attention_platform.feedback_on_submit.fairqueue import FairQueue
 from attention_platform.feedback_on_submit.intake import IntakeError, collector, take
 from attention_platform.feedback_on_submit.policy import FeedbackOnSubmit, Policy, PolicyError, iso, parse
 from attention_platform.feedback_on_submit.service import FINISH_WAIT_SECONDS, may_finish
-from attention_platform.feedback_on_submit.student import submit_refusal
+from attention_platform.feedback_on_submit.student import attempt_page, submit_refusal
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2030, 5, 6, 12, 0, tzinfo=UTC)
@@ -421,6 +421,7 @@ print(json.dumps({{"loaded": reply["outputs"][0]["text"].split()}}))
     ("plain", ["torch"]),  # neither trains nor draws: sandboxes forked from the smaller worker
     ("course's", ["matplotlib.pyplot", "torch._dynamo", "torch"]),  # the experiments notebook does both
 ])
+@pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0, reason="a private sandbox worker needs root")
 def test_the_grader_warms_its_worker_for_the_assignments_with_feedback_on(tmp_path, notebooks, loaded):
     """Its sandboxes' worker pays the first uses those assignments' source notebooks need, no more."""
@@ -564,3 +565,12 @@ def test_an_attempt_whose_grading_ended_the_grader_twice_is_failed_not_graded_fo
     shown = json.loads((last.exchange / "feedback" / "ann" / status_file.filename(ASSIGNMENT)).read_text())
     assert shown["attempts"][0]["state"] == "failed" and shown["attempts"][0]["message"] == row["message"]
     last.ledger.close()
+
+
+def test_a_feedback_page_is_found_by_attempt_and_notebook_only_where_the_grader_listed_it():
+    page = "0123456789abcdef0123456789abcdef.html"
+    status = {"attempts": [{"pages": {"self_attention": page, "part2": "../../etc/passwd"}}, {"state": "queued"}]}
+    assert attempt_page(status, 1, "self_attention") == page
+    assert attempt_page(status, 1, "part2") is None  # not a page name the grader writes
+    assert attempt_page(status, 2, "self_attention") is None  # no pages yet
+    assert attempt_page(status, 0, "self_attention") is None and attempt_page(status, 3, "self_attention") is None

@@ -114,6 +114,9 @@ def test_identical_retry_files_nothing_new(tmp_path):
     first, again = ex.submit("ann", count=2)
     assert first["success"] and again["success"], (first, again)
     assert len(ex.submissions("ann")) == 1
+    # the student's own record (their Assignments list) shows the one submission once
+    record = ex.home("ann") / ".local/share/jupyter/nbgrader_cache" / COURSE
+    assert len(list(record.glob(f"ann+{ASSIGNMENT}+*"))) == 1
     write_marker(ex.home("ann") / ASSIGNMENT, "changed")
     [changed] = ex.submit("ann")
     assert changed["success"] and len(ex.submissions("ann")) == 2

@@ -10,8 +10,13 @@
  *   - a "Course" menu and launcher cards fitted to the role (page config `attentionCourse`):
  *     students: their assignments (opened on start) and Validate; TAs and instructors: the
  *     course's formgrader in a new tab; instructors: ~/course-source;
- *   - Validate on every notebook's toolbar: saves, runs the notebook on the server and shows
- *     what is still to do, saying plainly that the hidden checks run only after submitting;
+ *   - Validate on every notebook's toolbar and on every notebook of nbgrader's Assignments list
+ *     (whose own Validate posts to a server extension the course does not load): saves the
+ *     notebook if it is open, runs it on the server and shows what is still to do, saying
+ *     plainly that the hidden checks run only after submitting;
+ *   - Submit in nbgrader's list saves the assignment's open notebooks first (or hands in nothing
+ *     and says why), and says so when the exchange filed nothing new (files identical to the
+ *     newest submission);
  *   - a confirmation after fetching, submitting and fetching feedback in nbgrader's list,
  *     and a way to open feedback as a page of its own (links work there without "Trust HTML").
  * All text is set with textContent: nothing from the server is parsed as HTML.
@@ -97,25 +102,118 @@
       return new widgets.Widget({ node: node });
     }
 
-    function validate(panel) {
-      var context = panel.context;
-      return context.save().then(function () {
-        return api('attention/validate', { method: 'POST', body: JSON.stringify({ path: context.path }) });
+    /* The notebooks open in the main area whose path is `path` or lies in the folder `path`/. */
+    function openNotebooks(path) {
+      return Array.from(app.shell.widgets('main')).filter(function (widget) {
+        var at = widget.context && widget.context.path;
+        return !!at && /\.ipynb$/.test(at) && (at === path || at.indexOf(path + '/') === 0);
+      });
+    }
+
+    /* Saves the open notebooks under `path` that have unsaved edits; resolves to a refusal or ''. */
+    function saveOpen(path) {
+      var dirty = openNotebooks(path).filter(function (w) { return w.context.model && w.context.model.dirty; });
+      return Promise.all(dirty.map(function (w) {
+        return w.context.save().then(function () {
+          return w.context.model.dirty ? w.context.path + ' still has unsaved changes' : '';
+        }, function (error) { return w.context.path + ' could not be saved (' + String(error.message || error) + ')'; });
+      })).then(function (problems) { return problems.filter(Boolean).join('; '); });
+    }
+
+    function validatePath(path) {
+      return saveOpen(path).then(function (problem) {
+        if (problem) { throw new Error(problem + '. Save it (File ▸ Save Notebook) and validate again.'); }
+        return api('attention/validate', { method: 'POST', body: JSON.stringify({ path: path }) });
       }).then(function (response) {
         return response.json().then(function (body) {
           if (!response.ok) { throw new Error(body.message || ('Validate failed: ' + response.status)); }
           return body;
         });
       }).then(function (report) {
-        return apputils.showDialog({
+        apputils.showDialog({
           title: 'Validate: ' + report.notebook, body: validationBody(report),
           buttons: [apputils.Dialog.okButton({ label: 'OK' })]
         });
+        return report;
       }, function (error) {
-        return apputils.showDialog({
+        apputils.showDialog({
           title: 'Validate could not run', body: new widgets.Widget({ node: el('p', { text: String(error.message || error) }) }),
           buttons: [apputils.Dialog.okButton()]
         });
+        return null;
+      });
+    }
+
+    function validate(panel) { return validatePath(panel.context.path); }
+
+    /* ---------------------------------------------------------------- nbgrader's Assignments list */
+    var listed = [];  // nbgrader's newest listing: each assignment's folder and notebooks' paths
+    var courseId = '';  // the course of this hub (page config), whose listing is asked for if none was seen
+
+    function remember(body) {
+      if (body && body.success === true && Array.isArray(body.value)) { listed = body.value; }
+    }
+
+    /* nbgrader's row ids: "nbgrader-<course>-<assignment>", spaces to _, then only [A-Za-z0-9_-]. */
+    function rowId(a) {
+      return ('nbgrader-' + a.course_id + '-' + a.assignment_id).replace(/ /g, '_').replace(/[^A-Za-z0-9\-_]/g, '');
+    }
+
+    function listedNotebook(containerId, notebookId) {
+      for (var i = 0; i < listed.length; i++) {
+        var a = listed[i];
+        if (a.status !== 'fetched' || rowId(a) !== containerId) { continue; }
+        var nb = (a.notebooks || []).filter(function (n) { return n.notebook_id === notebookId; })[0];
+        if (nb) { return nb.path; }
+      }
+      return '';
+    }
+
+    /* The list's own Validate posts to nbgrader's validate extension, which the course replaces:
+       its click is taken here, before nbgrader's handler, and runs the course's Validate. */
+    function takeListValidate(event) {
+      var button = event.target && event.target.closest &&
+        event.target.closest('#nbgrader-assignment-list .nested_list_item button');
+      if (!button || button.textContent.trim() !== 'Validate') { return; }
+      event.preventDefault();
+      event.stopImmediatePropagation();
+      var row = button.closest('.nested_list_item'), container = row.closest('.assignment-notebooks');
+      var link = row.querySelector('.item_name a');
+      var containerId = container ? container.id : '', notebookId = link ? link.textContent : '';
+      var path = listedNotebook(containerId, notebookId);
+      var found = path ? Promise.resolve(path) : api('assignments?course_id=' + encodeURIComponent(courseId))
+        .then(function (response) { return response.json(); })
+        .then(function (body) { remember(body); return listedNotebook(containerId, notebookId); }, function () { return ''; });
+      found.then(function (at) { validateListed(button, at); });
+    }
+
+    function validateListed(button, path) {
+      if (!path) {
+        apputils.showDialog({ title: 'Validate could not run', buttons: [apputils.Dialog.okButton()],
+          body: new widgets.Widget({ node: el('p', { text: 'This notebook is not in the list any more: refresh the list and try again.' }) }) });
+        return;
+      }
+      button.disabled = true;
+      button.textContent = 'Validating…';
+      validatePath(path).then(function (report) {
+        button.disabled = false;
+        button.textContent = 'Validate';
+        button.classList.remove('btn-default', 'btn-success', 'btn-danger');
+        button.classList.add(!report ? 'btn-default' : report.ok ? 'btn-success' : 'btn-danger');
+      });
+    }
+
+    /* Submit hands in the files on disk: the assignment's open notebooks are saved first. */
+    function saveBeforeSubmit(init) {
+      var body = {};
+      try { body = JSON.parse(init.body || '{}'); } catch (e) { /* a form post: nothing to match */ }
+      var entry = listed.filter(function (a) {
+        return a.status === 'fetched' && a.assignment_id === body.assignment_id && a.course_id === body.course_id;
+      })[0];
+      var folder = entry ? entry.path : body.assignment_id;
+      if (!folder) { return Promise.resolve(''); }
+      return saveOpen(folder).then(function (problem) {
+        return problem ? 'Nothing was handed in: ' + problem + '. Save your notebooks (File ▸ Save All) and submit again.' : '';
       });
     }
 
@@ -141,6 +239,7 @@
       var action = match[1];
       response.clone().json().then(function (body) {
         if (!body || body.success !== true || !Array.isArray(body.value)) { return; }
+        remember(body);
         var fetched = body.value.filter(function (a) { return a.status === 'fetched'; });
         var submitted = body.value.filter(function (a) { return a.status === 'submitted'; });
         if (action === 'fetch') {
@@ -156,7 +255,11 @@
         } else if (action === 'submit') {
           submitted.forEach(function (a) {
             var last = (a.submissions || [])[a.submissions.length - 1];
-            if (last) {
+            if (last && a.nothing_new_filed) {
+              notify('info', 'Nothing new was filed for “' + a.assignment_id + '”: your files are the same as in your ' +
+                'submission received at ' + last.timestamp + ', which stays in. To hand in new work, save your ' +
+                'changes and submit again.', { autoClose: 20000 });
+            } else if (last) {
               // Under feedback on submit the instructor's policy says which attempt counts, and the
               // panel of attention-feedback-on-submit (when the assignment has one) shows it: say so
               // rather than "your last submission is the one graded", which is the stock rule only.
@@ -188,9 +291,24 @@
       if (connection.__attentionCourseWatched) { return; }
       var original = connection.makeRequest;
       connection.makeRequest = function (url, init, s) {
-        var request = original.apply(this, arguments);
-        if (init && String(init.method).toUpperCase() === 'POST' && /\/assignments\//.test(String(url))) {
+        var self = this, args = arguments, request;
+        var post = init && String(init.method).toUpperCase() === 'POST';
+        if (post && /\/assignments\/submit(\?|$)/.test(String(url))) {
+          request = saveBeforeSubmit(init).then(function (refusal) {
+            if (!refusal) { return original.apply(self, args); }
+            // answered as nbgrader's server answers a refused submit: its list shows the reason
+            return new Response(JSON.stringify({ success: false, value: refusal }),
+              { status: 200, headers: { 'Content-Type': 'application/json' } });
+          });
+        } else {
+          request = original.apply(this, arguments);
+        }
+        if (post && /\/assignments\//.test(String(url))) {
           request.then(function (response) { confirmAssignmentAction(String(url), response); }, function () {});
+        } else if (/\/assignments(\?|$)/.test(String(url))) {
+          request.then(function (response) {
+            if (response.ok) { response.clone().json().then(remember, function () {}); }
+          }, function () {});
         }
         return request;
       };
@@ -213,6 +331,7 @@
         var course = coreutils.PageConfig.getOption('attentionCourse');
         try { course = typeof course === 'string' ? JSON.parse(course || '{}') : (course || {}); } catch (e) { course = {}; }
         var role = course.role || 'student';
+        courseId = course.course || '';
         document.head.appendChild(el('style', { text: CSS }));
         var commands = app.commands, items = [];
 
@@ -231,6 +350,7 @@
           items.push({ command: 'nbgrader:open-assignment-list', label: 'Your assignments', icon: icons.listIcon });
           items.push({ command: 'attention:validate' });
           watchAssignmentActions();
+          document.addEventListener('click', takeListValidate, true);
           app.restored.then(function () {
             // the assignments are the first thing a student sees, unless they were already open
             if (commands.hasCommand('nbgrader:open-assignment-list') && !document.getElementById('nbgrader-assignment-list')) {

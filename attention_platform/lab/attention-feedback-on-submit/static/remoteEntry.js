@@ -137,8 +137,10 @@
       if (pages.length) {
         item.appendChild(el('p', { 'class': 'fos-pages' }, [el('span', { text: 'Feedback pages: ' })].concat(
           pages.map(function (nb) {
+            // by attempt and notebook: the page's relative links to the other notebooks then
+            // lead to the same attempt's pages (student.py serves them)
             return el('a', { href: url('attention/feedback-on-submit/page/' + encodeURIComponent(assignment) + '/' +
-                                        encodeURIComponent(a.pages[nb])),
+                                        number + '/' + encodeURIComponent(nb) + '.html'),
                              target: '_blank', rel: 'noopener noreferrer', text: nb });
           }))));
       }

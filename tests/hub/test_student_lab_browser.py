@@ -1,0 +1,193 @@
+"""What a student does in their Lab, in chromium, on a real hub with feedback on submit switched on
+(full feedback, any number of attempts, the last counts):
+
+* a feedback page opens from the panel rendered, and its links to the other notebooks open their pages;
+* a Validate button in the Assignments list validates the notebook (the course's Validate dialog);
+* an unchanged resubmission says that nothing new was filed, and adds no row to the list;
+* an edit not yet saved is saved by Submit: the submitted file holds it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from attention_platform.course.notebooks import ASSIGNMENT, class_cell, release_notebook, with_methods
+from grader_tests.answers import BUGGY
+from hub_helpers import COURSE, launch_hub
+
+pytestmark = [
+    pytest.mark.slow, pytest.mark.hub, pytest.mark.root,
+    pytest.mark.browser,
+    pytest.mark.skipif(os.geteuid() != 0, reason="the hub's real Unix users and the sandbox broker need root (CI is root)"),
+    pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="Debian's chromium: make system-deps"),
+]
+
+POLICY = {ASSIGNMENT: {"feedback": "full", "attempts": None, "counts": "last"}}
+NO_SCALE = next(a for a in BUGGY if a.name == "no_scale")
+WAIT = 300  # s: how long a test waits for the grader on a 2-core machine shared with others (never asserted)
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(scope="module")
+def hub():
+    env = {"ATTENTION_FEEDBACK_ON_SUBMIT": json.dumps(POLICY), "HUB_DEMO_STUDENTS": "2"}
+    with launch_hub("student-lab-browser-hub", env=env) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def students(hub):
+    sessions = {}
+    for user in ("student1", "student2"):
+        sessions[user] = hub.session(user)
+        sessions[user].spawn()
+        fetched = sessions[user].assignment_action("fetch", ASSIGNMENT)
+        assert fetched["success"], fetched
+    return sessions
+
+
+@pytest.fixture
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS, headless=True)
+        try:
+            context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+            context.set_default_timeout(120_000)
+            yield context
+        finally:
+            chromium.close()
+
+
+def open_lab(context, hub, user: str, path: str = ""):
+    page = context.new_page()
+    page.goto(hub.url + "/hub/login")
+    page.fill("input[name=username]", user)
+    page.fill("input[name=password]", hub.passwords[user])
+    page.locator("input[name=password]").press("Enter")
+    page.goto(f"{hub.url}/user/{user}/lab" + (f"/tree/{path}" if path else ""))
+    page.locator(".jp-LabShell").wait_for()
+    return page
+
+
+def assignments_tab(page):
+    if not page.locator("#nbgrader-assignment-list").is_visible():
+        page.locator(".lm-MenuBar-item", has_text="Course").click()
+        page.locator(".lm-Menu-item", has_text="Your assignments").first.click()
+    listing = page.locator("#nbgrader-assignment-list")
+    listing.get_by_role("button", name="Submit").first.wait_for()
+    return listing
+
+
+def answer(session, code: str) -> None:
+    path = f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
+    nb = session.contents(path).json()["content"]
+    for cell in nb["cells"]:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "self_attention_class":
+            cell["source"] = with_methods(class_cell(release_notebook()).source, code)
+    session.save_notebook(path, nb)
+
+
+def status(session) -> dict:
+    reply = session.get(f"/user/{session.username}/attention/feedback-on-submit")
+    assert reply.status_code == 200, reply.text
+    return reply.json()["assignments"].get(ASSIGNMENT) or {"attempts": []}
+
+
+def wait_for_pages(session) -> dict:
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        attempts = status(session)["attempts"]
+        if attempts and attempts[-1]["state"] in ("graded", "error") and attempts[-1].get("pages"):
+            return attempts[-1]
+        time.sleep(0.3)
+    raise AssertionError(f"{session.username}'s attempt was not graded with its pages: {status(session)}")
+
+
+def submissions(session) -> list[str]:
+    """The times of the submissions the student's Assignments list shows."""
+    return [s["timestamp"] for a in session.assignments() if a["assignment_id"] == ASSIGNMENT
+            and a["status"] == "submitted" for s in a["submissions"]]
+
+
+def newest_inbound(hub, user: str) -> Path:
+    found = [p for p in (hub.state / "exchange" / COURSE / "inbound").rglob(f"{user}+{ASSIGNMENT}+*") if p.is_dir()]
+    assert found, f"no submission of {user} in the inbound"
+    return max(found, key=lambda p: p.name.split("+")[2])
+
+
+def test_a_feedback_page_opens_rendered_and_links_to_the_other_notebooks(hub, students, browser):
+    s1 = students["student1"]
+    answer(s1, NO_SCALE.code)
+    assert s1.assignment_action("submit", ASSIGNMENT)["success"]
+    attempt = wait_for_pages(s1)
+    others = sorted(set(attempt["pages"]) - {ASSIGNMENT})
+    assert others, attempt["pages"]
+    page = open_lab(browser, hub, "student1")
+    assignments_tab(page)
+    link = page.locator("#feedback_on_submit_panel .fos-pages a", has_text=ASSIGNMENT).first
+    with browser.expect_page() as opened:
+        link.click()
+    feedback = opened.value
+    feedback.wait_for_load_state()
+    # rendered as a page (served as JSON it shows its source as text: no heading at all)
+    assert feedback.locator("h1").first.inner_text() == f"Feedback on {ASSIGNMENT}.ipynb"
+    assert "scores must be divided by √D" in feedback.locator("body").inner_text()
+    other = feedback.locator("#notebook-scores a", has_text=others[0])
+    with feedback.expect_navigation() as went:
+        other.click()
+    assert went.value is not None and went.value.status == 200, went.value and went.value.status
+    assert feedback.locator("h1").first.inner_text() == f"Feedback on {others[0]}.ipynb"
+
+
+def test_a_validate_button_in_the_assignments_list_validates(hub, students, browser):
+    page = open_lab(browser, hub, "student1")
+    listing = assignments_tab(page)
+    listing.locator(".assignment-notebooks-link", has_text=ASSIGNMENT).first.click()
+    row = listing.locator(".nested_list_item", has=page.locator(".item_name a", has_text=re.compile(f"^{ASSIGNMENT}$")))
+    row.get_by_role("button", name="Validate").click()
+    dialog = page.locator(".jp-Dialog .attention-validate")
+    dialog.wait_for(timeout=WAIT * 1000)
+    assert page.locator(".jp-Dialog-header").inner_text() == f"Validate: {ASSIGNMENT}.ipynb"
+    assert "Error validating" not in listing.inner_text()
+
+
+def test_an_unchanged_resubmission_says_nothing_new_was_filed(hub, students, browser):
+    s2 = students["student2"]
+    answer(s2, NO_SCALE.code)
+    assert s2.assignment_action("submit", ASSIGNMENT)["success"]
+    before = submissions(s2)
+    page = open_lab(browser, hub, "student2")
+    assignments_tab(page).get_by_role("button", name="Submit").first.click()
+    note = page.locator(".jp-toast-message", has_text="Nothing new was filed").first
+    note.wait_for(timeout=WAIT * 1000)
+    assert before[-1] in note.inner_text()
+    assert page.locator(".jp-toast-message", has_text="within seconds").count() == 0
+    assert submissions(s2) == before  # no new row for a submission that was not filed
+
+
+def test_an_unsaved_edit_is_saved_before_the_submit(hub, students, browser):
+    marker = "# an edit made just before submitting"
+    page = open_lab(browser, hub, "student2", f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb")
+    page.locator(".jp-NotebookPanel .jp-Cell").first.click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("b")  # a new cell below, then type into it
+    page.keyboard.press("Enter")
+    page.keyboard.type(marker)
+    page.keyboard.press("Escape")
+    page.locator(".jp-NotebookPanel .jp-mod-dirty, .jp-DocumentWidget.jp-mod-dirty, .lm-TabBar-tab.jp-mod-dirty").first.wait_for()
+    known = len(status(students["student2"])["attempts"])
+    assignments_tab(page).get_by_role("button", name="Submit").first.click()
+    page.locator(".jp-toast-message", has_text="Submitted").first.wait_for(timeout=WAIT * 1000)
+    submitted = (newest_inbound(hub, "student2") / f"{ASSIGNMENT}.ipynb").read_text()
+    assert marker in submitted
+    # the panel follows the new attempt until it is graded
+    page.locator(f"#feedback_on_submit_panel li.fos-attempt:nth-last-child({known + 1})[data-state=graded]").wait_for(
+        timeout=WAIT * 1000)
