@@ -186,7 +186,7 @@ config = Config()
 runpy.run_path(sys.argv[1], init_globals={"get_config": lambda: config})
 for name in sys.argv[2:]:
     user = types.SimpleNamespace(name=name, groups=[])
-    config.Spawner.pre_spawn_hook(types.SimpleNamespace(user=user, environment={}))
+    config.Spawner.pre_spawn_hook(types.SimpleNamespace(user=user, environment={}, escaped_name=name))  # docker: its network
 """
 # The Unix group the hub keeps its instructors in (native, as root); the tests' own.
 INSTRUCTORS_UNIX_GROUP = "xch-instructors"
