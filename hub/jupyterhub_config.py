@@ -72,18 +72,18 @@ VIEWS = Path(env("EXCHANGE_VIEWS", str(STATE / "exchange-views")))
 FORMGRADER_URL = env("FORMGRADER_URL", "http://127.0.0.1:9999")
 # Unix account of the formgrader (native, as root: root, which the autograder's sandbox needs).
 GRADER_USER = env("GRADER_USER", "root")
-# Idle single-user servers are stopped after this many seconds. Measured with `make load` (the deadline rush): an
-# idle server holds ~131 MiB (PSS), a re-spawn in a deadline rush costs a student ~2 min; memory
-# is not what runs out first, so idle servers live an hour (idle kernels go after 30 min, hub/student).
+# Idle single-user servers are stopped after this many seconds. An idle server holds little memory and a
+# re-spawn in a deadline rush keeps a student waiting (`make load` measures both); memory is not what runs
+# out first, so idle servers live an hour (idle kernels go after 30 min, hub/student).
 CULL_TIMEOUT = int(env("CULL_IDLE_TIMEOUT", "3600"))
-# Seconds a single-user server may take to start. Measured: 50 students arriving within a minute
-# on 2 cores wait up to ~135 s for their server; 120 s would fail the last ones.
+# Seconds a single-user server may take to start. In a rush of 50 students within a minute on 2 cores the
+# last ones wait over 120 s for their server (`make load`), so the limit leaves room above that.
 START_TIMEOUT = int(env("SPAWN_START_TIMEOUT", "300"))
-# Per-student memory limit (docker; natively a cgroup, as root). Measured: server + a torch kernel
-# running the assignment peak at ~0.43 GiB; 1G leaves room for the student's own experiments.
+# Per-student memory limit (docker; natively a cgroup, as root): a server and a torch kernel running the
+# assignment peak well below it (`make load`), which leaves room for the student's own experiments.
 MEM_LIMIT = env("STUDENT_MEM_LIMIT", "1G")
 # Processes and threads per student server, kernels included (docker: the container's pids limit;
-# natively its pids cgroup, as root). Measured: a server with no kernel running has about 7.
+# natively its pids cgroup, as root). A server with no kernel running has a handful.
 PIDS_LIMIT = int(env("STUDENT_PIDS_LIMIT", "1024"))
 # Size of each student server's own /dev/shm, counted in its memory (docker: the container's shm_size;
 # natively a tmpfs in the server's own mount namespace). Docker's default, 64M, is too small for
@@ -231,7 +231,7 @@ c.LocalProcessSpawner.term_timeout = 5
 c.Spawner.mem_limit = MEM_LIMIT
 c.Spawner.cpu_limit = CPU_LIMIT
 if MODE == "native":
-    # hub/student/jupyterhub-singleuser: jupyterhub-singleuser without a 1.2 CPU-s import (see there).
+    # hub/student/jupyterhub-singleuser: jupyterhub-singleuser without a slow import (see there).
     c.Spawner.cmd = [sys.executable, str(HERE / "student" / "jupyterhub-singleuser")]
     if AS_ROOT:  # real Unix users: exchange permissions are enforced by the kernel
         # Each server as its own account, capped by mem_limit and pids_limit in cgroups of its own,
@@ -406,11 +406,11 @@ if MODE == "docker":
 if MODE == "kubernetes":
     # Student image: JupyterLab 4 + nbgrader's student extensions + torch (docker/student.Dockerfile).
     K8S_IMAGE = env("STUDENT_IMAGE", "dl-attention/student:0.1.0")
-    # Memory the scheduler reserves per student. Measured (`make load`): 0.41-0.44 GiB while Validate runs
-    # the notebook, 131-157 MiB idle; reserving the working peak means a full node never OOM-kills a Validate.
+    # Memory the scheduler reserves per student: a working student's peak while Validate runs the notebook
+    # (`make load`); reserving it means a full node never OOM-kills a Validate.
     K8S_MEM_GUARANTEE = env("STUDENT_MEM_GUARANTEE", "512M")
-    # CPU the scheduler reserves per student. Measured: a whole session (login to submit) is ~10 CPU-seconds
-    # and an idle server ~0; 0.1 core packs a node by memory, and the limit (STUDENT_CPU_LIMIT) absorbs bursts.
+    # CPU the scheduler reserves per student: a session costs a few CPU-seconds in all and an idle server
+    # nearly none; 0.1 core packs a node by memory, and the limit (STUDENT_CPU_LIMIT) absorbs bursts.
     K8S_CPU_GUARANTEE = float(env("STUDENT_CPU_GUARANTEE", "0.1"))
     # Size of each student's home volume (notebooks and their own experiments; the assignment is < 5 MB).
     K8S_HOME_SIZE = env("STUDENT_HOME_SIZE", "1Gi")

@@ -1,10 +1,9 @@
 """Validate at the speed of the warm path: a student's notebook runs in a fresh sandbox forked
 from the warm worker (torch already imported), not in a fresh kernel that imports torch again.
 
-A fresh kernel per Validate cost a student ~2.5 CPU-seconds (ipykernel's start and ``import
-torch``) of the ~7 a whole session cost on the hub (``make load``), and with 5 students pressing
-Validate at once it answered in 7–15 s. Forking a sandbox from the broker's warm worker costs
-tens of milliseconds.
+A fresh kernel per Validate (ipykernel's start and ``import torch``) would be most of the CPU a
+student's whole session costs the hub, and slow under a rush; a sandbox forked from the broker's warm
+worker has torch imported already (the figures: ``make load`` and the benchmarks page).
 
 Two halves:
 
