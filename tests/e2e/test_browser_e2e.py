@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -38,6 +39,12 @@ pytestmark = [
 ]
 
 SHOTS = REPO / "build" / "screenshots"
+# Steps whose screenshots the documentation shows (docs/_static/screenshots/): taken from this live hub
+# at every run, so the pictures in the pages stay true.
+DOCS_SHOTS = REPO / "docs" / "_static" / "screenshots"
+PUBLISHED = {"student1-jupyterlab-opens-on-assignments": "student-assignments", "student1-validated": "student-validate",
+             "ta-manage-assignments": "formgrader-manage-assignments", "ta-autograded": "formgrader-autograded",
+             "student2-feedback-page": "feedback-page"}
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 ASSIGNMENT = "self_attention"
@@ -82,6 +89,14 @@ class Shots:
         self.n += 1
         print(f"{time.strftime('%H:%M:%S')} step {self.n:02d} {name}", flush=True)
         page.screenshot(path=str(SHOTS / f"{self.n:02d}-{name}.png"))
+        publish(SHOTS / f"{self.n:02d}-{name}.png", name)
+
+
+def publish(path: Path, name: str) -> None:
+    """The documentation's copy of a step's screenshot, if the pages show that step."""
+    if name in PUBLISHED:
+        DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, DOCS_SHOTS / f"{PUBLISHED[name]}.png")
 
 
 def login(browser, hub, user: str, width: int = WIDE):
@@ -330,6 +345,7 @@ def test_a_whole_assignment_in_the_browser(hub, browser, record_property):
         total = feedback.locator("#assignment-total").inner_text()
         assert re.search(rf"{ASSIGNMENT}: [0-9.]+ of [0-9.]+ points", total), total
         feedback.screenshot(path=str(SHOTS / f"{user}-feedback-page.png"))
+        publish(SHOTS / f"{user}-feedback-page.png", f"{user}-feedback-page")
         feedback.close()
     other = pages["student1"].goto(feedback_urls["student2"])
     assert other.status == 403
