@@ -362,3 +362,15 @@ def load_hub_config(monkeypatch, tmp_path, **env) -> Config:
     config = Config()
     runpy.run_path(str(REPO / "hub" / "jupyterhub_config.py"), init_globals={"get_config": lambda: config})
     return config
+
+
+def login_request_from(address: str):
+    """A login handler as the authenticator sees one: tornado's request from a peer at ``address``
+    (the throttle reads the peer's address from the connection's context)."""
+    from types import SimpleNamespace
+
+    from tornado.httputil import HTTPHeaders, HTTPServerRequest
+
+    connection = SimpleNamespace(context=SimpleNamespace(address=(address, 40000)))
+    return SimpleNamespace(request=HTTPServerRequest(method="POST", uri="/hub/login", headers=HTTPHeaders(),
+                                                     connection=connection))

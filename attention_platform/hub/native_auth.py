@@ -105,6 +105,9 @@ class SignUpHandler(native_handlers.SignUpHandler):
         return super().get_result_message(user, *args, **kwargs)
 
 
+NAME_KEPT = 64  # characters of a login's name kept; account names are at most 32
+
+
 class CourseNativeAuthenticator(NativeAuthenticator):
     initial_passwords_file = Unicode(
         "", help="JSON file {user: password} whose logins are created, approved, before the hub serves anything "
@@ -150,7 +153,9 @@ class CourseNativeAuthenticator(NativeAuthenticator):
 
     async def authenticate(self, handler, data):
         """NativeAuthenticator's checks, behind the throttle of the client's address (in place of its lock-out)."""
-        name = self.normalize_username(data["username"])
+        # what the form says, up to the hub's body limit: a longer name is no account's (NAME_PATTERN), so
+        # the throttle's records and the log keep it cut to a bound
+        name = self.normalize_username(data["username"])[:NAME_KEPT]
         address = self.client_address(handler.request)
         wait = self.throttle.wait(address, name)
         if wait > 0:

@@ -916,18 +916,6 @@ def test_feedback_on_submit_runs_beside_the_formgrader_as_the_native_launcher_st
 
 # --------------------------------------------------------------------------- the admin's login
 
-def login_request_from(address: str):
-    """A login handler as the authenticator sees one: tornado's request from a peer at ``address``
-    (the throttle reads the peer's address from the connection's context)."""
-    from types import SimpleNamespace
-
-    from tornado.httputil import HTTPHeaders, HTTPServerRequest
-
-    connection = SimpleNamespace(context=SimpleNamespace(address=(address, 40000)))
-    return SimpleNamespace(request=HTTPServerRequest(method="POST", uri="/hub/login", headers=HTTPHeaders(),
-                                                     connection=connection))
-
-
 def test_the_admin_logs_in_with_the_password_from_the_secret(deployment):
     """values.yaml gives the hub the admin's initial password from a Secret: the admin's login exists before
     the hub serves anything (sign-up refuses admin names), and it opens with that password only."""
@@ -947,6 +935,8 @@ def test_the_admin_logs_in_with_the_password_from_the_secret(deployment):
     with Session(engine) as db:
         auth = config.JupyterHub.authenticator_class(config=config, db=db)
         assert auth.admin_users == {admin}
+        from hub_helpers import login_request_from
+
         login = login_request_from("198.51.100.7")
         assert asyncio.run(auth.authenticate(login, {"username": admin, "password": password})) == admin
         assert asyncio.run(auth.authenticate(login, {"username": admin, "password": password + "x"})) is None

@@ -371,3 +371,27 @@ def test_a_loopback_connection_counts_as_the_proxys_only_if_it_is_this_users():
     finally:
         client.close()
         server.close()
+
+
+def test_a_flood_of_long_names_leaves_the_throttle_small():
+    """The throttle keeps a record per (address, name) it was sent, the name as the login form gave it (up
+    to the hub's 1 MB body). Names no account can have are kept cut to a bound, so many long ones cost
+    the hub (root, natively) little memory, and its log lines stay short."""
+    import asyncio
+
+    from nativeauthenticator.orm import Base
+    from sqlalchemy import create_engine
+    from sqlalchemy.orm import Session
+
+    from attention_platform.hub.native_auth import CourseNativeAuthenticator
+    from hub_helpers import login_request_from
+
+    engine = create_engine("sqlite://")
+    Base.metadata.create_all(engine)
+    with Session(engine) as db:
+        auth = CourseNativeAuthenticator(db=db)
+        login = login_request_from("198.51.100.8")
+        for i in range(20):
+            assert asyncio.run(auth.authenticate(login, {"username": f"{i}" + "x" * 100_000, "password": "p"})) is None
+    kept = [name for _, name in auth.throttle.by_pair]
+    assert len(kept) == 20 and max(map(len, kept)) <= 64, max(map(len, kept))
