@@ -457,9 +457,10 @@ def start(hub: NativeHub) -> NativeHub:
     if hub.grader_user:
         start_broker(hub, log)
         start_validate(hub, log)  # students' Validate, in sandboxes of the broker, as the grader account
-    wait_for_hub(hub.url, hub.process)
-    # The formgrader after the hub answers: it asks the hub's API for its version at start and gives
-    # up after 5 tries; with 100 accounts to create on a loaded machine the hub took longer than that.
+    # The formgrader once the hub's own server answers: it asks the hub's API for its version at start
+    # and gives up after 5 tries (with 100 accounts to create on a loaded machine the hub took longer than
+    # that), and the hub, before its proxy routes a first page, waits for the formgrader to answer.
+    wait_for_hub(f"http://127.0.0.1:{hub.env['HUB_INTERNAL_PORT']}", hub.process)
     start_formgrader(hub, log)
     start_feedback_on_submit(hub, log)
     deadline = time.monotonic() + 90
@@ -475,6 +476,7 @@ def start(hub: NativeHub) -> NativeHub:
             if time.monotonic() > deadline:
                 raise TimeoutError("the formgrader did not start within 90 s")
         time.sleep(0.25)
+    wait_for_hub(hub.url, hub.process)
     hub.start_seconds = time.monotonic() - started
     return hub
 
