@@ -2,12 +2,12 @@
 
 1. A scratch copy of the course (the ``self_attention`` notebook) gets a generated
    class of N submissions, cycling through every buggy and every correct answer
-   of ``grader_tests.answers`` plus untouched stubs.
+   of ``grader_tests.self_attention.answers`` plus untouched stubs.
 2. Identical copies of that course are graded, each by a whole command timed with
    its start-up: stock ``nbgrader autograde`` (``ATTENTION_AUTOGRADE_EXECUTE=stock``:
    nbgrader's in-kernel ``Execute``, one kernel per notebook, in series);
    ``attention-course autograde-batch`` as a machine's first batch (the teaching
-   picture measured with matplotlib, then kept: grader_tests/picture_cache.py) and
+   picture measured with matplotlib, then kept: grader_tests/self_attention/picture_cache.py) and
    cold (a fresh sandbox per submission forked from a warm zygote the command starts,
    in parallel; the picture's measurement loaded); the same command on one
    submission (its start-up; the difference is the cost of each further
@@ -42,7 +42,7 @@ from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK, with_answe
 
 def generated_class(n: int) -> dict[str, str | None]:
     """``{student: answer name or None}``: buggy, correct and empty, mixed."""
-    from grader_tests.answers import BUGGY, CORRECT
+    from grader_tests.self_attention.answers import BUGGY, CORRECT
 
     pool: list[str | None] = []
     for i in range(max(len(BUGGY), len(CORRECT))):
@@ -56,7 +56,7 @@ def generated_class(n: int) -> dict[str, str | None]:
 
 
 def prepare(workdir: Path, n: int, log=print) -> tuple[Path, Path, dict]:
-    from grader_tests.answers import BUGGY, CORRECT
+    from grader_tests.self_attention.answers import BUGGY, CORRECT
 
     answers = {a.name: a.code for a in BUGGY + CORRECT}
     base = copy_course(workdir / "course")
@@ -189,7 +189,7 @@ def run_benchmark(workdir: Path, n: int = 100, *, jobs: int | None = None, laten
     workdir.mkdir(parents=True, exist_ok=True)
     courses, roster = prepare(workdir, n, log)
     bindir = Path(sys.executable).parent
-    # The teaching picture's measurement (grader_tests/picture_cache.py) in a folder of this run's:
+    # The teaching picture's measurement (grader_tests/self_attention/picture_cache.py) in a folder of this run's:
     # the first batch finds none (a machine's first batch), the later ones find what it kept.
     picture_cache = workdir / "picture-cache"
     shutil.rmtree(picture_cache, ignore_errors=True)

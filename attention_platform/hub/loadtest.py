@@ -70,7 +70,7 @@ def _utc(stamp: str) -> dt.datetime:
 
 def _answer_for(i: int) -> str:
     """A catalogue answer: most students correct, some with a classic bug (all must arrive)."""
-    from grader_tests.answers import BUGGY, CORRECT
+    from grader_tests.self_attention.answers import BUGGY, CORRECT
 
     pool = list(CORRECT) + list(BUGGY)
     return pool[i % len(pool)].code

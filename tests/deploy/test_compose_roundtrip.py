@@ -40,7 +40,7 @@ import pytest
 import requests
 
 from attention_platform.course.notebooks import release_notebook, with_answer
-from grader_tests.answers import BUGGY, CORRECT
+from grader_tests.self_attention.answers import BUGGY, CORRECT
 from hub_helpers import HubSession, free_port
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(3600)]

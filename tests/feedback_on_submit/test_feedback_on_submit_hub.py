@@ -34,7 +34,7 @@ import pytest
 
 from attention_platform.course.directory import check_scores
 from attention_platform.course.notebooks import ASSIGNMENT, class_cell, release_notebook, with_methods
-from grader_tests.answers import BUGGY, CORRECT
+from grader_tests.self_attention.answers import BUGGY, CORRECT
 from hub_helpers import COURSE, REPO, launch_hub
 
 pytestmark = [

@@ -11,7 +11,7 @@ import pytest
 import torch
 from PIL import Image
 
-from grader_tests import panel_redraw, pictures
+from grader_tests.self_attention import panel_redraw, pictures
 
 ROUNDING = 2  # of 255 per channel: Agg blends in integers, the redraw in floating point
 

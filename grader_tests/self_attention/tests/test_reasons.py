@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from grader_tests import probing, reasons
-from grader_tests.answers import CORRECT
+from grader_tests.self_attention.answers import CORRECT
 from grader_tests.registry import CHECKS
 
 SECRET = "response[error_key(key)] = describe_exception(exc)"  # a line of probing.py

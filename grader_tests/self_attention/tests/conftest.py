@@ -44,7 +44,7 @@ def quiet():
 
 @pytest.fixture(scope="session", autouse=True)
 def picture_cache_of_this_session(tmp_path_factory):
-    from grader_tests import picture_cache, pictures
+    from grader_tests.self_attention import picture_cache, pictures
 
     folder = tmp_path_factory.mktemp("picture-cache")
     folder.chmod(0o700)

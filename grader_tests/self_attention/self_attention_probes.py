@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import torch
 
-from .probing import (CONSTRUCTOR_RAISED, LAYER, NO_CLASS, CheckProbe, Message, ProbeError, build_module, error_key,
+from ..probing import (CONSTRUCTOR_RAISED, LAYER, NO_CLASS, CheckProbe, Message, ProbeError, build_module, error_key,
                       nothing, parameters, record)
 
 CLASS_NAME = "SelfAttention"
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
 PARAM_PREFIX = "param."
 LARGE_PARAM_PREFIX = "large.param."
 WRONG_PARAMETER = ("the layer needs {owner} = nn.Linear(D, D) with a bias, as given in __init__; "

@@ -5,7 +5,7 @@ Shipped into the sandbox (see ``probing``); the judges are in ``by_hand_judges``
 
 from __future__ import annotations
 
-from .probing import CheckProbe, read_tensors
+from ..probing import CheckProbe, read_tensors
 
 THREE_TOKEN_STEPS = ("Q3", "K3", "V3", "scores3", "weights3", "out3")
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from grader_tests import panel_redraw, picture_cache, pictures
-from grader_tests.tests.test_panel_redraw import ROUNDING, _pixels, rendered_whole
+from grader_tests.self_attention import panel_redraw, picture_cache, pictures
+from grader_tests.self_attention.tests.test_panel_redraw import ROUNDING, _pixels, rendered_whole
 
 
 GRID = (pictures.TEACHING_TOKENS, pictures.TEACHING_TOKENS)
@@ -30,7 +30,7 @@ def _weights(seed: int, scale: float = 1.0) -> torch.Tensor:
 # and exits (when the measurement is kept: pictures.save_measurements at exit).
 DRAW = """
 import hashlib, json, sys, torch
-from grader_tests import pictures
+from grader_tests.self_attention import pictures
 expected, unscaled = pictures.expected_weights(pictures.teaching_request())
 weights = [torch.tensor(w, dtype=torch.float64) for w in json.loads(sys.argv[1])]
 print(json.dumps({"pngs": [hashlib.sha256(pictures.draw(w, expected, unscaled)).hexdigest() for w in weights],

@@ -4,7 +4,7 @@ number) as they are. Shipped into the sandbox (see ``probing``); the judges are 
 
 from __future__ import annotations
 
-from .probing import CheckProbe, Message, ProbeError, nothing, read_name, record
+from ..probing import CheckProbe, Message, ProbeError, nothing, read_name, record
 
 SHAPE_NAMES = ("Q", "K", "V", "scores", "output")
 NOT_SHAPES = "`shape_answers` could not be read as a dict of shapes ({exception})"

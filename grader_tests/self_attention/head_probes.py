@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .probing import (LAYER, CheckProbe, Message, ProbeError, build_module, nothing, parameters, read_name,
+from ..probing import (LAYER, CheckProbe, Message, ProbeError, build_module, nothing, parameters, read_name,
                       read_tensors, record)
 
 HEAD_CLASS = "AttentionHead"

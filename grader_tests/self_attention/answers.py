@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 
 import nbformat
 
+from ..proofs import Proof, edits
+from . import answers_parts
+
 # The released class cell and the methods a student writes in it.
 CLASS_CELL_ID = "self_attention_class"
 ANSWERED_METHODS = ("forward", "attention_weights")
@@ -621,3 +624,22 @@ def attention_weights(self, x):
     return scores.softmax(dim=-1)
 '''),
 ]
+
+
+# ----------------------------------------------------------------------------- the proofs of the assignment
+# The answers above and the further parts' (answers_parts) as the registry's proofs: each typed into the
+# instructor's notebook of its part.
+# Cells that only plot or time: no check reads what they define; a proof run may skip them.
+PROOF_SKIP_CELLS = frozenset({"heatmaps", "timing", "params_table", "bars_demo", "trace_compare"})
+
+
+def _typed(answer: Answer):
+    return lambda nb: with_answer(nb, answer.code)
+
+
+WHEATS: list[Proof] = (
+    [Proof(a.name, "self_attention", _typed(a)) for a in CORRECT]
+    + [Proof(a.name, a.notebook, edits(*a.edits)) for a in answers_parts.CORRECT])
+CHAFFS: list[Proof] = (
+    [Proof(a.name, "self_attention", _typed(a), a.target, a.fails) for a in BUGGY]
+    + [Proof(a.name, a.notebook, edits(*a.edits), a.target, a.fails) for a in answers_parts.BUGGY])

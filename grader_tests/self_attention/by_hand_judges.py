@@ -14,7 +14,7 @@ import math
 import torch
 
 from .by_hand_probes import THREE_TOKEN_STEPS
-from .judging import CheckJudge, JudgeFailure, Message, fetch, judge_value, no_request
+from ..judging import CheckJudge, JudgeFailure, Message, fetch, judge_value, no_request
 
 TOL = 1.01e-4  # "to four decimals": published values are rounded to 4 places
 

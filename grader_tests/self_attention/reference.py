@@ -11,7 +11,8 @@ import math
 
 import torch
 
-PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
+from .self_attention_probes import PROJECTIONS
+
 PARAMETER_NAMES = tuple(f"{p}.{kind}" for p in PROJECTIONS for kind in ("weight", "bias"))
 
 

@@ -19,10 +19,10 @@ import torch
 
 from . import reference
 from .attention_model import SCORE_SOURCES, Layer, fit_attention, fit_layer, log_ratio_fit
-from .judging import (CheckJudge, JudgeFailure, Message, close, expect_shape, fetch, fetch_tensor, generator,
+from ..judging import (CheckJudge, JudgeFailure, Message, close, expect_shape, fetch, fetch_tensor, generator,
                       largest_difference, shape_text)
-from .probing import LAYER, error_key
-from .reasons import failure_phrase
+from ..probing import LAYER, error_key
+from ..reasons import failure_phrase
 from .self_attention_probes import LARGE_PARAM_PREFIX, PARAM_PREFIX
 
 # Tolerances against float64 predictions: float32 results (errors ~1e-6) and float64 results (~1e-14).

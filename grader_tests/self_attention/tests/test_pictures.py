@@ -9,9 +9,9 @@ import math
 import numpy as np
 import torch
 
-from grader_tests import pictures, reference
-from grader_tests.tests.test_panel_redraw import ROUNDING, _pixels, rendered_whole
-from grader_tests.self_attention_probes import PARAM_PREFIX
+from grader_tests.self_attention import pictures, reference
+from grader_tests.self_attention.tests.test_panel_redraw import ROUNDING, _pixels, rendered_whole
+from grader_tests.self_attention.self_attention_probes import PARAM_PREFIX
 
 
 def _weights(request, scale=True):

@@ -6,9 +6,9 @@ computed here.
 
 from __future__ import annotations
 
-from .judging import CheckJudge, JudgeFailure, Message, fetch, no_request
-from .probing import error_key
-from .reasons import failure_phrase
+from ..judging import CheckJudge, JudgeFailure, Message, fetch, no_request
+from ..probing import error_key
+from ..reasons import failure_phrase
 from .shapes_probes import SHAPE_NAMES
 
 N, D_K = 100, 64

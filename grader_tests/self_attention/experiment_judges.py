@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import torch
 
-from .judging import CheckJudge, JudgeFailure, Message, fetch, generator, no_request
-from .probing import error_key
-from .reasons import failure_phrase
+from ..judging import CheckJudge, JudgeFailure, Message, fetch, generator, no_request
+from ..probing import error_key
+from ..reasons import failure_phrase
 
 TOKENIZER_TEXTS = [
     "The animal didn't cross the street because it was too tired.",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .probing import CheckProbe, Message, nothing, read_name, read_tensors, record
+from ..probing import CheckProbe, Message, nothing, read_name, read_tensors, record
 
 TOKENIZER_NAMES = ("build_vocab", "encode", "decode")
 

@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
-from grader_tests import reference
-from grader_tests.attention_model import SCORE_SOURCES, SHAPES, ZERO, Attention, fit_attention, fitted_member
+from grader_tests.self_attention import reference
+from grader_tests.self_attention.attention_model import SCORE_SOURCES, SHAPES, ZERO, Attention, fit_attention, fitted_member
 from grader_tests.judging import generator
 
 ATOL = 1e-5

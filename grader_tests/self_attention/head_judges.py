@@ -19,7 +19,7 @@ import torch
 
 from .attention_model import log_ratio_fit
 from .head_probes import BIAS_PROJECTIONS, HEAD_PROJECTIONS, PARAM_PREFIX as P
-from .judging import CheckJudge, JudgeFailure, Message, fetch, generator, judge_value, no_request, shape_text
+from ..judging import CheckJudge, JudgeFailure, Message, fetch, generator, judge_value, no_request, shape_text
 
 BAR_UNIT = 30  # one '#' per full 1/30 of weight
 

@@ -17,9 +17,11 @@ import torch
 
 from attention_platform.course.notebooks import (ASSIGNMENT, COURSE_ROOT, release_notebook, run_cells, source_notebook,
                                           with_edits)
-from grader_tests import by_hand_judges, head_judges
-from grader_tests.answers_parts import BUGGY, CORRECT
-from grader_tests.registry import CHECKS, NOTEBOOK_CHECKS
+from grader_tests.self_attention import by_hand_judges, head_judges
+from grader_tests.self_attention.answers_parts import BUGGY, CORRECT
+from grader_tests.registry import CHECKS, assignment
+
+NOTEBOOK_CHECKS = assignment("self_attention").notebook_checks
 
 PARTS = [name for name in NOTEBOOK_CHECKS if name != "self_attention"]
 EXTRA_SEEDS = [11, 2024, 987654]

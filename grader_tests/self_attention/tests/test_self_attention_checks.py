@@ -6,9 +6,11 @@ import pytest
 import torch
 
 from attention_platform.course.notebooks import class_namespace, source_notebook
-from grader_tests import reference
-from grader_tests.answers import BUGGY, CORRECT
-from grader_tests.registry import NOTEBOOK_CHECKS
+from grader_tests.self_attention import reference
+from grader_tests.self_attention.answers import BUGGY, CORRECT
+from grader_tests.registry import assignment
+
+NOTEBOOK_CHECKS = assignment("self_attention").notebook_checks
 
 # This file proves the core notebook's checks; the further parts have test_parts_checks.py.
 ALL_CHECKS = NOTEBOOK_CHECKS["self_attention"]
