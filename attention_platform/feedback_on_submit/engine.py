@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .intake import Intake
-from .policy import Policy
+from attention_platform.attempts.policy import Policy
 
 
 DEFINITION_SECONDS = 5.0  # how stale the scratch definition may be after the instructor regenerates
@@ -158,7 +158,7 @@ class Engine:
 
         from attention_platform.grading.batch import Pipeline
 
-        from .policy import load_config
+        from attention_platform.attempts.policy import load_config
 
         self.log = log or logging.getLogger("feedback-on-submit")
         self.course = Path(course).resolve()
@@ -479,7 +479,7 @@ class SharedLock:
 
 
 def _naive(value):
-    from .ledger import naive
+    from attention_platform.attempts.ledger import naive
 
     return naive(value)
 

@@ -539,7 +539,7 @@ def execute_notebook(nb, *, zygote: Zygote | None = None, limits: SandboxLimits 
     """Run every code cell of ``nb`` in order in a fresh sandbox and write each cell's (bounded,
     re-checked) outputs into it, as nbgrader's ``Execute`` does in a kernel with ``allow_errors``:
     a cell that raises gets its error output and the next cell runs. No hidden check is loaded:
-    this is Validate's run of the student's own notebook (``attention_platform.hub.validate_service``),
+    this is Validate's run of the student's own notebook (``attention_platform.grading.validate_service``),
     not grading. After the sandbox stops (a limit, ``sys.exit``), the remaining cells get no output."""
     started = time.monotonic()
     limits = limits or SandboxLimits()
