@@ -5,6 +5,9 @@
 - ``security_hub`` (session): a second hub, released, for the attacks on the formgrader
   (tests/hub/test_formgrader_gate.py, tests/reporting/test_hostile_submission.py), so what they leave
   behind never meets the walk-through's expectations.
+- ``autograded_e2e_class`` (session): the end-to-end class (``e2e_class``) graded once by a real
+  ``nbgrader autograde``, for tests/grading/test_autograde_e2e.py and tests/reporting/test_report.py;
+  each grades nothing again and works on its own copy (``e2e_class.graded_copy``).
 
 Helpers (plain modules, imported by name): ``hub_helpers`` (launch a hub, log in, sessions),
 ``e2e_class`` (a graded sample class), ``fault_helpers``, ``gradebooks``, ``broker_helpers`` (a
@@ -68,3 +71,16 @@ def security_hub():
                                          "HUB_LOGIN_MAX_WAIT_SECONDS": "4",
                                          "HUB_LOGIN_ADDRESS_MAX_FAILURES": "100"}) as hub:
         yield hub
+
+
+@pytest.fixture(scope="session")
+def autograded_e2e_class(tmp_path_factory):
+    """The course of tests/e2e_class.py's class after one real ``nbgrader autograde``, and that
+    command's completed process. Read only: a test that writes copies it (e2e_class.graded_copy)."""
+    from attention_platform.course.directory import copy_course, nbgrader
+    from attention_platform.course.notebooks import ASSIGNMENT
+    from e2e_class import write_class
+
+    course = copy_course(tmp_path_factory.mktemp("e2e-class"))
+    write_class(course)
+    return course, nbgrader(course, "autograde", ASSIGNMENT, "--force")

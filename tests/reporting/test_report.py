@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 import gradebooks
-from e2e_class import CHEATER_FAILS, HONEST, TAMPERED_FAILS, UNREADABLE, write_class
+from e2e_class import CHEATER_FAILS, HONEST, TAMPERED_FAILS, UNREADABLE, graded_copy
 from attention_platform.cli import main as cli
-from attention_platform.course.directory import check_scores, copy_course, nbgrader
+from attention_platform.course.directory import check_scores, nbgrader
 from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK
 from attention_platform.reporting.report import (
     FAILED_EVERYTHING, UNKNOWN_CHECK_NOTE, collect, read_report_data, summary_text, write_report,
@@ -227,11 +227,9 @@ def test_summary_fits_one_screen(built):
 # ---------------------------------------------------------------- slow: a real nbgrader autograde
 
 @pytest.fixture(scope="module")
-def e2e_class(tmp_path_factory):
+def e2e_class(autograded_e2e_class, tmp_path_factory):
     """The end-to-end test's class (tests/e2e_class.py), graded by a real ``nbgrader autograde``."""
-    course = copy_course(tmp_path_factory.mktemp("report-course"))
-    write_class(course)
-    nbgrader(course, "autograde", ASSIGNMENT, "--force")
+    course, _ = graded_copy(autograded_e2e_class, tmp_path_factory.mktemp("report") / "course")
     expected = {s: set(gradebooks.ANSWERS[a].fails) for s, a in HONEST.items()}
     expected.update(empty={c.id for c in SA_CHECKS}, tampered=TAMPERED_FAILS, cheater=CHEATER_FAILS)
     # a submission nbgrader could not grade has no autograded notebook: the report must say "not graded";
