@@ -84,3 +84,128 @@ def test_every_exchange_class_the_hub_configs_name_exists(config):
                 "submit": exchange_abc.ExchangeSubmit, "fetch_assignment": exchange_abc.ExchangeFetchAssignment,
                 "fetch_feedback": exchange_abc.ExchangeFetchFeedback}[action]
         assert issubclass(cls, base), (action, dotted)
+
+
+# ---------------------------------------------------------------- attention_platform/settings.py
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+from attention_platform import settings as platform_settings  # noqa: E402
+from attention_platform.settings import Settings, SettingsError  # noqa: E402
+
+PARSED = [  # (environment, field, value)
+    ({}, "hub_uid_min", 20000),
+    ({"HUB_UID_MIN": " 30000 "}, "hub_uid_min", 30000),
+    ({"HUB_UID_MIN": ""}, "hub_uid_min", 20000),  # empty is unset
+    ({"NBGRADER_COURSE_ID": "ml-2027"}, "nbgrader_course_id", "ml-2027"),
+    ({"FORMGRADER_API_TOKEN": "s3cret"}, "formgrader_api_token", "s3cret"),
+    ({"NBGRADER_EXCHANGE_ROOT": "/x/exchange"}, "nbgrader_exchange_root", Path("/x/exchange")),
+    ({"FORMGRADER_PORT": "9000"}, "formgrader_port", 9000),
+    ({"STUDENT_CPU_LIMIT": "0.5"}, "student_cpu_limit", 0.5),
+    ({"NBGRADER_CHECK_OWNER": "0"}, "nbgrader_check_owner", False),
+    ({"LTI_ALLOW_UNMAPPED_ROLES": "Yes"}, "lti_allow_unmapped_roles", True),
+    ({"HUB_MODE": "kubernetes"}, "hub_mode", "kubernetes"),
+    ({"COURSE_TAS": " ta1, ,ta2 "}, "course_tas", ("ta1", "ta2")),
+    ({"COURSE_TAS": ""}, "course_tas", ()),  # a list set empty is the empty list
+    ({"ATTENTION_FEEDBACK_ON_SUBMIT": '{"a": {"feedback": "checks"}}'}, "attention_feedback_on_submit",
+     {"a": {"feedback": "checks"}}),
+    ({"HUB_BROKER_MEMORY_MB": "2048"}, "hub_broker_memory_mb", 2048),
+    ({"HUB_DEMO_STUDENTS": "1"}, "hub_demo_students", 1),
+]
+
+
+@pytest.mark.parametrize("environ, name, expected", PARSED)
+def test_each_kind_of_setting_parses(environ, name, expected):
+    assert getattr(Settings.from_environ(environ), name) == expected
+
+
+def test_the_table_above_covers_every_kind():
+    kinds = {setting.name: setting.metadata["kind"].name for setting in platform_settings.fields()}
+    covered = {kinds[name] for _, name, _ in PARSED}
+    assert covered == set(kinds.values())
+
+
+WRONG = [  # (variable, value, what the error says)
+    ("HUB_UID_MIN", "abc", "HUB_UID_MIN='abc': expected a whole number, e.g. 20000"),
+    ("FORMGRADER_PORT", "70000", "FORMGRADER_PORT='70000': expected a port number from 1 to 65535"),
+    ("HUB_MODE", "Docker", "HUB_MODE='Docker': expected one of native, docker, kubernetes"),
+    ("NBGRADER_CHECK_OWNER", "maybe", "NBGRADER_CHECK_OWNER='maybe': expected 1 or 0"),
+    ("STUDENT_CPU_LIMIT", "one", "STUDENT_CPU_LIMIT='one': expected a number, e.g. 1.5"),
+    ("ATTENTION_FEEDBACK_ON_SUBMIT", "{not json", "ATTENTION_FEEDBACK_ON_SUBMIT='{not json': expected a JSON object"),
+    ("ATTENTION_FEEDBACK_ON_SUBMIT", "[]", "ATTENTION_FEEDBACK_ON_SUBMIT='[]': expected a JSON object"),
+    ("HUB_VALIDATE_MEMORY_MB", "10", "HUB_VALIDATE_MEMORY_MB='10': expected a whole number of at least 64"),
+    ("HUB_DEMO_STUDENTS", "0", "HUB_DEMO_STUDENTS='0': expected a whole number of at least 1"),
+]
+
+
+@pytest.mark.parametrize("name, value, says", WRONG)
+def test_a_wrong_value_names_the_variable_and_what_it_must_be(name, value, says):
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_environ({name: value})
+    assert caught.value.problems == [says] or caught.value.problems[0].startswith(says)
+    assert isinstance(caught.value, ValueError) and says in str(caught.value)
+
+
+def test_every_wrong_variable_is_named_at_once():
+    environ = {name: value for name, value, _ in WRONG[:5]} | {"HUB_UID_MNI": "20000"}
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_environ(environ)
+    assert len(caught.value.problems) == 6
+    for name, _, says in WRONG[:5]:
+        assert says in str(caught.value), name
+    assert "HUB_UID_MNI is no setting: did you mean HUB_UID_MIN?" in str(caught.value)
+
+
+@pytest.mark.parametrize("typo, meant", [
+    ("HUB_UID_MNI", "HUB_UID_MIN"),
+    ("ATTENTION_SECRET_SEEED", "ATTENTION_SECRET_SEED"),
+    ("FORMGRADER_API_TOKN", "FORMGRADER_API_TOKEN"),
+    ("HUB_ADMIN_USER", "HUB_ADMIN_USERS"),
+    ("HUB_LOGIN_MAX_FAILURE", "HUB_LOGIN_MAX_FAILURES"),
+])
+def test_a_typo_of_a_known_variable_is_pointed_at(typo, meant):
+    with pytest.raises(SettingsError, match=f"{typo} is no setting: did you mean {meant}\\?"):
+        Settings.from_environ({typo: "1"})
+
+
+@pytest.mark.parametrize("name", [
+    "HUB_SERVICE_HOST", "HUB_SERVICE_PORT", "HUB_PORT", "HUB_PORT_8081_TCP_ADDR",  # Kubernetes' service links
+    "ATTENTION_COURSE_ROLE", "ATTENTION_VALIDATE_SOCKET",  # the hub's, for each user's server
+    "JUPYTERHUB_USER", "PATH", "HUB_SOMETHING_ELSE_ENTIRELY", "COURSE_INSTRUCTORZ",
+])
+def test_what_is_no_typo_of_ours_is_left_alone(name):
+    assert Settings.from_environ({name: "x"}) == Settings()
+
+
+def test_settings_are_parsed_once_and_again_only_when_the_environment_changes(monkeypatch):
+    monkeypatch.setenv("NBGRADER_COURSE_ID", "first-course")
+    first = platform_settings.settings()
+    assert platform_settings.settings() is first and platform_settings.course_id() == "first-course"
+    monkeypatch.setenv("NBGRADER_COURSE_ID", "second-course")
+    assert platform_settings.course_id() == "second-course"
+
+
+def test_the_reference_page_lists_every_setting_as_the_module_says():
+    page = (REPO / "docs" / "reference" / "settings.md").read_text()
+    table = platform_settings.markdown_table()
+    assert table in page, "docs/reference/settings.md: paste the output of python -m attention_platform.settings"
+    for name in platform_settings.variables():
+        assert f"`{name}`" in table
+
+
+def _run_with(environ, *command):
+    env = {k: v for k, v in os.environ.items() if k not in platform_settings.variables()} | environ
+    return subprocess.run([sys.executable, *command], env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("command", [
+    ["-m", "attention_platform.hub.formgrader_service"],
+    ["-m", "attention_platform.cli", "report", "self_attention"],
+])
+def test_a_process_started_with_wrong_settings_stops_at_once_naming_them(command):
+    done = _run_with({"HUB_UID_MIN": "abc", "FORMGRADER_PORT": "http", "FORMGRADER_API_TOKEN": "t"}, *command)
+    assert done.returncode == 2, done.stderr
+    assert "HUB_UID_MIN='abc': expected a whole number" in done.stderr
+    assert "FORMGRADER_PORT='http': expected a port number" in done.stderr
+    assert "Traceback" not in done.stderr
