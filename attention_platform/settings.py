@@ -234,7 +234,8 @@ class Settings:
     course_instructors: tuple[str, ...] = _people(LIST, ("instructor",), "The course's instructors.")
     course_tas: tuple[str, ...] = _people(LIST, ("ta",), "The course's teaching assistants.")
     course_students: tuple[str, ...] = _people(LIST, (), "Students put into the course group at start.")
-    hub_demo_prefix: str = _people(TEXT, "", "Prefix of the native demo accounts' names.")
+    hub_demo_prefix: str | None = _people(TEXT, None, "Prefix of the native demo accounts' names; unset: none for "
+                                         "the hub, its own for the load test and the benchmark.")
     hub_demo_students: int = _people(_whole_at_least(1), 3, "Number of native demo students.")
 
     # ------------------------------------------------------------------ logins
@@ -287,7 +288,7 @@ class Settings:
     attention_autograde_execute: str = _grading(_choice("sandbox", "stock"), "sandbox", "How autograde runs "
                                                 "students' code: in the sandbox, or nbgrader's kernel (benchmark "
                                                 "baseline only).")
-    nbgrader_cell_timeout: float = _grading(NUMBER, 60.0, "Seconds a student cell or a check's probe may run.")
+    nbgrader_cell_timeout: int = _grading(WHOLE, 60, "Seconds a student cell or a check's probe may run.")
     attention_notebook_timeout: float = _grading(NUMBER, 300.0, "Seconds for a whole submission.")
 
     # ------------------------------------------------------------------ LTI 1.3

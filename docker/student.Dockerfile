@@ -28,7 +28,7 @@ RUN jupyter server extension disable --sys-prefix nbgrader.server_extensions.for
 
 # The all-or-nothing submit that hub/student/nbgrader_config.py names
 # (attention_platform.hub.submit.AtomicSubmit; its feedback-on-submit refusal is copied below).
-COPY attention_platform/__init__.py attention_platform/deferred_iri_syntax.py attention_platform/start_up_gc.py attention_platform/bounded_json.py /opt/dl-attention/student-lib/attention_platform/
+COPY attention_platform/__init__.py attention_platform/deferred_iri_syntax.py attention_platform/start_up_gc.py attention_platform/bounded_json.py attention_platform/settings.py /opt/dl-attention/student-lib/attention_platform/
 COPY attention_platform/hub/__init__.py attention_platform/hub/submit.py /opt/dl-attention/student-lib/attention_platform/hub/
 # The course's Lab (hub/student/jupyter_server_config.py): its server side, what Validate says, the
 # notebooks' order, and the Lab extension itself (plain JavaScript).
@@ -38,7 +38,7 @@ COPY attention_platform/grading/__init__.py /opt/dl-attention/student-lib/attent
 COPY attention_platform/grading/sandbox/__init__.py attention_platform/grading/sandbox/protocol.py attention_platform/grading/sandbox/files.py /opt/dl-attention/student-lib/attention_platform/grading/sandbox/
 # The server's body limits by credentials (hub/student/jupyter_server_config.py installs them).
 COPY attention_platform/hub/student_request_limits.py /opt/dl-attention/student-lib/attention_platform/hub/
-COPY attention_platform/course/__init__.py attention_platform/course/notebooks.py attention_platform/course/settings.py attention_platform/course/validation.py /opt/dl-attention/student-lib/attention_platform/course/
+COPY attention_platform/course/__init__.py attention_platform/course/notebooks.py attention_platform/course/validation.py /opt/dl-attention/student-lib/attention_platform/course/
 COPY attention_platform/lab/ /opt/dl-attention/student-lib/attention_platform/lab/
 # Feedback on submit's student side (hub/student/jupyter_server_config.py): it only reads what the
 # grader wrote into the student's own feedback folder (their attempts, the policy); it decides nothing.

@@ -1,5 +1,5 @@
-"""attention_platform/course/settings.py, attention_platform/venv.py, attention_platform/console.py
-and the demo class of attention_platform/hub/native.py: read when asked, never at import."""
+"""attention_platform/settings.py (every deployment setting, typed, read once), attention_platform/venv.py,
+attention_platform/console.py and the demo class of attention_platform/hub/native.py."""
 
 import io
 import re
@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from attention_platform import settings as platform_settings
 from attention_platform.console import track
-from attention_platform.course.settings import DEFAULT_COURSE_ID, course_id
+from attention_platform.settings import Settings, course_id
 from attention_platform.hub.native import DemoClass, grader_account, instructors_group
 from attention_platform.venv import environment, program
 
@@ -16,12 +17,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("environ, expected", [
-    ({}, DEFAULT_COURSE_ID),
-    ({"NBGRADER_COURSE_ID": ""}, DEFAULT_COURSE_ID),
+    ({}, "dl-attention"),
+    ({"NBGRADER_COURSE_ID": ""}, "dl-attention"),
     ({"NBGRADER_COURSE_ID": "ml-2027"}, "ml-2027"),
 ])
 def test_course_id(environ, expected):
-    assert course_id(environ) == expected
+    assert Settings.from_environ(environ).nbgrader_course_id == expected
 
 
 def test_course_id_follows_the_environment_after_import(monkeypatch):
@@ -31,11 +32,19 @@ def test_course_id_follows_the_environment_after_import(monkeypatch):
     assert instructors_group(course_id()) == "renamed-course-instructors"
 
 
-def test_the_student_images_config_repeats_the_same_default():
-    # it cannot import our package (the student image carries a few modules of it only)
-    text = (REPO / "hub" / "student" / "nbgrader_config.py").read_text()
-    (default,) = re.findall(r'os\.environ\.get\("NBGRADER_COURSE_ID", "([^"]+)"\)', text)
-    assert default == DEFAULT_COURSE_ID
+@pytest.mark.parametrize("config", ["nbgrader_config.py", "hub/grader/nbgrader_config.py",
+                                    "hub/student/nbgrader_config.py", "hub/jupyterhub_config.py"])
+def test_the_jupyter_configs_read_the_environment_through_the_settings_only(config):
+    text = (REPO / config).read_text()
+    assert "settings_or_exit(" in text
+    # what a deployment sets is never read beside the module (a child's or Kubernetes' variables may be)
+    read = set(re.findall(r'os\.environ(?:\.get\(|\[)"(\w+)"', text))
+    assert not read & platform_settings.variables(), read
+
+
+def test_the_student_image_carries_the_settings_module():
+    dockerfile = (REPO / "docker" / "student.Dockerfile").read_text()
+    assert re.search(r"^COPY .*attention_platform/settings\.py .*/attention_platform/$", dockerfile, re.M)
 
 
 @pytest.mark.parametrize("environ, instructors, tas, students", [
@@ -91,8 +100,7 @@ import os  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 
-from attention_platform import settings as platform_settings  # noqa: E402
-from attention_platform.settings import Settings, SettingsError  # noqa: E402
+from attention_platform.settings import SettingsError  # noqa: E402
 
 PARSED = [  # (environment, field, value)
     ({}, "hub_uid_min", 20000),

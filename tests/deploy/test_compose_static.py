@@ -198,7 +198,7 @@ def test_student_image_holds_nothing_of_the_grader_side():
                     "attention_platform/grading/__init__.py", "attention_platform/grading/sandbox/__init__.py",
                     "attention_platform/grading/sandbox/protocol.py", "attention_platform/grading/sandbox/files.py",
                     "attention_platform/course/__init__.py",
-                    "attention_platform/course/notebooks.py", "attention_platform/course/settings.py",
+                    "attention_platform/course/notebooks.py", "attention_platform/settings.py",
                     "attention_platform/course/validation.py",
                     "attention_platform/lab/", "attention_platform/feedback_on_submit/__init__.py",
                     "attention_platform/feedback_on_submit/student.py", "attention_platform/feedback_on_submit/status.py",
