@@ -18,7 +18,8 @@ its first create) that only it and the hub join, so no student reaches another s
 except through the hub's proxy. Anything else -- exec, build, pull, volumes, other containers --
 is refused with 403. Bodies are read only up to MAX_BODY bytes, from their declared length.
 
-Stdlib only: it runs in a container of its own with nothing but this file (docker/docker-guard.Dockerfile).
+Stdlib only: it runs in a container of its own with nothing but this file and the settings module
+(docker/docker-guard.Dockerfile).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ import threading
 import urllib.parse
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from attention_platform.settings import Settings, settings, settings_or_exit
 
 # A create body from DockerSpawner is a few kB (the environment is the largest part).
 MAX_BODY = 256 * 1024
@@ -76,8 +79,6 @@ class Policy:
 
     @classmethod
     def from_environment(cls, environ=None) -> Policy:
-        from attention_platform.settings import Settings, settings
-
         configured = settings() if environ is None else Settings.from_environ(environ)
         if not configured.exchange_host_dir:
             raise SystemExit("docker-guard: EXCHANGE_HOST_DIR is not set (the exchange's path on the host)")
@@ -339,8 +340,6 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main(argv: list[str] | None = None) -> None:
-    from attention_platform.settings import settings_or_exit
-
     configured = settings_or_exit("docker-guard")
     port = configured.docker_guard_port
     Handler.guard = Guard(Policy.from_environment(), Engine(configured.docker_socket))

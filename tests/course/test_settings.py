@@ -202,17 +202,40 @@ def test_the_reference_page_lists_every_setting_as_the_module_says():
         assert f"`{name}`" in table
 
 
-def _run_with(environ, *command):
+def _run_with(environ, *command, cwd=None):
     env = {k: v for k, v in os.environ.items() if k not in platform_settings.variables()} | environ
-    return subprocess.run([sys.executable, *command], env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, *command], env=env, capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
-@pytest.mark.parametrize("command", [
-    ["-m", "attention_platform.hub.formgrader_service"],
-    ["-m", "attention_platform.cli", "report", "self_attention"],
-])
-def test_a_process_started_with_wrong_settings_stops_at_once_naming_them(command):
-    done = _run_with({"HUB_UID_MIN": "abc", "FORMGRADER_PORT": "http", "FORMGRADER_API_TOKEN": "t"}, *command)
+def _docker_guard_image(folder: Path) -> list[str]:
+    """The docker guard's image, as far as its files go: what its Dockerfile copies, where (in ``folder``);
+    its command, run without site-packages, so it finds only what the image holds."""
+    dockerfile = (REPO / "docker" / "docker-guard.Dockerfile").read_text()
+    for sources, target in re.findall(r"^COPY (.+) (/opt/docker-guard/\S*)$", dockerfile, re.M):
+        target = folder / target.removeprefix("/opt/docker-guard/")
+        for source in sources.split():
+            into = target / Path(source).name if str(target).endswith("/") or target.is_dir() or len(sources.split()) > 1 else target
+            into.parent.mkdir(parents=True, exist_ok=True)
+            into.write_bytes((REPO / source).read_bytes())
+    (script,) = re.findall(r'^CMD \["python", "/opt/docker-guard/(\S+)"\]$', dockerfile, re.M)
+    return ["-S", str(folder / script)]
+
+
+PROCESSES = {  # a process started by the platform or a deployment: how it is started
+    "formgrader service": lambda tmp_path: ["-m", "attention_platform.hub.formgrader_service"],
+    "attention-course": lambda tmp_path: ["-m", "attention_platform.cli", "report", "self_attention"],
+    "sandbox broker": lambda tmp_path: ["-m", "attention_platform.grading.sandbox.broker", "--socket", "s",
+                                        "--allow-uid", "1"],
+    "docker guard (its image)": _docker_guard_image,
+    "the hub": lambda tmp_path: ["-m", "jupyterhub", "-f", str(REPO / "hub" / "jupyterhub_config.py")],
+}
+
+
+@pytest.mark.parametrize("process", PROCESSES)
+def test_a_process_started_with_wrong_settings_stops_at_once_naming_them(process, tmp_path):
+    command = PROCESSES[process](tmp_path)
+    done = _run_with({"HUB_UID_MIN": "abc", "FORMGRADER_PORT": "http", "FORMGRADER_API_TOKEN": "t",
+                      "EXCHANGE_HOST_DIR": "/x"}, *command, cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert "HUB_UID_MIN='abc': expected a whole number" in done.stderr
     assert "FORMGRADER_PORT='http': expected a port number" in done.stderr
