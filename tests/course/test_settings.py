@@ -240,3 +240,30 @@ def test_a_process_started_with_wrong_settings_stops_at_once_naming_them(process
     assert "HUB_UID_MIN='abc': expected a whole number" in done.stderr
     assert "FORMGRADER_PORT='http': expected a port number" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def _environment_reads(path: Path) -> set[str]:
+    """The variables ``path`` reads from an environment by name (a literal or a module constant),
+    not those it sets for a child."""
+    text = path.read_text()
+    constants = dict(re.findall(r'^(\w+) = "([A-Z][A-Z0-9_]+)"', text, re.M))
+    read = set()
+    for key, assigned in re.findall(r'(?:environ|getenv)\s*(?:\.get\(|\[|\()\s*(["\']?[\w]+["\']?)(\]\s*=(?!=))?', text):
+        if not assigned:
+            read.add(key.strip("\"'") if key[0] in "\"'" else constants.get(key, ""))
+    return read - {""}
+
+
+def test_no_module_reads_a_deployment_setting_beside_the_settings_module():
+    sources = [p for p in (REPO / "attention_platform").rglob("*.py") if p.name != "settings.py"]
+    sources += [REPO / "nbgrader_config.py", *(REPO / "hub").rglob("*.py")]
+    read = {str(p.relative_to(REPO)): _environment_reads(p) & platform_settings.variables() for p in sources}
+    assert {path: names for path, names in read.items() if names} == {}
+
+
+def test_the_scan_above_finds_what_it_is_for(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text('SOCKET = "ATTENTION_SANDBOX_SOCKET"\nimport os\na = os.environ.get(SOCKET)\n'
+                      'b = int(os.environ["HUB_UID_MIN"])\nos.environ["NBGRADER_COURSE_ID"] = "set for a child"\n'
+                      "c = os.getenv('HUB_MODE', 'native')\n")
+    assert _environment_reads(module) == {"ATTENTION_SANDBOX_SOCKET", "HUB_UID_MIN", "HUB_MODE"}
