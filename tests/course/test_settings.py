@@ -33,7 +33,8 @@ def test_course_id_follows_the_environment_after_import(monkeypatch):
 
 
 @pytest.mark.parametrize("config", ["nbgrader_config.py", "hub/grader/nbgrader_config.py",
-                                    "hub/student/nbgrader_config.py", "hub/jupyterhub_config.py"])
+                                    "hub/student/nbgrader_config.py", "hub/jupyterhub_config.py",
+                                    "hub/grader/jupyter_server_config.py", "hub/student/jupyter_server_config.py"])
 def test_the_jupyter_configs_read_the_environment_through_the_settings_only(config):
     text = (REPO / config).read_text()
     assert "settings_or_exit(" in text
