@@ -468,9 +468,10 @@ def test_no_internet_facing_container_holds_the_docker_socket():
     assert "ports" not in guard
     assert guard["cap_drop"] == ["ALL"] and "no-new-privileges:true" in guard["security_opt"] and guard["read_only"]
     assert hub["depends_on"]["docker-guard"] == {"condition": "service_healthy"}
-    # its image holds the guard's one file and nothing else of the project
+    # its image holds the guard's one file and the settings module it reads, nothing else of the project
     copies = [rest for word, rest in instructions(REPO / "docker" / "docker-guard.Dockerfile") if word == "COPY"]
-    assert copies == ["attention_platform/hub/docker_guard.py /opt/docker-guard/docker_guard.py"]
+    assert copies == ["attention_platform/__init__.py attention_platform/settings.py /opt/docker-guard/attention_platform/",
+                      "attention_platform/hub/docker_guard.py /opt/docker-guard/docker_guard.py"]
 
 
 def test_the_gradebook_has_its_own_database_role():
