@@ -281,7 +281,8 @@ class Settings:
     # ------------------------------------------------------------------ grading
     attention_secret_seed: str = _grading(SECRET, "", "Course secret the checks' inputs are drawn from; empty: "
                                           "each check's own seed.")
-    attention_feedback_on_submit: dict = _grading(JSON_OBJECT, None, "Feedback on submit's policy per assignment.")
+    attention_feedback_on_submit: dict | None = _grading(JSON_OBJECT, None, "Feedback on submit's policy per "
+                                                         "assignment; unset: off for every assignment.")
     attention_sandbox_socket: str = _grading(TEXT, "", "The sandbox broker's socket an unprivileged grader asks.")
     attention_sandbox_first_uses: str = _grading(TEXT, "all", "Warm-ups the broker pays once: all, none or a "
                                                  "comma-separated list.")
