@@ -32,9 +32,9 @@ def test_course_id_follows_the_environment_after_import(monkeypatch):
     assert instructors_group(course_id()) == "renamed-course-instructors"
 
 
-@pytest.mark.parametrize("config", ["nbgrader_config.py", "hub/grader/nbgrader_config.py",
-                                    "hub/student/nbgrader_config.py", "hub/jupyterhub_config.py",
-                                    "hub/grader/jupyter_server_config.py", "hub/student/jupyter_server_config.py"])
+@pytest.mark.parametrize("config", ["nbgrader_config.py", "jupyter_config/grader/nbgrader_config.py",
+                                    "jupyter_config/student/nbgrader_config.py", "jupyter_config/jupyterhub_config.py",
+                                    "jupyter_config/grader/jupyter_server_config.py", "jupyter_config/student/jupyter_server_config.py"])
 def test_the_jupyter_configs_read_the_environment_through_the_settings_only(config):
     text = (REPO / config).read_text()
     assert "settings_or_exit(" in text
@@ -76,7 +76,7 @@ def test_progress_bar_yields_every_item_and_reports_the_total():
     assert "reading" in stream.getvalue() and "4/4" in stream.getvalue()
 
 
-@pytest.mark.parametrize("config", ["hub/grader/nbgrader_config.py", "hub/student/nbgrader_config.py"])
+@pytest.mark.parametrize("config", ["jupyter_config/grader/nbgrader_config.py", "jupyter_config/student/nbgrader_config.py"])
 def test_every_exchange_class_the_hub_configs_name_exists(config):
     """nbgrader's ExchangeFactory takes import strings (its documented idiom); a typo would only
     fail when a student first fetches or a TA collects, so resolve each one here."""
@@ -223,12 +223,12 @@ def _docker_guard_image(folder: Path) -> list[str]:
 
 
 PROCESSES = {  # a process started by the platform or a deployment: how it is started
-    "formgrader service": lambda tmp_path: ["-m", "attention_platform.hub.formgrader_service"],
+    "formgrader service": lambda tmp_path: ["-m", "attention_platform.formgrader.formgrader_service"],
     "attention-course": lambda tmp_path: ["-m", "attention_platform.cli", "report", "self_attention"],
     "sandbox broker": lambda tmp_path: ["-m", "attention_platform.grading.sandbox.broker", "--socket", "s",
                                         "--allow-uid", "1"],
     "docker guard (its image)": _docker_guard_image,
-    "the hub": lambda tmp_path: ["-m", "jupyterhub", "-f", str(REPO / "hub" / "jupyterhub_config.py")],
+    "the hub": lambda tmp_path: ["-m", "jupyterhub", "-f", str(REPO / "jupyter_config" / "jupyterhub_config.py")],
 }
 
 
@@ -257,7 +257,7 @@ def _environment_reads(path: Path) -> set[str]:
 
 def test_no_module_reads_a_deployment_setting_beside_the_settings_module():
     sources = [p for p in (REPO / "attention_platform").rglob("*.py") if p.name != "settings.py"]
-    sources += [REPO / "nbgrader_config.py", *(REPO / "hub").rglob("*.py")]
+    sources += [REPO / "nbgrader_config.py", *(REPO / "jupyter_config").rglob("*.py")]
     read = {str(p.relative_to(REPO)): _environment_reads(p) & platform_settings.variables() for p in sources}
     assert {path: names for path, names in read.items() if names} == {}
 
