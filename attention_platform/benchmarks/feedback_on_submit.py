@@ -85,7 +85,7 @@ class BenchStudent:
         await self.browser.save(round_no)  # a different answer each round: never an identical retry
 
     async def submit_and_wait(self, round_no: int, start: asyncio.Event) -> None:
-        from attention_platform.course.settings import course_id
+        from attention_platform.settings import course_id
 
         before = len((await self.status())["attempts"])
         await start.wait()
@@ -153,11 +153,12 @@ def run(n: int = 5, rounds: int = 3, state: Path | None = None, port: int = 8500
     state = (state or COURSE_ROOT / "build" / "bench-feedback-on-submit").resolve()
     os.environ["ATTENTION_FEEDBACK_ON_SUBMIT"] = json.dumps({ASSIGNMENT: BENCH_POLICY})  # the hub's processes inherit it
     from attention_platform.hub import native as hub_native
+    from attention_platform.settings import settings
 
     if state.exists():
         shutil.rmtree(state)
     log(f"preparing a hub with {n} students in {state} ...")
-    demo = hub_native.DemoClass(prefix=os.environ.get("HUB_DEMO_PREFIX", "fosbench-"), size=n)  # no clash with
+    demo = hub_native.DemoClass(prefix=settings().hub_demo_prefix or "fosbench-", size=n)  # no clash with
     hub = hub_native.prepare(state, port=port, formgrader_port=port + 99, demo=demo, log=log)  # another hub's users
     hub_native.start(hub)
     log(f"hub up on {hub.url} in {hub.start_seconds:.1f} s")

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT, NOTEBOOK
-from attention_platform.course.settings import course_id
+from attention_platform.settings import course_id, settings
 from attention_platform.venv import environment, program
 
 STEPS = ("login", "spawn", "open_lab", "fetch", "save", "validate", "submit")
@@ -562,7 +562,7 @@ def run_load(n: int = 50, state: Path | None = None, port: int = 8400, ramp: flo
             shutil.rmtree(state)
         log(f"preparing a hub with {n} student accounts in {state} ...")
         # our own accounts: no clash with another hub's demo users on this machine
-        demo = hub_native.DemoClass(prefix=os.environ.get("HUB_DEMO_PREFIX", "load-"), size=n)
+        demo = hub_native.DemoClass(prefix=settings().hub_demo_prefix or "load-", size=n)
         hub = hub_native.prepare(state, port=port, formgrader_port=port + 99, demo=demo, log=log)
         with account.starting():
             hub_native.start(hub)

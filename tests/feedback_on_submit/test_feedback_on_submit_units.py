@@ -56,11 +56,13 @@ def test_a_broken_policy_says_what_to_change(raw, says):
     assert says in str(caught.value) and "self_attention" in str(caught.value)
 
 
-def test_policies_come_from_the_environment_and_broken_json_is_reported(monkeypatch):
+def test_policies_come_from_the_environment_and_broken_json_is_refused_naming_it(monkeypatch):
+    from attention_platform.settings import SettingsError
+
     monkeypatch.setenv("ATTENTION_FEEDBACK_ON_SUBMIT", json.dumps({"self_attention": {"feedback": "checks"}}))
     assert FeedbackOnSubmit().policy_for("self_attention").feedback == "checks"
     monkeypatch.setenv("ATTENTION_FEEDBACK_ON_SUBMIT", "{not json")
-    with pytest.raises(PolicyError, match="ATTENTION_FEEDBACK_ON_SUBMIT is not valid JSON"):
+    with pytest.raises(SettingsError, match="ATTENTION_FEEDBACK_ON_SUBMIT='{not json': expected a JSON object"):
         FeedbackOnSubmit().policy_for("self_attention")
 
 
