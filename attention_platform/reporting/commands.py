@@ -1,5 +1,9 @@
 """``attention-course report / export-checks / export-canvas / feedback`` (kept import-light:
-torch and matplotlib load only when one of these commands runs)."""
+torch and matplotlib load only when one of these commands runs).
+
+``report`` and ``feedback`` need the assignment named (a course has several; nbgrader's own commands
+ask too); the exports take any number, all by default. A name the course has no assignment of is a
+usage error that lists the ones there are."""
 
 from __future__ import annotations
 
@@ -7,7 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT
+from attention_platform.course.assignments import assignment_name
+from attention_platform.course.notebooks import COURSE_ROOT
 
 
 def register(commands) -> None:
@@ -19,14 +24,14 @@ def register(commands) -> None:
 
     report = commands.add_parser("report", help="write the misconception report (self-contained HTML) "
                                                 "for an assignment from the gradebook")
-    report.add_argument("assignment", nargs="?", default=ASSIGNMENT)
+    report.add_argument("assignment", type=assignment_name, help="the assignment to report on (its nbgrader id)")
     report.add_argument("--out", type=Path, default=None,
                         help="HTML file to write (default: <course>/build/reports/<assignment>.html)")
     common(report)
     report.set_defaults(run=_with_report_errors(_report))
 
     feedback = commands.add_parser("feedback", help="nbgrader generate_feedback with progress and a summary")
-    feedback.add_argument("assignment", nargs="?", default=ASSIGNMENT)
+    feedback.add_argument("assignment", type=assignment_name, help="the assignment whose feedback to generate")
     feedback.add_argument("--course", type=Path, default=COURSE_ROOT, help="course directory (default: this repository)")
     feedback.add_argument("--student", action="append", default=[], help="only this student (repeatable)")
     feedback.set_defaults(run=_feedback)
@@ -34,7 +39,7 @@ def register(commands) -> None:
     for name, what in (("export-checks", "per-check breakdown CSV (one row per student and check)"),
                        ("export-canvas", "Canvas-gradebook import CSV")):
         p = commands.add_parser(name, help=f"export a {what} via our nbgrader export plug-in")
-        p.add_argument("assignment", nargs="*", help="assignments to export (default: all)")
+        p.add_argument("assignment", nargs="*", type=assignment_name, help="assignments to export (default: all)")
         p.add_argument("--to", type=Path, default=None, help="CSV file to write")
         p.add_argument("--student", action="append", default=[], help="export only this student (repeatable)")
         common(p)

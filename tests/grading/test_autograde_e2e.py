@@ -23,7 +23,7 @@ def graded(tmp_path_factory):
     write_class(course)
     autograde = nbgrader(course, "autograde", ASSIGNMENT, "--force")
     feedback = nbgrader(course, "generate_feedback", ASSIGNMENT, "--force")
-    return course, autograde, feedback, check_scores(course)
+    return course, autograde, feedback, check_scores(course, assignment=ASSIGNMENT, notebook=NOTEBOOK)
 
 
 def _expected(failing: set[str]) -> dict[str, float]:

@@ -43,19 +43,20 @@ def graded(tmp_path_factory):
     release = {n: nbformat.read(course / "release" / ASSIGNMENT / n, as_version=4) for n in NOTEBOOKS}
     source = {n: nbformat.read(course / "source" / ASSIGNMENT / n, as_version=4) for n in NOTEBOOKS}
     for name in NOTEBOOKS:
-        write_submission(course, "ref", solved(release[name], source[name]), name=name)
+        write_submission(course, "ref", solved(release[name], source[name]), name=name, assignment=ASSIGNMENT)
     for name in PART_NOTEBOOKS:
-        write_submission(course, "empty", release[name], name=name)
+        write_submission(course, "empty", release[name], name=name, assignment=ASSIGNMENT)
     for student, notebooks in BUGGY_STUDENTS.items():
         for stem, bugs in notebooks.items():
             edits = [edit for bug in bugs for edit in BUGS[bug].edits]
             name = stem + ".ipynb"
-            write_submission(course, student, solved(release[name], with_edits(source[name], edits)), name=name)
+            write_submission(course, student, solved(release[name], with_edits(source[name], edits)), name=name,
+                             assignment=ASSIGNMENT)
     started = time.monotonic()
     autograde = nbgrader(course, "autograde", ASSIGNMENT, "--force")
     seconds = time.monotonic() - started
     feedback = nbgrader(course, "generate_feedback", ASSIGNMENT, "--force")
-    scores = {name: check_scores(course, notebook=name) for name in NOTEBOOKS}
+    scores = {name: check_scores(course, notebook=name, assignment=ASSIGNMENT) for name in NOTEBOOKS}
     return course, autograde, feedback, scores, source, seconds
 
 

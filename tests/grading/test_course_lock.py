@@ -46,7 +46,7 @@ def course(generated, tmp_path) -> Path:
     copy = tmp_path / "course"
     shutil.copytree(generated, copy, symlinks=True)
     release = nbformat.read(copy / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
-    write_submission(copy, "ann", with_answer(release, CORRECT[0].code))
+    write_submission(copy, "ann", with_answer(release, CORRECT[0].code), assignment=ASSIGNMENT, name=NOTEBOOK)
     return copy
 
 

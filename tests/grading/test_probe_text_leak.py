@@ -178,7 +178,7 @@ def course(tmp_path_factory):
 def test_nothing_the_sandbox_says_reaches_the_feedback_pages_or_the_formgrader(course):
     """The course's own ``nbgrader autograde`` (the TA's, the formgrader's button) and ``generate_feedback``."""
     for variant in VARIANTS:
-        write_submission(course, f"leak-{variant}", attacked(variant))
+        write_submission(course, f"leak-{variant}", attacked(variant), assignment=ASSIGNMENT, name=NOTEBOOK)
     nbgrader(course, "autograde", ASSIGNMENT, "--force", check=True)
     nbgrader(course, "generate_feedback", ASSIGNMENT, "--force", check=True)
     for variant in VARIANTS:

@@ -81,13 +81,13 @@ def feedback(tmp_path_factory):
     nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", check=True)
     release = course / "release" / ASSIGNMENT
     core = nbformat.read(release / NOTEBOOK, as_version=4)
-    write_submission(course, "ben", with_answer(core, NO_SCALE.code))
-    write_submission(course, "finn", with_answer(core, None))
+    write_submission(course, "ben", with_answer(core, NO_SCALE.code), assignment=ASSIGNMENT, name=NOTEBOOK)
+    write_submission(course, "finn", with_answer(core, None), assignment=ASSIGNMENT, name=NOTEBOOK)
     for student, answer in PAIRING_BUGS.items():
-        write_submission(course, student, with_answer(core, answer.code))
+        write_submission(course, student, with_answer(core, answer.code), assignment=ASSIGNMENT, name=NOTEBOOK)
     for name in PART_NOTEBOOKS:  # ben also hands in every part, answered as the instructor would
         part = solved(nbformat.read(release / name, as_version=4), nbformat.read(course / "source" / ASSIGNMENT / name, as_version=4))
-        write_submission(course, "ben", part, name=name)
+        write_submission(course, "ben", part, name=name, assignment=ASSIGNMENT)
     nbgrader(course, "autograde", ASSIGNMENT, "--force", check=True)
     nbgrader(course, "generate_feedback", ASSIGNMENT, "--force", check=True)
     return course / "feedback"
