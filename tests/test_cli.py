@@ -133,7 +133,7 @@ def test_unknown_or_missing_command_is_a_usage_error(argv):
 # Each command that takes an assignment, and the option naming the folder it would write to.
 ASSIGNMENT_ARGUMENTS = [(["autograde-batch"], "--course"), (["report"], "--course"), (["feedback"], "--course"),
                         (["export-checks"], "--course"), (["export-canvas"], "--course"),
-                        (["bench-autograde", "--assignment"], "--workdir"),
+                        (["demo", "--assignment"], "--workdir"), (["bench-autograde", "--assignment"], "--workdir"),
                         (["bench-submission", "--assignment"], "--workdir"),
                         (["load-test", "--assignment"], "--state-dir"),
                         (["bench-feedback-on-submit", "--assignment"], "--state-dir")]
@@ -158,12 +158,19 @@ def test_a_command_a_ta_grades_with_needs_the_assignment_named(command, capsys):
     assert "required: assignment" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", [c for c, _ in ASSIGNMENT_ARGUMENTS if len(c) == 2], ids=lambda c: c[0])
+@pytest.mark.parametrize("command", [c for c, _ in ASSIGNMENT_ARGUMENTS if len(c) == 2 and c[0] != "demo"],
+                         ids=lambda c: c[0])
 def test_a_benchmark_and_the_load_test_take_any_assignment_and_default_to_none_named(command):
     """``--assignment`` accepts every assignment; left out, the command's run takes the first."""
     for name in registry.ASSIGNMENTS:
         assert parser().parse_args([*command, name]).assignment == name
     assert parser().parse_args(command[:1]).assignment is None
+
+
+def test_the_demo_grades_every_assignment_or_those_named():
+    assert parser().parse_args(["demo"]).assignment is None  # run_demo: every assignment
+    names = sorted(registry.ASSIGNMENTS)
+    assert parser().parse_args(["demo", *(x for name in names for x in ("--assignment", name))]).assignment == names
 
 
 def _batch(course, *args: str, cwd) -> subprocess.CompletedProcess:

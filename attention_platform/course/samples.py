@@ -66,14 +66,7 @@ def sample_class(assignment) -> list[SampleStudent]:
     return students
 
 
-def proof_pool(assignment, notebook: str | None = None) -> list[Proof]:
-    """The assignment's wheats and chaffs, interleaved (of ``notebook`` alone if named): what a
-    generated class cycles through."""
-    def of(proofs):
-        return [p for p in proofs if notebook is None or p.notebook == notebook]
-
-    wheats, chaffs = of(assignment.wheats), of(assignment.chaffs)
-    pool: list[Proof] = []
-    for i in range(max(len(wheats), len(chaffs))):
-        pool += wheats[i:i + 1] + chaffs[i:i + 1]
-    return pool
+def proofs_of(assignment, notebook: str) -> tuple[list[Proof], list[Proof]]:
+    """The wheats and the chaffs typed into ``notebook``: what a generated class is made of."""
+    return ([p for p in assignment.wheats if p.notebook == notebook],
+            [p for p in assignment.chaffs if p.notebook == notebook])

@@ -37,17 +37,17 @@ from pathlib import Path
 import nbformat
 
 from attention_platform.course.directory import check_scores, copy_course, nbgrader, write_submission
-from attention_platform.course.samples import handed_in, proof_pool
+from attention_platform.course.samples import handed_in, proofs_of
 
 
-def generated_class(n: int, pool: list) -> dict:
-    """``{student: proof or None}``: the proofs of ``pool`` in turn, an untouched release (None) among them."""
-    mixed: list = []
-    for i, proof in enumerate(pool):
-        mixed.append(proof)
-        if i % 16 == 0:
-            mixed.append(None)
-    return {f"student{i:03d}": mixed[i % len(mixed)] for i in range(n)}
+def generated_class(n: int, wheats: list, chaffs: list) -> dict:
+    """``{student: proof or None}``: chaffs, wheats and untouched releases (None), mixed."""
+    pool: list = []
+    for i in range(max(len(chaffs), len(wheats))):
+        pool += chaffs[i:i + 1] + wheats[i:i + 1]
+        if i % 8 == 0:
+            pool.append(None)
+    return {f"student{i:03d}": pool[i % len(pool)] for i in range(n)}
 
 
 def prepare(workdir: Path, n: int, assignment: str, log=print) -> tuple[dict, dict, str]:
@@ -61,7 +61,7 @@ def prepare(workdir: Path, n: int, assignment: str, log=print) -> tuple[dict, di
         if other.stem != notebook:
             other.unlink()
     nbgrader(base, "generate_assignment", assignment, "--force", check=True)
-    roster = generated_class(n, proof_pool(found, notebook))
+    roster = generated_class(n, *proofs_of(found, notebook))
     for student, proof in roster.items():
         write_submission(base, student, handed_in(base, assignment, notebook, proof, untouched=proof is None),
                          assignment=assignment, name=f"{notebook}.ipynb")

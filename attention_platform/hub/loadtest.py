@@ -71,8 +71,8 @@ def _utc(stamp: str) -> dt.datetime:
 
 @dataclass(frozen=True)
 class Homework:
-    """What the simulated students work on: an assignment's first notebook, with its wheats and
-    chaffs typed in by turns (all must arrive; a notebook without proofs gets the instructor's answers)."""
+    """What the simulated students work on: an assignment's first notebook, with its wheats, then its
+    chaffs, typed in by turns (all must arrive; a notebook without proofs gets the instructor's answers)."""
 
     assignment: str
     notebook: str  # nbgrader notebook id
@@ -80,12 +80,13 @@ class Homework:
 
     @classmethod
     def of(cls, assignment: str) -> Homework:
-        from attention_platform.course.samples import proof_pool
+        from attention_platform.course.samples import proofs_of
         from grader_tests.registry import assignment as assignment_checks
 
         found = assignment_checks(assignment)
         notebook = found.notebooks[0]
-        return cls(assignment, notebook, tuple(proof_pool(found, notebook)) or (None,))
+        wheats, chaffs = proofs_of(found, notebook)
+        return cls(assignment, notebook, tuple(wheats + chaffs) or (None,))
 
     @property
     def path(self) -> str:
