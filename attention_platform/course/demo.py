@@ -87,7 +87,10 @@ def grade_assignment(course: Path, name: str, log=print) -> dict[str, dict[str, 
     log(class_legend(students))
     nbgrader(course, "autograde", name, "--force", check=True)
     nbgrader(course, "generate_feedback", name, "--force", check=True)
-    scores = check_scores(course, assignment=name, notebook=None)
+    # nbgrader records a notebook not handed in as scored 0: the table shows it as not handed in.
+    handed = {student.name: student.notebooks or found.notebooks for student in students}
+    scores = {student: {key: score for key, score in grades.items() if key.split("/")[0] in handed[student]}
+              for student, grades in check_scores(course, assignment=name, notebook=None).items()}
     log("")
     log(grade_table(found, scores))
     note = written_answers_note(found)

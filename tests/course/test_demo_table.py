@@ -65,3 +65,4 @@ def test_the_demo_grades_every_assignment_as_its_proofs_say(tmp_path):
                 continue
             mine = found.notebook_checks.get(student.proof.notebook, [])
             assert _failed(scores, mine) == set(student.proof.fails), student
+            assert {key.split("/")[0] for key in scores} == {student.proof.notebook}, "the others were not handed in"
