@@ -14,8 +14,7 @@ from pathlib import Path
 import nbformat
 
 from attention_platform.course.directory import nbgrader, write_submission
-from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK, with_answer
-from grader_tests.answers import BUGGY, CORRECT
+from grader_tests.answers import ASSIGNMENT, BUGGY, CORRECT, NOTEBOOK, with_answer
 from grader_tests.registry import GRADE_ID_PREFIX, NOTEBOOK_CHECKS
 
 ANSWERS = {answer.name: answer for answer in BUGGY + CORRECT}

@@ -17,8 +17,7 @@ import functools
 import nbgrader.api
 from nbgrader.api import Gradebook
 
-from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK
-from grader_tests.answers import BUGGY, CORRECT
+from grader_tests.answers import ASSIGNMENT, BUGGY, CORRECT, NOTEBOOK
 from grader_tests.registry import GRADE_ID_PREFIX, NOTEBOOK_CHECKS
 
 NB = NOTEBOOK.removesuffix(".ipynb")

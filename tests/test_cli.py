@@ -132,7 +132,6 @@ def test_unknown_or_missing_command_is_a_usage_error(argv):
 
 # Each command that takes an assignment, and the option naming the folder it would write to.
 ASSIGNMENT_ARGUMENTS = [(["autograde-batch"], "--course"), (["report"], "--course"), (["feedback"], "--course"),
-                        (["export-checks"], "--course"), (["export-canvas"], "--course"),
                         (["demo", "--assignment"], "--workdir"), (["bench-autograde", "--assignment"], "--workdir"),
                         (["bench-submission", "--assignment"], "--workdir"),
                         (["load-test", "--assignment"], "--state-dir"),

@@ -2,8 +2,9 @@
 torch and matplotlib load only when one of these commands runs).
 
 ``report`` and ``feedback`` need the assignment named (a course has several; nbgrader's own commands
-ask too); the exports take any number, all by default. A name the course has no assignment of is a
-usage error that lists the ones there are."""
+ask too), and one the course has no hidden checks for is a usage error that lists the ones there are.
+The exports read the gradebook alone: any number of its assignments, all by default (one it lacks is
+skipped and said)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def register(commands) -> None:
     for name, what in (("export-checks", "per-check breakdown CSV (one row per student and check)"),
                        ("export-canvas", "Canvas-gradebook import CSV")):
         p = commands.add_parser(name, help=f"export a {what} via our nbgrader export plug-in")
-        p.add_argument("assignment", nargs="*", type=assignment_name, help="assignments to export (default: all)")
+        p.add_argument("assignment", nargs="*", help="assignments to export (default: all)")
         p.add_argument("--to", type=Path, default=None, help="CSV file to write")
         p.add_argument("--student", action="append", default=[], help="export only this student (repeatable)")
         common(p)

@@ -33,8 +33,8 @@ from pathlib import Path
 import pytest
 
 from attention_platform.course.directory import check_scores
-from attention_platform.course.notebooks import ASSIGNMENT, class_cell, release_notebook, with_methods
-from grader_tests.answers import BUGGY, CORRECT
+from attention_platform.course.notebooks import release_notebook
+from grader_tests.answers import ASSIGNMENT, BUGGY, CORRECT, class_cell, with_methods
 from hub_helpers import COURSE, REPO, launch_hub
 
 pytestmark = [

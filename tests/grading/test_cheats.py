@@ -28,11 +28,12 @@ import nbformat
 import pytest
 
 from attention_platform.course.directory import check_scores, copy_course, write_submission
-from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK, release_notebook, with_answer
+from attention_platform.course.notebooks import release_notebook
 from attention_platform.grading.sandbox import SandboxLimits, Zygote
 from attention_platform.grading.sandbox.grading import grade_notebook
 from broker_helpers import uid_processes
 from cheats import ANSWERS, BASE, CHEATS, Cheat, Context
+from grader_tests.answers import ASSIGNMENT, NOTEBOOK, with_answer
 from grader_tests.registry import ALL_CHECKS, GRADE_ID_PREFIX
 
 pytestmark = pytest.mark.root  # every cheat runs in a real sandbox

@@ -19,9 +19,9 @@ import nbformat
 import pytest
 
 from attention_platform.course.directory import copy_course, nbgrader, write_submission
-from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK, PART_NOTEBOOKS, solved, with_answer
-from grader_tests.answers import BUGGY
+from grader_tests.answers import ASSIGNMENT, BUGGY, NOTEBOOK, PART_NOTEBOOKS, with_answer
 from grader_tests.catalogue import ASSIGNMENT_POINTS, ASSIGNMENT_TA_POINTS, BY_HAND
+from grader_tests.proofs import solved
 from grader_tests.registry import NOTEBOOK_CHECKS
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]  # nbgrader autograde grades in real sandboxes

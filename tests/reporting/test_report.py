@@ -22,10 +22,10 @@ import gradebooks
 from e2e_class import CHEATER_FAILS, HONEST, TAMPERED_FAILS, UNREADABLE, write_class
 from attention_platform.cli import main as cli
 from attention_platform.course.directory import check_scores, copy_course, nbgrader
-from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK
 from attention_platform.reporting.report import (
     FAILED_EVERYTHING, UNKNOWN_CHECK_NOTE, collect, read_report_data, summary_text, write_report,
 )
+from grader_tests.answers import ASSIGNMENT, NOTEBOOK
 from grader_tests.registry import CHECKS, GRADE_ID_PREFIX, NOTEBOOK_CHECKS
 
 SA_CHECKS = NOTEBOOK_CHECKS["self_attention"]
