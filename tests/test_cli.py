@@ -14,7 +14,7 @@ from attention_platform.course.directory import copy_course, nbgrader, write_sub
 from attention_platform.course.notebooks import COURSE_ROOT
 from attention_platform.venv import program
 from grader_tests import registry
-from grader_tests.answers import ASSIGNMENT, NOTEBOOK
+from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK
 
 EXPECTED_COMMANDS = {"demo", "hub", "load-test", "autograde-batch", "bench-autograde", "report", "feedback",
                      "export-checks", "export-canvas", "feedback-on-submit", "attempts", "bench-feedback-on-submit",
@@ -115,7 +115,7 @@ def test_feedback_on_submit_outside_a_course_says_so_in_one_line(tmp_path, capsy
 
 
 def test_attempts_before_anything_was_submitted_is_an_empty_table_and_creates_no_gradebook(tmp_path, capsys):
-    from attention_platform.feedback_on_submit.ledger import EXPORT_COLUMNS
+    from attention_platform.attempts.ledger import EXPORT_COLUMNS
 
     course = copy_course(tmp_path / "course")
     assert main(["attempts", "--course", str(course)]) == 0

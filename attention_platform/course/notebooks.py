@@ -8,8 +8,9 @@ import nbformat
 
 # ASSIGNMENT, NOTEBOOK(S) and the answer helpers are the self-attention assignment's, kept here only for
 # the modules that still serve that one assignment alone (the rest take the assignment as an argument).
-from grader_tests.answers import (ANSWERED_METHODS, ASSIGNMENT, CLASS_CELL_ID, NOTEBOOK, NOTEBOOKS, PART_NOTEBOOKS,
-                                  class_cell, class_namespace, with_answer, with_methods)
+from grader_tests.self_attention.answers import (ANSWERED_METHODS, ASSIGNMENT, CLASS_CELL_ID, NOTEBOOK, NOTEBOOKS,
+                                                 PART_NOTEBOOKS, class_cell, class_namespace, with_answer,
+                                                 with_methods)
 from grader_tests.proofs import run_cells, solved, with_edits
 
 COURSE_ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ import pytest
 from attention_platform.course import demo, graded_cells
 from attention_platform.course.notebooks import COURSE_ROOT
 from grader_tests import registry
-from grader_tests.answers import ASSIGNMENT
+from grader_tests.self_attention.answers import ASSIGNMENT
 from grader_tests.catalogue import Part
 
 ASSIGNMENTS = sorted(registry.ASSIGNMENTS)

@@ -8,7 +8,7 @@ import pytest
 from attention_platform.course.directory import copy_course, nbgrader
 from attention_platform.course.notebooks import COURSE_ROOT
 from grader_tests import registry
-from grader_tests.answers import ASSIGNMENT, NOTEBOOK, NOTEBOOKS
+from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK, NOTEBOOKS
 
 
 @pytest.mark.slow

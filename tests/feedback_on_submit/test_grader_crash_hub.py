@@ -24,7 +24,7 @@ import pytest
 
 from attention_platform.course.notebooks import release_notebook
 from attention_platform.hub import supervisor
-from grader_tests.answers import ASSIGNMENT, CORRECT, class_cell, with_methods
+from grader_tests.self_attention.answers import ASSIGNMENT, CORRECT, class_cell, with_methods
 from hub_helpers import launch_hub
 
 pytestmark = [

@@ -11,7 +11,7 @@ import pytest
 
 from attention_platform.course.directory import check_scores, copy_course, nbgrader
 from e2e_class import ANSWERS, CHEATER_FAILS, CORE_CHECKS as ALL_CHECKS, HONEST, TAMPERED_FAILS, write_class
-from grader_tests.answers import ASSIGNMENT, NOTEBOOK
+from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK
 from grader_tests.registry import GRADE_ID_PREFIX
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]  # nbgrader autograde grades in real sandboxes

@@ -20,7 +20,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session
 
 from attention_platform.course.directory import check_scores, copy_course, nbgrader, write_submission
-from grader_tests.answers import ASSIGNMENT, NOTEBOOK, with_answer
+from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK, with_answer
 from attention_platform.grading.batch import Pipeline, autograde_batch, nesting_savepoints
 from gradebooks import ANSWERS, scores_for
 

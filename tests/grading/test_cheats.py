@@ -33,7 +33,7 @@ from attention_platform.grading.sandbox import SandboxLimits, Zygote
 from attention_platform.grading.sandbox.grading import grade_notebook
 from broker_helpers import uid_processes
 from cheats import ANSWERS, BASE, CHEATS, Cheat, Context
-from grader_tests.answers import ASSIGNMENT, NOTEBOOK, with_answer
+from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK, with_answer
 from grader_tests.registry import ALL_CHECKS, GRADE_ID_PREFIX
 
 pytestmark = pytest.mark.root  # every cheat runs in a real sandbox
@@ -146,7 +146,7 @@ VICTIMS = {"victim_ref": "reference_style", "victim_bug": "mask_after_softmax", 
 def _notebook_checks():
     from grader_tests import registry
 
-    return getattr(registry, "NOTEBOOK_CHECKS", {}).get(NOTEBOOK.removesuffix(".ipynb"), ALL_CHECKS)
+    return registry.assignment("self_attention").notebook_checks[NOTEBOOK.removesuffix(".ipynb")]
 
 
 def _expected(failing) -> dict[str, float]:

@@ -19,7 +19,7 @@ import pytest
 from attention_platform.course.directory import copy_course, nbgrader, write_submission
 from attention_platform.grading.course_lock import LOCK_FILE, course_grading_lock
 from attention_platform.venv import environment, program
-from grader_tests.answers import ASSIGNMENT, CORRECT, NOTEBOOK, with_answer
+from grader_tests.self_attention.answers import ASSIGNMENT, CORRECT, NOTEBOOK, with_answer
 
 pytestmark = pytest.mark.slow
 

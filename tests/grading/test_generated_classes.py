@@ -6,8 +6,8 @@ import pytest
 
 from attention_platform.course.notebooks import COURSE_ROOT
 from attention_platform.course.samples import proofs_of
-from attention_platform.grading import bench
-from attention_platform.hub.loadtest import Homework
+from attention_platform.benchmarks import grading as bench
+from attention_platform.benchmarks.loadtest import Homework
 from grader_tests import registry
 from grader_tests.proofs import run_cells
 

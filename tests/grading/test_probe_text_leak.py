@@ -24,7 +24,7 @@ import pytest
 
 from attention_platform.course.directory import copy_course, nbgrader, write_submission
 from attention_platform.course.notebooks import release_notebook
-from grader_tests.answers import ASSIGNMENT, NOTEBOOK, with_answer
+from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK, with_answer
 from attention_platform.grading.sandbox import SandboxLimits, Zygote
 from attention_platform.grading.sandbox.grading import GRADER_TESTS, grade_notebook, is_test_cell
 

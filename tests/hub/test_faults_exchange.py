@@ -24,7 +24,7 @@ import nbformat
 import pytest
 
 from attention_platform.course.directory import copy_course, write_submission
-from grader_tests.answers import BUGGY, CORRECT, NOTEBOOK, with_answer
+from grader_tests.self_attention.answers import BUGGY, CORRECT, NOTEBOOK, with_answer
 from tests.fault_helpers import ASSIGNMENT, COURSE, add_ballast, make_exchange, submission_digest, write_marker
 
 ROOT = os.geteuid() == 0

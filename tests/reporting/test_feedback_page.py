@@ -19,10 +19,12 @@ import nbformat
 import pytest
 
 from attention_platform.course.directory import copy_course, nbgrader, write_submission
-from grader_tests.answers import ASSIGNMENT, BUGGY, NOTEBOOK, PART_NOTEBOOKS, with_answer
-from grader_tests.catalogue import ASSIGNMENT_POINTS, ASSIGNMENT_TA_POINTS, BY_HAND
+from grader_tests.self_attention.answers import ASSIGNMENT, BUGGY, NOTEBOOK, PART_NOTEBOOKS, with_answer
+from grader_tests.self_attention.catalogue import ASSIGNMENT_POINTS, ASSIGNMENT_TA_POINTS, BY_HAND
 from grader_tests.proofs import solved
-from grader_tests.registry import NOTEBOOK_CHECKS
+from grader_tests.registry import assignment
+
+NOTEBOOK_CHECKS = assignment("self_attention").notebook_checks
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]  # nbgrader autograde grades in real sandboxes
 

@@ -25,8 +25,10 @@ from attention_platform.course.directory import check_scores, copy_course, nbgra
 from attention_platform.reporting.report import (
     FAILED_EVERYTHING, UNKNOWN_CHECK_NOTE, collect, read_report_data, summary_text, write_report,
 )
-from grader_tests.answers import ASSIGNMENT, NOTEBOOK
-from grader_tests.registry import CHECKS, GRADE_ID_PREFIX, NOTEBOOK_CHECKS
+from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK
+from grader_tests.registry import CHECKS, GRADE_ID_PREFIX, assignment
+
+NOTEBOOK_CHECKS = assignment("self_attention").notebook_checks
 
 SA_CHECKS = NOTEBOOK_CHECKS["self_attention"]
 SA_IDS = [GRADE_ID_PREFIX + c.id for c in SA_CHECKS]
