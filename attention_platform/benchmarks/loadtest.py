@@ -42,6 +42,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from attention_platform.course.notebooks import COURSE_ROOT
@@ -92,14 +93,18 @@ class Homework:
     def path(self) -> str:
         return f"{self.assignment}/{self.notebook}.ipynb"
 
-    def answered(self, fetched, i: int):
-        """The fetched notebook with the ``i``-th answer typed in."""
+    @cached_property
+    def source(self):
+        """The instructor's notebook the answers are typed into (read once: saves are timed)."""
         import nbformat
 
+        return nbformat.read(COURSE_ROOT / "source" / self.path, as_version=4)
+
+    def answered(self, fetched, i: int):
+        """The fetched notebook with the ``i``-th answer typed in."""
         from attention_platform.course.samples import typed_in
 
-        source = nbformat.read(COURSE_ROOT / "source" / self.path, as_version=4)
-        return typed_in(fetched, source, self.answers[i % len(self.answers)])
+        return typed_in(fetched, self.source, self.answers[i % len(self.answers)])
 
 
 class LoadStudent:
