@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from attention_platform.course.assignments import add_assignment_option
 from attention_platform.course.notebooks import COURSE_ROOT
 
 
@@ -36,6 +37,7 @@ def register(commands) -> None:
     bench.add_argument("--port", type=int, default=8500, help="port of the hub started for the benchmark (127.0.0.1)")
     bench.add_argument("--state-dir", type=Path, default=COURSE_ROOT / "build" / "bench-feedback-on-submit",
                        help="state directory of the hub (replaced)")
+    add_assignment_option(bench)
     bench.set_defaults(run=_bench)
 
 

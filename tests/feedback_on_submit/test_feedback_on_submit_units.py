@@ -430,7 +430,7 @@ def test_the_grader_warms_its_worker_for_the_assignments_with_feedback_on(tmp_pa
     from nbformat.v4 import new_code_cell, new_notebook
 
     from attention_platform.course.directory import copy_course
-    from attention_platform.course.notebooks import ASSIGNMENT
+    from grader_tests.self_attention.answers import ASSIGNMENT
     from broker_helpers import LOADED
 
     course = copy_course(tmp_path / "course")
@@ -451,7 +451,7 @@ def _flooded_service(tmp_path, monkeypatch):
     """The grader (its scan only: nothing graded) for a copy of the course with feedback on submit on,
     and the inbound folders of ann and bob."""
     from attention_platform.course.directory import copy_course
-    from attention_platform.course.notebooks import ASSIGNMENT
+    from grader_tests.self_attention.answers import ASSIGNMENT
     from attention_platform.feedback_on_submit.service import Service
 
     monkeypatch.setenv("ATTENTION_FEEDBACK_ON_SUBMIT", json.dumps({ASSIGNMENT: {"feedback": "checks"}}))
@@ -537,7 +537,7 @@ def test_an_attempt_whose_grading_ended_the_grader_twice_is_failed_not_graded_fo
     its memory cap, say): an attempt left in "grading". Graded again once; found so a second time, it
     is failed, the student is told why, and nothing of it is queued again."""
     from attention_platform.course.directory import copy_course
-    from attention_platform.course.notebooks import ASSIGNMENT
+    from grader_tests.self_attention.answers import ASSIGNMENT
     from attention_platform.feedback_on_submit.service import Service
 
     monkeypatch.setenv("ATTENTION_FEEDBACK_ON_SUBMIT", json.dumps({ASSIGNMENT: {"feedback": "checks"}}))

@@ -23,7 +23,8 @@ import nbformat
 import pytest
 
 from attention_platform.course.directory import copy_course, nbgrader, write_submission
-from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK, release_notebook, with_answer
+from attention_platform.course.notebooks import release_notebook
+from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK, with_answer
 from attention_platform.grading.sandbox import SandboxLimits, Zygote
 from attention_platform.grading.sandbox.grading import GRADER_TESTS, grade_notebook, is_test_cell
 
@@ -178,7 +179,7 @@ def course(tmp_path_factory):
 def test_nothing_the_sandbox_says_reaches_the_feedback_pages_or_the_formgrader(course):
     """The course's own ``nbgrader autograde`` (the TA's, the formgrader's button) and ``generate_feedback``."""
     for variant in VARIANTS:
-        write_submission(course, f"leak-{variant}", attacked(variant))
+        write_submission(course, f"leak-{variant}", attacked(variant), assignment=ASSIGNMENT, name=NOTEBOOK)
     nbgrader(course, "autograde", ASSIGNMENT, "--force", check=True)
     nbgrader(course, "generate_feedback", ASSIGNMENT, "--force", check=True)
     for variant in VARIANTS:
