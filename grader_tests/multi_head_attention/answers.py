@@ -7,7 +7,8 @@ fail. All edit the class cell, ``multi_head_class``, of ``multi_head_attention.i
 
 from __future__ import annotations
 
-from grader_tests.proofs import Proof, edits
+from grader_tests import proofs
+from grader_tests.proofs import Proof
 
 from .catalogue import LAYER_NOTEBOOK
 
@@ -28,12 +29,13 @@ FORWARD = '''heads = self.attention_weights(x) @ self.split_heads(self.v_proj(x)
 
 
 def wheat(name: str, *changes: tuple[str, str]) -> Proof:
-    return Proof(name, LAYER_NOTEBOOK, edits(*((CELL, old, new) for old, new in changes)))
+    """A right answer: ``(old, new)`` text edits of the class cell."""
+    return proofs.wheat(name, LAYER_NOTEBOOK, *((CELL, old, new) for old, new in changes))
 
 
 def chaff(name: str, target: str, also: set[str], *changes: tuple[str, str]) -> Proof:
-    return Proof(name, LAYER_NOTEBOOK, edits(*((CELL, old, new) for old, new in changes)), target,
-                 frozenset(also | {target}))
+    """A wrong answer: ``(old, new)`` text edits of the class cell; ``also`` fails besides ``target``."""
+    return proofs.chaff(name, LAYER_NOTEBOOK, target, also, *((CELL, old, new) for old, new in changes))
 
 
 def _indented(code: str) -> str:

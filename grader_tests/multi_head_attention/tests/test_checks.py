@@ -8,16 +8,18 @@ from __future__ import annotations
 import contextlib
 import io
 import warnings
+from pathlib import Path
 
 import nbformat
 import pytest
 
-from attention_platform.course.notebooks import COURSE_ROOT, run_cells
 from grader_tests.multi_head_attention import catalogue, judges, probes
 from grader_tests.multi_head_attention.answers import CHAFFS, WHEATS
+from grader_tests.proofs import run_cells
 from grader_tests.registry import Check
 
 ASSIGNMENT = "multi_head_attention"
+COURSE_ROOT = Path(__file__).resolve().parents[3]
 EXTRA_SEEDS = [11, 2024, 987654]  # the sandboxed grader draws fresh seeds; checks must not depend on ours
 
 
