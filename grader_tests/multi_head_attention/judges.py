@@ -399,20 +399,6 @@ OWN_WEIGHTS = ("forward does not use the weights attention_weights(x) returns: i
                "Let forward call attention_weights.")
 
 
-def _values_judge(request: Message, response: Message) -> None:
-    taken, out, right = _forward_path(request, response)
-    if taken is None:
-        raise JudgeFailure(
-            "forward(x) is not out_proj(merge_heads(weights @ split_heads(v_proj(x)))) with the weights your "
-            f"attention_weights(x) returns (largest difference {largest_difference(out, right):.3g}). Let forward "
-            "call attention_weights, and mix each head's slice of v_proj(x) with that head's weights.")
-    source, path, _ = taken
-    if source != "returned":
-        raise JudgeFailure(OWN_WEIGHTS)
-    if path != "right":
-        raise JudgeFailure(VALUE_PATH_MISTAKES[path])
-
-
 OUT_PROJ_MISTAKES = {
     "skipped": "forward returns the merged heads without out_proj. The output projection comes once, after "
                "merge_heads: it mixes what the heads found into one D-dimensional vector per token.",
@@ -426,15 +412,30 @@ OUT_PROJ_MISTAKES = {
 }
 
 
-def _one_out_proj_judge(request: Message, response: Message) -> None:
-    taken, out, right = _forward_path(request, response)
-    if taken is None:
-        raise JudgeFailure(
-            "forward(x) should be out_proj(merge_heads(weights @ split_heads(v_proj(x)))), but it differs (largest "
-            f"difference {largest_difference(out, right):.3g}). Check the values (v_proj, not k_proj or x) and that "
-            "out_proj comes once, after merge_heads.")
-    if taken[2] != "once":
-        raise JudgeFailure(OUT_PROJ_MISTAKES[taken[2]])
+UNRECOGNISED_FORWARD = (
+    "forward(x) should be out_proj(merge_heads(weights @ split_heads(v_proj(x)))) with the weights your "
+    "attention_weights(x) returns, but it differs (largest difference {difference:.3g}). Let forward call "
+    "attention_weights, mix each head's slice of v_proj(x) (not k_proj(x), not x) with that head's weights, and "
+    "apply out_proj once, after merge_heads.")
+
+
+def _forward_judge(half: str):
+    """The judge of one half of forward's path: ``"values"`` (the weights attention_weights returns, each
+    head's own slice of the values, merged right) or ``"projection"`` (out_proj once, after the merge)."""
+
+    def judge(request: Message, response: Message) -> None:
+        taken, out, right = _forward_path(request, response)
+        if taken is None:
+            raise JudgeFailure(UNRECOGNISED_FORWARD.format(difference=largest_difference(out, right)))
+        source, path, projection = taken
+        if half == "values" and source != "returned":
+            raise JudgeFailure(OWN_WEIGHTS)
+        if half == "values" and path != "right":
+            raise JudgeFailure(VALUE_PATH_MISTAKES[path])
+        if half == "projection" and projection != "once":
+            raise JudgeFailure(OUT_PROJ_MISTAKES[projection])
+
+    return judge
 
 
 # --------------------------------------------------------------------------- one head
@@ -470,7 +471,7 @@ JUDGES = [
     CheckJudge("mh_mask_every_head", lambda seed: _request(seed, 2, 7, 12, 3, True), _mask_judge),
     CheckJudge("mh_causal_flag", lambda seed: _request(seed, 2, 6, 12, 3, False), _causal_flag_judge),
     CheckJudge("mh_heads_independent", lambda seed: _request(seed, 2, 6, 12, 3, False), _heads_independent_judge),
-    CheckJudge("mh_values_per_head", lambda seed: _request(seed, 2, 6, 12, 3, True), _values_judge),
-    CheckJudge("mh_one_out_proj", lambda seed: _request(seed, 2, 6, 12, 3, True), _one_out_proj_judge),
+    CheckJudge("mh_values_per_head", lambda seed: _request(seed, 2, 6, 12, 3, True), _forward_judge("values")),
+    CheckJudge("mh_one_out_proj", lambda seed: _request(seed, 2, 6, 12, 3, True), _forward_judge("projection")),
     CheckJudge("mh_one_head", lambda seed: _request(seed, 2, 5, 8, 1, True), _one_head_judge),
 ]
