@@ -13,24 +13,18 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader_tests.multi_head_attention import catalogue, judges, probes
-from grader_tests.multi_head_attention.answers import CHAFFS, WHEATS
+from grader_tests.multi_head_attention import catalogue
 from grader_tests.proofs import run_cells
-from grader_tests.registry import Check
+from grader_tests.registry import CHECKS as COURSE_CHECKS, assignment
 
 ASSIGNMENT = "multi_head_attention"
 COURSE_ROOT = Path(__file__).resolve().parents[3]
 EXTRA_SEEDS = [11, 2024, 987654]  # the sandboxed grader draws fresh seeds; checks must not depend on ours
 
 
-def _bind() -> list[Check]:
-    probe = {entry.id: entry.probe for entry in probes.CHECKS}
-    judge = {entry.id: entry for entry in judges.JUDGES}
-    return [Check(definition, judge[definition.id].build_request, probe[definition.id], judge[definition.id].judge)
-            for part in catalogue.PARTS for definition in part.checks]
-
-
-CHECKS = {check.id: check for check in _bind()}
+MULTI_HEAD = assignment(ASSIGNMENT)
+CHECKS = {check.id: check for check in MULTI_HEAD.checks}
+WHEATS, CHAFFS = MULTI_HEAD.wheats, MULTI_HEAD.chaffs
 
 
 def _notebook(folder: str, notebook: str) -> nbformat.NotebookNode:
@@ -59,11 +53,10 @@ def proof_namespace(proof) -> dict:
     return namespace_of(proof.apply(_notebook("source", proof.notebook)), proof.name)
 
 
-def test_check_ids_are_new_to_the_course():
-    from grader_tests.catalogue import HIDDEN_CHECKS
-
-    assert not set(CHECKS) & {check.id for check in HIDDEN_CHECKS}
-    assert len(CHECKS) >= 7 and set(CHECKS) == {entry.id for entry in probes.CHECKS} == {j.id for j in judges.JUDGES}
+def test_the_registry_finds_the_assignment_and_its_checks():
+    assert MULTI_HEAD.notebooks == ("multi_head_attention", "02_heads_explained")
+    assert len(CHECKS) >= 7 and all(COURSE_CHECKS[check_id].assignment == ASSIGNMENT for check_id in CHECKS)
+    assert (MULTI_HEAD.auto_points, MULTI_HEAD.ta_points) == (17, 4)
 
 
 @pytest.mark.parametrize("seed", [None, *EXTRA_SEEDS])
@@ -104,3 +97,15 @@ def test_release_fails_every_check_with_the_stub_message():
     failed = failing(namespace_of(_notebook("release", catalogue.LAYER_NOTEBOOK), "release"))
     assert set(failed) == set(CHECKS)
     assert all("NotImplementedError" in message for message in failed.values()), failed
+
+
+def test_missing_class_is_named_not_raised():
+    failed = failing({})
+    assert set(failed) == set(CHECKS)
+    assert all("there is no class named MultiHeadSelfAttention" in message for message in failed.values()), failed
+
+
+def test_heads_that_do_not_divide_the_embedding_are_refused_with_a_clear_error():
+    layer_class = namespace_of(_notebook("release", catalogue.LAYER_NOTEBOOK), "release")["MultiHeadSelfAttention"]
+    with pytest.raises(ValueError, match="num_heads must divide embedding_dim.*12 entries.*5 heads"):
+        layer_class(12, 5)
