@@ -7,7 +7,6 @@ import pytest
 
 from attention_platform.course.directory import copy_course, nbgrader
 from attention_platform.course.notebooks import COURSE_ROOT
-from grader_tests import registry
 from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK, NOTEBOOKS
 
 
