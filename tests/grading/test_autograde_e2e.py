@@ -10,8 +10,8 @@ import nbformat
 import pytest
 
 from attention_platform.course.directory import check_scores, nbgrader
-from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK
 from e2e_class import ANSWERS, CHEATER_FAILS, CORE_CHECKS as ALL_CHECKS, HONEST, TAMPERED_FAILS, graded_copy
+from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK
 from grader_tests.registry import GRADE_ID_PREFIX
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]  # nbgrader autograde grades in real sandboxes
@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.root]  # nbgrader autograde grades i
 def graded(autograded_e2e_class, tmp_path_factory):
     course, autograde = graded_copy(autograded_e2e_class, tmp_path_factory.mktemp("graded") / "course")
     feedback = nbgrader(course, "generate_feedback", ASSIGNMENT, "--force")
-    return course, autograde, feedback, check_scores(course)
+    return course, autograde, feedback, check_scores(course, assignment=ASSIGNMENT, notebook=NOTEBOOK)
 
 
 def _expected(failing: set[str]) -> dict[str, float]:
