@@ -25,10 +25,13 @@ import os
 import secrets
 import sys
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
+
+from attention_platform.console import progress_bar
 
 FRESH_SEEDS = 3
 STUDENT_NAME = "__student__"
@@ -155,7 +158,8 @@ class NotebookProver:
             return stopped
         failed = self.failing(namespace, None)
         if set(failed) != set(chaff.fails):
-            return self.outcome(chaff.name, expected, f"fails {_listed(failed)}", self._why_not(failed, chaff))
+            got = f"fails {_listed(failed)}" if failed else "passes every check"
+            return self.outcome(chaff.name, expected, got, self._why_not(failed, chaff))
         target = [check for check in self.checks if check.id == chaff.target]
         for seed in self.seeds[1:]:
             if not self.failing(namespace, seed, target):
@@ -173,7 +177,7 @@ class NotebookProver:
         return f"{', '.join(missed)} passed this wrong answer"
 
     def release_fails_everything(self) -> Outcome:
-        expected = f"fails {_listed(c.id for c in self.checks)}"
+        expected = "fails every check"
         failed = self.failing(self.run(release_of(self.source)), None)
         passed = [check.id for check in self.checks if check.id not in failed]
         if passed:
@@ -182,10 +186,8 @@ class NotebookProver:
         return self.outcome("release", expected, expected)
 
 
-def prove_assignment(assignment, course: Path, seeds: list, checks_package: str) -> list[Outcome]:
-    """Every proof of ``assignment`` (a registry entry) whose notebooks are in ``course/source``."""
-    skip = proof_skip_cells(checks_package)
-    folder = course / "source" / assignment.name
+def unproved(assignment) -> list[Outcome]:
+    """A check no chaff targets, and a proof of a notebook without hidden checks."""
     outcomes = []
     chaffed = {proof.target for proof in assignment.chaffs}
     for check in assignment.checks:
@@ -197,14 +199,29 @@ def prove_assignment(assignment, course: Path, seeds: list, checks_package: str)
         if proof.notebook not in known:
             outcomes.append(Outcome(assignment.name, proof.notebook, proof.name, "a notebook with hidden checks",
                                     "no such notebook", f"{proof.notebook!r} is not one of {_listed(known)}"))
+    return outcomes
+
+
+def proof_count(assignment) -> int:
+    """How many proofs :func:`proved` runs (for its progress bar)."""
+    return sum(2 + sum(p.notebook == notebook for p in assignment.wheats + assignment.chaffs)
+               for notebook in assignment.notebook_checks)
+
+
+def proved(assignment, course: Path, seeds: list, checks_package: str) -> Iterator[Outcome]:
+    """The proofs of every notebook of ``assignment`` (a registry entry), from ``course/source``, one by one."""
+    skip = proof_skip_cells(checks_package)
+    folder = course / "source" / assignment.name
     for notebook in assignment.notebook_checks:
         prover = NotebookProver(assignment, notebook, folder, seeds, skip)
-        outcomes.append(prover.passes_everywhere("instructor's solution", lambda nb: nb))
-        outcomes += [prover.passes_everywhere(wheat.name, wheat.apply)
-                     for wheat in assignment.wheats if wheat.notebook == notebook]
-        outcomes += [prover.fails_as_documented(chaff) for chaff in assignment.chaffs if chaff.notebook == notebook]
-        outcomes.append(prover.release_fails_everything())
-    return outcomes
+        yield prover.passes_everywhere("instructor's solution", lambda nb: nb)
+        for wheat in assignment.wheats:
+            if wheat.notebook == notebook:
+                yield prover.passes_everywhere(wheat.name, wheat.apply)
+        for chaff in assignment.chaffs:
+            if chaff.notebook == notebook:
+                yield prover.fails_as_documented(chaff)
+        yield prover.release_fails_everything()
 
 
 def table(outcomes: list[Outcome]) -> str:
@@ -250,10 +267,15 @@ def prove_checks(names: list[str], seeds: list[int] | None = None, course: Path 
         print(f"prove-checks: {unknown}", file=err)
         return 2
     seeds = [None, *(fresh_seeds() if seeds is None else seeds)]
-    print(f"Proving {', '.join(a.name for a in chosen)} at the default seeds and at seeds "
-          f"{', '.join(map(str, seeds[1:]))} (give them again with --seed to repeat this run).", file=out)
-    outcomes = [outcome for assignment in chosen
-                for outcome in prove_assignment(assignment, course, seeds, f"{registry.__package__}.{assignment.name}")]
+    print(f"Proving {', '.join(a.name for a in chosen)} at each check's default seed and at "
+          f"{'seed' if len(seeds) == 2 else 'seeds'} {', '.join(map(str, seeds[1:]))} (give them again with "
+          "--seed to repeat this run).", file=out)
+    outcomes = [outcome for assignment in chosen for outcome in unproved(assignment)]
+    with progress_bar(sum(map(proof_count, chosen)), "proving", stream=err, unit="proof") as bar:
+        for assignment in chosen:
+            for outcome in proved(assignment, course, seeds, f"{registry.__package__}.{assignment.name}"):
+                outcomes.append(outcome)
+                bar.update()
     print(table(outcomes), file=out)
     if all(outcome.passed for outcome in outcomes):
         print(f"All {len(outcomes)} proofs hold.", file=out)
