@@ -75,12 +75,12 @@ def _refused(reason: Exception) -> int:
 
 
 def _bench_autograde(args: argparse.Namespace) -> int:
-    from attention_platform.grading.bench import run_benchmark
+    from attention_platform.benchmarks.grading import run_benchmark
 
     return run_benchmark(args.workdir, args.submissions, jobs=args.jobs, latency_runs=args.latency_runs)
 
 
 def _bench_submission(args: argparse.Namespace) -> int:
-    from attention_platform.grading.bench import run_submission_benchmark
+    from attention_platform.benchmarks.grading import run_submission_benchmark
 
     return run_submission_benchmark(args.workdir, runs=args.runs)
