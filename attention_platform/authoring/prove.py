@@ -34,7 +34,6 @@ import nbformat
 from attention_platform.console import progress_bar
 
 FRESH_SEEDS = 3
-STUDENT_NAME = "__student__"
 
 
 @dataclass(frozen=True)
@@ -147,8 +146,8 @@ class NotebookProver:
             failed = self.failing(namespace, seed)
             if failed:
                 check, message = next(iter(failed.items()))
-                return self.outcome(proof, expected, f"fails {_listed(failed)}" + (f" (seed {seed})" if seed is not None else ""),
-                                    f"{check}: {message}")
+                at = "" if seed is None else f" (seed {seed})"
+                return self.outcome(proof, expected, f"fails {_listed(failed)}{at}", f"{check}: {message}")
         return self.outcome(proof, expected, expected)
 
     def fails_as_documented(self, chaff) -> Outcome:

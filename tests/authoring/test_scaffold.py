@@ -24,7 +24,8 @@ NEW = "row_shares"  # the scaffolded assignment
 
 def _copy_course(dest: Path) -> Path:
     for name in ("source", "grader_tests"):
-        shutil.copytree(REPOSITORY / name, dest / name, ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
+        shutil.copytree(REPOSITORY / name, dest / name,
+                        ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
     shutil.copy2(REPOSITORY / "nbgrader_config.py", dest / "nbgrader_config.py")
     return dest
 
@@ -74,8 +75,9 @@ def test_its_own_test_runs_the_proofs(course):
 
 @pytest.mark.parametrize("file, old, new, proof, why", [
     # A judge that expects columns to sum to 1: the instructor's own answer fails, with the check's words.
-    ("judges.py", "judge_value(rows, x / x.sum(dim=-1, keepdim=True)", "judge_value(rows, x / x.sum(dim=0, keepdim=True)",
-     "instructor's solution", "has the right shape but not the right values"),
+    ("judges.py", "judge_value(rows, x / x.sum(dim=-1, keepdim=True)",
+     "judge_value(rows, x / x.sum(dim=0, keepdim=True)", "instructor's solution",
+     "has the right shape but not the right values"),
     # A chaff that is the right answer: its target passes it.
     ("answers.py", '"return x / x.sum(dim=0, keepdim=True)"', '"return x / x.sum(dim=1, keepdim=True)"',
      "normalised_over_columns", f"{NEW}_example passed this wrong answer"),
