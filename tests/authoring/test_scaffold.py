@@ -60,6 +60,14 @@ def test_the_scaffold_writes_the_notebook_and_the_checks_package(course):
     assert any("### BEGIN SOLUTION" in cell.source for cell in nb.cells if cell.cell_type == "code")
 
 
+def test_its_graded_cells_are_those_its_catalogue_writes(course):
+    drift = _in_course(course, sys.executable, "-c", "from pathlib import Path; "
+                       "from attention_platform.course.graded_cells import drifted; "
+                       f"print(drifted({NEW!r}, Path('.')))")
+    assert drift.returncode == 0, drift.stderr
+    assert drift.stdout.strip() == "[]"
+
+
 def test_the_scaffolded_assignment_is_proved(course):
     proved = _course_command(course, "prove-checks", NEW, "--seed", "5")
     assert proved.returncode == 0, proved.stdout + proved.stderr
