@@ -14,6 +14,7 @@ Where each part's tests are: one folder per package of ``attention_platform/`` (
 the folders and this list whole, tests/test_test_map.py); the hidden checks' own proofs are in
 grader_tests/tests/.
 
+- authoring/ (the new-assignment scaffold, prove-checks): test_scaffold, test_prove_checks
 - course/ (notebooks, graded cells, settings, demo): test_release_in_sync, test_graded_cells_in_sync,
   test_validation, test_demo_table, test_settings
 - grading/ (preprocessors, sandbox, batch, the course's grading lock): test_sandbox_grading,
