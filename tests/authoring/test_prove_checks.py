@@ -8,8 +8,9 @@ import pytest
 from attention_platform.cli import main
 from grader_tests import registry
 
-# The seeds grader_tests' own proofs use, so that this run proves the same as they do.
-SEEDS = ["--seed", "11", "--seed", "2024", "--seed", "987654"]
+# One fresh seed besides each check's default: each assignment's own tests (grader_tests/<A>/tests) prove
+# its checks at several; this proves that the command, run as an instructor runs it, holds on the course.
+SEEDS = ["--seed", "2024"]
 
 
 def test_an_unknown_assignment_exits_2_naming_the_known_ones(capsys):
