@@ -34,6 +34,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from attention_platform.course.assignments import by_notebook_order, checks_by_grade_id, feedback_pictures
+
 from .intake import Intake
 from .policy import Policy
 
@@ -197,19 +199,19 @@ class Engine:
         return self
 
     def warm(self, assignments: list[str]) -> None:
-        """What the first attempt would otherwise wait for: the checks' modules (torch), the
-        teaching picture's fixed panels (and matplotlib's font cache, built once per account),
-        the assignments' definitions, and a sandbox worker at the broker."""
+        """What the first attempt would otherwise wait for: the checks' modules (torch), the fixed
+        panels of the pictures the assignments draw (and matplotlib's font cache, built once per
+        account), the assignments' definitions, and a sandbox worker at the broker."""
         import grader_tests.registry  # noqa: F401 - imports torch and every judge
-        from grader_tests import pictures
 
         from attention_platform.grading.sandbox.client import get_zygote
         from attention_platform.grading.sandbox.grading import probe_payload
 
         probe_payload()
-        _, expected, unscaled = pictures.teaching()
-        pictures.draw(expected, expected, unscaled)
-        pictures.save_measurements()  # the next engine or batch of this account starts without matplotlib
+        for pictures in {feedback_pictures(assignment) for assignment in assignments} - {None}:
+            _, expected, unscaled = pictures.teaching()
+            pictures.draw(expected, expected, unscaled)
+            pictures.save_measurements()  # the next engine or batch of this account starts without matplotlib
         for assignment in assignments:
             try:
                 self.ensure_definition(assignment)
@@ -267,15 +269,15 @@ class Engine:
     # ------------------------------------------------------------------ grading
     def grade(self, attempt: Attempt) -> Result:
         """Grade one attempt in the scratch course (its pages: :meth:`feedback_pages`)."""
-        from grader_tests import pictures
-
         started = time.monotonic()
         deadline = started + self.attempt_seconds
         self.ensure_definition(attempt.assignment)
         with self._grading.shared():
             result = self._grade(attempt, deadline)
         result.seconds = time.monotonic() - started
-        pictures.save_measurements()  # labels this attempt measured (nothing to write, mostly): kept if the engine is killed
+        pictures = feedback_pictures(attempt.assignment)
+        if pictures is not None:  # labels this attempt measured (nothing to write, mostly): kept if the engine is killed
+            pictures.save_measurements()
         return result
 
     def _grade(self, attempt: Attempt, deadline: float) -> Result:
@@ -294,7 +296,7 @@ class Engine:
             notebook_ids = [nb.name for nb in gb.find_assignment(assignment).notebooks]
             pipeline.stage(gb, student, assignment, src, dest, timestamp=_naive(attempt.timestamp))
             session.commit()
-            for notebook_id in sorted(notebook_ids, key=_notebook_order):
+            for notebook_id in sorted(notebook_ids, key=by_notebook_order(assignment)):
                 path = src / f"{notebook_id}.ipynb"
                 if not path.exists():
                     pipeline.missing(gb, student, assignment, notebook_id)
@@ -329,12 +331,11 @@ class Engine:
         return result
 
     def _read_result(self, gb, attempt: Attempt, result: Result) -> None:
-        from grader_tests.registry import check_for_grade_id
-
+        checks, order = checks_by_grade_id(attempt.assignment), by_notebook_order(attempt.assignment)
         submission = gb.find_submission(attempt.assignment, attempt.student)
-        for notebook in sorted(submission.notebooks, key=lambda n: _notebook_order(n.name)):
+        for notebook in sorted(submission.notebooks, key=lambda n: order(n.name)):
             for grade in sorted(notebook.grades, key=lambda g: g.name):
-                check = check_for_grade_id(grade.name)
+                check = checks.get(grade.name)
                 max_score = float(grade.max_score or 0)
                 if check is None:  # a written answer: the course staff grade it
                     result.manual_max += max_score
@@ -483,13 +484,6 @@ def _naive(value):
     from .ledger import naive
 
     return naive(value)
-
-
-def _notebook_order(name: str):
-    from attention_platform.course.notebooks import NOTEBOOKS
-
-    order = [n.removesuffix(".ipynb") for n in NOTEBOOKS]
-    return (order.index(name), name) if name in order else (len(order), name)
 
 
 def _put(dir_fd: int, name: str, data: bytes, mode: int = 0o640) -> None:
