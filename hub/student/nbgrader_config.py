@@ -15,7 +15,7 @@ c.CourseDirectory.course_id = os.environ.get("NBGRADER_COURSE_ID", "dl-attention
 c.CourseDirectory.student_id = os.environ.get("JUPYTERHUB_USER", "*")
 # This student's view of the exchange (a bind mount in Docker, symlinks natively).
 c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE_ROOT", "/srv/nbgrader/exchange")
-# Fetched assignments go to ~/self_attention, not ~/dl-attention/self_attention.
+# Fetched assignments go to ~/<assignment>, not ~/<course>/<assignment>.
 c.Exchange.path_includes_course = False
 # All-or-nothing submit, so a deadline rush loses nothing: a submission appears in the inbound complete or not at all,
 # a retry of an identical submission files nothing new, and a full/read-only exchange says so.
