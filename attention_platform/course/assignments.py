@@ -1,46 +1,34 @@
-"""What the grader's side reads of an assignment's hidden checks, by the assignment's name.
+"""The assignment a command works on, as its command line names it.
 
-Every feature asks here, with the assignment it serves (from the request, the path or the
-gradebook), and this module asks ``grader_tests.registry``. An nbgrader assignment the registry has
-no checks for is served like any other, with none: its notebooks in name order, its graded cells
-shown under their grade ids, no pictures."""
+A name is checked against the course's hidden checks (``grader_tests.registry``) when the command line
+is read, so a typo stops the command before it reads or writes anything, with the registry's message
+naming the assignments there are (argparse's usage error, status 2). The registry is imported only
+then: building the parser stays light."""
 
 from __future__ import annotations
 
-from types import ModuleType
-from typing import Callable
+import argparse
 
 
-def _registered(assignment: str):
-    from grader_tests.registry import UnknownAssignment, assignment as registered
+def assignment_name(name: str) -> str:
+    """argparse ``type=``: ``name`` if the course has an assignment of that name."""
+    from grader_tests.registry import UnknownAssignment, assignment
 
     try:
-        return registered(assignment)
-    except UnknownAssignment:
-        return None
+        return assignment(name).name
+    except UnknownAssignment as unknown:
+        raise argparse.ArgumentTypeError(str(unknown)) from None
 
 
-def notebook_order(assignment: str) -> tuple[str, ...]:
-    """The assignment's notebook ids in the order students work through them (its main one first)."""
-    found = _registered(assignment)
-    return found.notebooks if found is not None else ()
+def first_assignment() -> str:
+    """The default of the benchmarks and the load test: the first assignment in name order."""
+    from grader_tests.registry import ASSIGNMENTS
+
+    return next(iter(ASSIGNMENTS))
 
 
-def by_notebook_order(assignment: str) -> Callable[[str], tuple[int, str]]:
-    """A sort key for notebook ids (no ``.ipynb``): the assignment's order, then any others by name."""
-    order = {name: i for i, name in enumerate(notebook_order(assignment))}
-    return lambda notebook_id: (order.get(notebook_id, len(order)), notebook_id)
-
-
-def checks_by_grade_id(assignment: str) -> dict:
-    """The assignment's hidden checks by the grade id of the test cell that runs each."""
-    from grader_tests.registry import GRADE_ID_PREFIX
-
-    found = _registered(assignment)
-    return {GRADE_ID_PREFIX + check.id: check for check in found.checks} if found is not None else {}
-
-
-def feedback_pictures(assignment: str) -> ModuleType | None:
-    """What the assignment's feedback pages draw (its ``pictures`` module), or None."""
-    found = _registered(assignment)
-    return found.pictures if found is not None else None
+def add_assignment_option(parser: argparse.ArgumentParser) -> None:
+    """``--assignment A`` of a benchmark or the load test (default: :func:`first_assignment`)."""
+    parser.add_argument("--assignment", type=assignment_name, default=None,
+                        help="the assignment whose notebooks the simulated students hand in "
+                             "(default: the course's first, in name order)")

@@ -34,10 +34,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attention_platform.course.assignments import by_notebook_order, checks_by_grade_id, feedback_pictures
+from attention_platform.course.assignment_checks import by_notebook_order, checks_by_grade_id
 
 from .intake import Intake
-from .policy import Policy
+from attention_platform.attempts.policy import Policy
 
 
 DEFINITION_SECONDS = 5.0  # how stale the scratch definition may be after the instructor regenerates
@@ -160,7 +160,7 @@ class Engine:
 
         from attention_platform.grading.batch import Pipeline
 
-        from .policy import load_config
+        from attention_platform.attempts.policy import load_config
 
         self.log = log or logging.getLogger("feedback-on-submit")
         self.course = Path(course).resolve()
@@ -199,19 +199,17 @@ class Engine:
         return self
 
     def warm(self, assignments: list[str]) -> None:
-        """What the first attempt would otherwise wait for: the checks' modules (torch), the fixed
-        panels of the pictures the assignments draw (and matplotlib's font cache, built once per
-        account), the assignments' definitions, and a sandbox worker at the broker."""
-        import grader_tests.registry  # noqa: F401 - imports torch and every judge
+        """What the first attempt would otherwise wait for: the checks' modules (torch), the
+        teaching picture's fixed panels (and matplotlib's font cache, built once per account),
+        the assignments' definitions, and a sandbox worker at the broker."""
+        from grader_tests.registry import picture_modules  # imports torch and every judge
 
         from attention_platform.grading.sandbox.client import get_zygote
         from attention_platform.grading.sandbox.grading import probe_payload
 
         probe_payload()
-        for pictures in {feedback_pictures(assignment) for assignment in assignments} - {None}:
-            _, expected, unscaled = pictures.teaching()
-            pictures.draw(expected, expected, unscaled)
-            pictures.save_measurements()  # the next engine or batch of this account starts without matplotlib
+        for pictures in picture_modules():
+            pictures.warm()  # the next engine or batch of this account starts without matplotlib
         for assignment in assignments:
             try:
                 self.ensure_definition(assignment)
@@ -269,15 +267,16 @@ class Engine:
     # ------------------------------------------------------------------ grading
     def grade(self, attempt: Attempt) -> Result:
         """Grade one attempt in the scratch course (its pages: :meth:`feedback_pages`)."""
+        from grader_tests.registry import picture_modules
+
         started = time.monotonic()
         deadline = started + self.attempt_seconds
         self.ensure_definition(attempt.assignment)
         with self._grading.shared():
             result = self._grade(attempt, deadline)
         result.seconds = time.monotonic() - started
-        pictures = feedback_pictures(attempt.assignment)
-        if pictures is not None:  # labels this attempt measured (nothing to write, mostly): kept if the engine is killed
-            pictures.save_measurements()
+        for pictures in picture_modules():
+            pictures.save_measurements()  # what this attempt measured (nothing, mostly): kept if the engine is killed
         return result
 
     def _grade(self, attempt: Attempt, deadline: float) -> Result:
@@ -481,7 +480,7 @@ class SharedLock:
 
 
 def _naive(value):
-    from .ledger import naive
+    from attention_platform.attempts.ledger import naive
 
     return naive(value)
 

@@ -394,7 +394,8 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
     gradebook does not know, no submission (by the ``students`` named)."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    from attention_platform.course.assignments import feedback_pictures
+    from grader_tests.registry import picture_modules
+
     from attention_platform.grading.course_lock import course_grading_lock
     from attention_platform.grading.sandbox import first_use
     from attention_platform.grading.sandbox.client import get_zygote
@@ -445,9 +446,8 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
         _read_scores(gb, assignment, run.outcomes)
     for student in missing:  # asked for by name: a row that says why nothing was graded
         run.outcomes[student] = StudentOutcome(student, status="error: no submission")
-    pictures = feedback_pictures(assignment)
-    if pictures is not None:
-        pictures.save_measurements()  # what its pictures measured, for the next batch (e.g. grader_tests/picture_cache.py)
+    for pictures in picture_modules():
+        pictures.save_measurements()  # what the pictures measured, for the next batch
     if log:
         log(summary_table(list(run.outcomes.values()), time.monotonic() - started))
     return list(run.outcomes.values())

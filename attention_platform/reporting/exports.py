@@ -40,7 +40,7 @@ from traitlets import Enum, Unicode
 from grader_tests.registry import GRADE_ID_PREFIX
 
 from attention_platform.console import track
-from attention_platform.course.assignments import checks_by_grade_id
+from attention_platform.course.assignment_checks import checks_by_grade_id
 from attention_platform.reporting.report import NOT_A_CHECK_NOTE, UNKNOWN_CHECK_NOTE
 
 CHECK_COLUMNS = [

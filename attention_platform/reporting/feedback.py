@@ -28,7 +28,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from nbgrader.utils import is_grade, is_solution
 from traitlets import Unicode
 
-from attention_platform.course.assignments import by_notebook_order, checks_by_grade_id
+from attention_platform.course.assignment_checks import by_notebook_order, checks_by_grade_id
 from attention_platform.grading.preprocessors import is_check_cell
 
 PASSED, FAILED, NOT_ANSWERED, WAITING, GRADED = "passed", "failed", "not answered", "waiting for a TA", "graded"

@@ -31,7 +31,7 @@ from typing import Callable, TextIO
 
 from attention_platform import venv
 from attention_platform.console import track
-from attention_platform.course.assignments import by_notebook_order, checks_by_grade_id
+from attention_platform.course.assignment_checks import by_notebook_order, checks_by_grade_id
 from grader_tests.registry import GRADE_ID_PREFIX
 
 
@@ -157,9 +157,9 @@ def _sqlite_path(db_url: str) -> Path | None:
 
 
 def default_db_url(course: Path) -> str:
-    import os
+    from attention_platform.settings import settings
 
-    return os.environ.get("NBGRADER_DB_URL") or "sqlite:///" + str(Path(course).resolve() / "gradebook.db")
+    return settings().nbgrader_db_url or "sqlite:///" + str(Path(course).resolve() / "gradebook.db")
 
 
 def open_gradebook(db_url: str):

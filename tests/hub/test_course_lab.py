@@ -1,4 +1,4 @@
-"""The course's side of a hub user's JupyterLab (attention_platform/hub/course_lab.py): what each
+"""The course's side of a hub user's JupyterLab (attention_platform/lab/course_lab.py): what each
 role's Lab hides and links to, and nbgrader's assignment list tidied for people."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from attention_platform.hub import course_lab, native
+from attention_platform.hub import native
+from attention_platform.lab import course_lab
 from grader_tests.registry import ASSIGNMENTS, assignment
 
 
