@@ -28,7 +28,7 @@ import nbformat
 from attention_platform.course.directory import nbgrader
 from attention_platform.feedback_on_submit.engine import Attempt, Engine
 from attention_platform.feedback_on_submit.intake import Intake
-from attention_platform.feedback_on_submit.policy import Policy
+from attention_platform.attempts.policy import Policy
 from grader_tests.proofs import solved
 
 course, name = Path({course!r}), {name!r}
