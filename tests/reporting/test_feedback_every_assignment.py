@@ -54,3 +54,25 @@ def test_each_assignment_has_its_feedback_page(tmp_path, name):
     if first_failed in checks:
         assert dict(rows)[GRADE_ID_PREFIX + first_failed.id] == "failed"
         assert "Idea to revisit: " + first_failed.misconception in shown
+
+
+@pytest.mark.parametrize("name", sorted(ASSIGNMENTS))
+def test_the_tas_submission_view_titles_each_assignments_checks(name):
+    """The formgrader's submission view (FormgradeSummary, given the resources nbgrader's submission
+    handler gives it) rows each check of the assignment's main notebook under its title."""
+    import nbformat
+    from nbformat.v4 import new_output
+
+    from attention_platform.course.notebooks import COURSE_ROOT
+    from attention_platform.reporting.feedback import FormgradeSummary
+
+    registered = assignment(name)
+    main = registered.notebooks[0]
+    nb = nbformat.read(COURSE_ROOT / "release" / name / f"{main}.ipynb", as_version=4)
+    checks = registered.notebook_checks.get(main, [])
+    for cell in nb.cells:  # as autograde leaves them: every check ran and passed
+        if cell.metadata.get("nbgrader", {}).get("grade_id", "").startswith(GRADE_ID_PREFIX):
+            cell.outputs = [new_output("stream", name="stdout", text="ok\n")]
+    _, resources = FormgradeSummary().preprocess(nb, {"assignment_id": name, "notebook_id": main})
+    assert [(row["grade_id"], row["title"], row["state"]) for row in resources["attention_formgrade"]] == \
+        [(GRADE_ID_PREFIX + c.id, c.title, "passed") for c in checks]
