@@ -120,7 +120,7 @@ PORT = Kind("port", lambda text: _port(_whole(text)), "a port number from 1 to 6
 NUMBER = Kind("number", lambda text: float(text.strip()), "a number, e.g. 1.5")
 FLAG = Kind("flag", _flag, "1 or 0 (or true/false, yes/no)")
 LIST = Kind("comma-separated list", _items, "a comma-separated list")
-JSON_OBJECT = Kind("JSON object", _json_object, 'a JSON object, e.g. {"self_attention": {"feedback": "checks"}}')
+JSON_OBJECT = Kind("JSON object", _json_object, 'a JSON object, e.g. {"week_1": {"feedback": "checks"}}')
 MEGABYTES = _whole_at_least(64)
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from attention_platform.course.directory import check_scores
-from attention_platform.course.notebooks import release_notebook
+from grader_tests.self_attention.answers import release_notebook
 from grader_tests.self_attention.answers import ASSIGNMENT, BUGGY, CORRECT, class_cell, with_methods
 from hub_helpers import COURSE, REPO, launch_hub
 

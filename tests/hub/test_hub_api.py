@@ -23,7 +23,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attention_platform.course.notebooks import COURSE_ROOT, release_notebook
+from attention_platform.course.notebooks import COURSE_ROOT
+from grader_tests.self_attention.answers import release_notebook
 from attention_platform.hub.native import DemoClass
 from grader_tests.self_attention.answers import BUGGY, class_cell, with_answer
 from broker_helpers import process_status

@@ -22,7 +22,8 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from attention_platform.course.notebooks import COURSE_ROOT, release_notebook
+from attention_platform.course.notebooks import COURSE_ROOT
+from grader_tests.self_attention.answers import release_notebook
 from broker_helpers import GRADER, LOADED, STRANGER, as_user, ensure_user, start_broker
 from grader_tests.proofs import solved
 from grader_tests.registry import ASSIGNMENTS, assignment
