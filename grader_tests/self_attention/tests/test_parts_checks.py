@@ -145,7 +145,3 @@ def test_head_scale_check_tells_sqrt_c_from_sqrt_head_size():
     assert (request["dim"], request["head_size"]) == (128, 32)
     assert math.sqrt(128) / math.sqrt(32) == 2.0
 
-
-def test_every_check_id_is_registered_once():
-    ids = [c.id for checks in NOTEBOOK_CHECKS.values() for c in checks]
-    assert len(ids) == len(set(ids)) == len(CHECKS)
