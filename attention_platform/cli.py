@@ -14,6 +14,7 @@ import sys
 import threading
 
 from attention_platform import deferred_iri_syntax, venv
+from attention_platform.settings import settings_or_exit
 
 # Before nbformat or nbgrader import jsonschema (whose IRI parser is slow to build, paid by every
 # command otherwise; the venv's .pth does the same, this covers an install without it).
@@ -41,6 +42,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    settings_or_exit(f"attention-course {args.command}")  # a wrong setting stops every command before it starts
     venv.activate()
     try:
         return args.run(args) or 0

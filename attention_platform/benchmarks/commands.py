@@ -1,11 +1,13 @@
 """Sub-commands of ``attention-course`` that measure what a user waits for.
 
-* ``bench-autograde [-n 100]``: stock ``nbgrader autograde`` against the batch
+* ``bench-autograde [-n 100] [--assignment A]``: stock ``nbgrader autograde`` against the batch
   command on the same generated class; identical grades, both throughputs,
   their ratio and the submit-to-feedback latency of a warm grader;
-* ``bench-submission``: one full six-notebook submission, stock against sandboxed;
+* ``bench-submission [--assignment A]``: one full submission (every notebook), stock against sandboxed;
 * ``bench-feedback-on-submit``: feedback on submit's latency on a real hub;
 * ``load-test``: the deadline rush against the hub.
+
+Each takes the assignment as an option and defaults to the course's first.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from attention_platform.course.assignments import add_assignment_option, first_assignment
 from attention_platform.course.notebooks import COURSE_ROOT
 
 
@@ -24,13 +27,15 @@ def register(commands) -> None:
     bench.add_argument("--workdir", type=Path, default=COURSE_ROOT / "build" / "bench",
                        help="scratch course directory (replaced on every run)")
     bench.add_argument("--latency-runs", type=int, default=20, help="single submissions timed on the warm grader")
+    add_assignment_option(bench)
     bench.set_defaults(run=_bench_autograde)
 
-    full = commands.add_parser("bench-submission", help="one full six-notebook submission graded by stock nbgrader, "
+    full = commands.add_parser("bench-submission", help="one full submission graded by stock nbgrader, "
                                "sandboxed nbgrader, autograde-batch and a warm grader: times, grades identical")
     full.add_argument("--workdir", type=Path, default=COURSE_ROOT / "build" / "bench-submission",
                       help="scratch course directory (replaced on every run)")
     full.add_argument("--runs", type=int, default=3, help="submissions timed on the warm grader")
+    add_assignment_option(full)
     full.set_defaults(run=_bench_submission)
 
     on_submit = commands.add_parser(
@@ -42,6 +47,7 @@ def register(commands) -> None:
     on_submit.add_argument("--port", type=int, default=8500, help="port of the hub started for the benchmark (127.0.0.1)")
     on_submit.add_argument("--state-dir", type=Path, default=COURSE_ROOT / "build" / "bench-feedback-on-submit",
                        help="state directory of the hub (replaced)")
+    add_assignment_option(on_submit)
     on_submit.set_defaults(run=_bench_feedback_on_submit)
 
     load = commands.add_parser("load-test", help="N simulated students log in, spawn, fetch, validate and submit "
@@ -55,19 +61,21 @@ def register(commands) -> None:
                       help="state directory of the hub (replaced unless --url is given)")
     load.add_argument("--url", default=None, help="drive an already running native hub (its --state-dir) instead")
     load.add_argument("--no-autograde", action="store_true", help="skip the autograde + gradebook check")
+    add_assignment_option(load)
     load.set_defaults(run=_load_test)
 
 
 def _bench_autograde(args: argparse.Namespace) -> int:
     from attention_platform.benchmarks.grading import run_benchmark
 
-    return run_benchmark(args.workdir, args.submissions, jobs=args.jobs, latency_runs=args.latency_runs)
+    return run_benchmark(args.workdir, args.submissions, jobs=args.jobs, latency_runs=args.latency_runs,
+                         assignment=args.assignment or first_assignment())
 
 
 def _bench_submission(args: argparse.Namespace) -> int:
     from attention_platform.benchmarks.grading import run_submission_benchmark
 
-    return run_submission_benchmark(args.workdir, runs=args.runs)
+    return run_submission_benchmark(args.workdir, runs=args.runs, assignment=args.assignment or first_assignment())
 
 
 def _bench_feedback_on_submit(args) -> int:

@@ -15,7 +15,7 @@ def register(commands) -> None:
                      help="the nbgrader course directory (its nbgrader_config.py holds the policies)")
     fos.add_argument("--exchange", type=Path, default=None,
                      help="the exchange root holding <course id>/inbound and /feedback "
-                          "(default: $NBGRADER_EXCHANGE_ROOT)")
+                          "(default: NBGRADER_EXCHANGE_ROOT)")
     fos.set_defaults(run=_serve)
 
     attempts = commands.add_parser(
@@ -27,14 +27,13 @@ def register(commands) -> None:
 
 
 def _serve(args) -> int:
-    import os
     import sys
 
     from attention_platform.course.directory import NotACourse, require_course
 
-    exchange = args.exchange or os.environ.get("NBGRADER_EXCHANGE_ROOT")
-    if not exchange:
-        raise SystemExit("attention-course feedback-on-submit: needs --exchange or $NBGRADER_EXCHANGE_ROOT")
+    from attention_platform.settings import settings
+
+    exchange = args.exchange or str(settings().nbgrader_exchange_root)
     try:
         course = require_course(args.course)
     except NotACourse as exc:

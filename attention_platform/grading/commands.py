@@ -3,6 +3,9 @@
 * ``autograde-batch ASSIGNMENT [--jobs N]``: grade every submission in parallel
   into the standard gradebook, with a progress bar and a summary table (its benchmarks are
   :mod:`attention_platform.benchmarks.commands`').
+
+The assignment is required where a TA grades (as for nbgrader's own commands: a course has several, and
+grading the wrong one is worse than being asked).
 """
 
 from __future__ import annotations
@@ -11,12 +14,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT
+from attention_platform.course.assignments import assignment_name
+from attention_platform.course.notebooks import COURSE_ROOT
+
 
 def register(commands) -> None:
     batch = commands.add_parser("autograde-batch", help="autograde a whole class in sandboxes, in parallel, "
                                 "into the standard nbgrader gradebook")
-    batch.add_argument("assignment", nargs="?", default=ASSIGNMENT, help="assignment id (default: %(default)s)")
+    batch.add_argument("assignment", type=assignment_name, help="the assignment to grade (its nbgrader id)")
     batch.add_argument("--jobs", "-j", type=int, default=None, help="submissions graded at once (default: cores + 1)")
     batch.add_argument("--course", type=Path, default=COURSE_ROOT, help="course directory (default: this checkout)")
     batch.add_argument("--student", action="append", default=None, help="only this student (repeatable)")

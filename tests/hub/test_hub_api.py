@@ -23,9 +23,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attention_platform.course.notebooks import COURSE_ROOT, class_cell, release_notebook, with_answer
+from attention_platform.course.notebooks import COURSE_ROOT, release_notebook
 from attention_platform.hub.native import DemoClass
-from grader_tests.answers import BUGGY
+from grader_tests.self_attention.answers import BUGGY, class_cell, with_answer
 from broker_helpers import process_status
 from hub_helpers import COURSE
 
@@ -125,9 +125,9 @@ def test_submit_over_http_and_the_protections(hub, record_property):
 
     # the checkout the hub runs from: a student's kernel neither imports the hidden checks
     # (the venv's editable install points at them) nor reads the instructor notebooks or git history
-    leak = as_user("student1", "import grader_tests.reference; print('LEAKED')")
+    leak = as_user("student1", "import grader_tests.self_attention.reference; print('LEAKED')")
     assert leak.returncode != 0 and "LEAKED" not in leak.stdout, leak.stdout + leak.stderr
-    for secret in ("grader_tests/reference.py", f"source/{NOTEBOOK}", ".git/HEAD"):
+    for secret in ("grader_tests/self_attention/reference.py", f"source/{NOTEBOOK}", ".git/HEAD"):
         read = as_user("student1", f"open({str(COURSE_ROOT / secret)!r}).read()")
         assert "PermissionError" in read.stderr, (secret, read.stdout, read.stderr)
     assert as_user("student1", "import attention_platform.exchange.submit").returncode == 0  # its submit needs this
