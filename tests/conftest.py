@@ -14,6 +14,7 @@ Where each part's tests are: one folder per package of ``attention_platform/`` (
 the folders and this list whole, tests/test_test_map.py); the hidden checks' own proofs are in
 grader_tests/tests/.
 
+- authoring/ (the new-assignment scaffold, prove-checks): test_scaffold, test_prove_checks
 - course/ (notebooks, graded cells, settings, demo): test_release_in_sync, test_graded_cells_in_sync,
   test_validation, test_demo_table, test_settings
 - grading/ (preprocessors, sandbox, batch, the course's grading lock): test_sandbox_grading,
@@ -25,7 +26,7 @@ grader_tests/tests/.
   the load test): test_hub_native, test_hub_api, test_hub_accounts, test_hub_culler, test_lti, test_exchange_attacks, test_exchange_hub,
   test_faults_exchange, test_faults_hub, test_formgrader_gate, test_instructor_source, test_course_lab,
   test_validate_service, test_intra_hub_http, test_hub_request_limits, test_student_request_limits,
-  test_service_supervisor, test_student_lab_browser
+  test_service_supervisor, test_student_lab_browser, test_every_assignment_hub
 - feedback_on_submit/ (intake, fair queue, grader, pages; attempts/: policy, ledger, status; its Lab and formgrader sides):
   test_feedback_on_submit_units, test_feedback_on_submit_hub, test_grader_crash_hub
 - reporting/ (report, exports, feedback page, safe HTML): test_report, test_exports, test_feedback_page,

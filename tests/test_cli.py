@@ -18,7 +18,7 @@ from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK
 
 EXPECTED_COMMANDS = {"demo", "hub", "load-test", "autograde-batch", "bench-autograde", "report", "feedback",
                      "export-checks", "export-canvas", "feedback-on-submit", "attempts", "bench-feedback-on-submit",
-                     "validate-service", "bench-submission"}
+                     "validate-service", "bench-submission", "new-assignment", "prove-checks"}
 
 
 def _subcommands():
