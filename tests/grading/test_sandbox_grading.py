@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from attention_platform.course.notebooks import release_notebook
+from grader_tests.self_attention.answers import release_notebook
 from attention_platform.grading.sandbox import SandboxLimits, Zygote, first_use
 from attention_platform.grading.sandbox.grading import GRADER_TESTS, grade_notebook, is_test_cell, probe_payload, seed_function
 from grader_tests.self_attention.answers import BUGGY, CORRECT, class_namespace, with_answer
