@@ -29,16 +29,15 @@ RUN jupyter server extension disable --sys-prefix nbgrader.server_extensions.for
 # Whole packages of ours (tests/deploy/test_compose_static.py checks that they hold everything the
 # server reaches): the student's server (lab: the course's Lab, its extensions, Validate's client,
 # feedback on submit's reading side, the body limits), the exchange whose submit
-# jupyter_config/student/nbgrader_config.py names, the attempts' policy and status it reads, and the
-# frames and files Validate's client sends (grading); the deployment's settings. Of course/ only what
-# Validate says and the notebooks' order: it also holds the demo's sample class, named after the
-# misconceptions the hidden checks look for. Never the hidden checks (grader_tests/) or the course directory.
+# jupyter_config/student/nbgrader_config.py names, the attempts' policy and status it reads, what
+# Validate says (course), the frames and files Validate's client sends (grading), and the deployment's
+# settings. Never the hidden checks (grader_tests/) or the course directory.
 COPY attention_platform/__init__.py attention_platform/deferred_iri_syntax.py attention_platform/start_up_gc.py attention_platform/bounded_json.py attention_platform/settings.py /opt/dl-attention/student-lib/attention_platform/
 COPY attention_platform/lab/ /opt/dl-attention/student-lib/attention_platform/lab/
 COPY attention_platform/exchange/ /opt/dl-attention/student-lib/attention_platform/exchange/
 COPY attention_platform/attempts/ /opt/dl-attention/student-lib/attention_platform/attempts/
+COPY attention_platform/course/ /opt/dl-attention/student-lib/attention_platform/course/
 COPY attention_platform/grading/ /opt/dl-attention/student-lib/attention_platform/grading/
-COPY attention_platform/course/__init__.py attention_platform/course/notebooks.py attention_platform/course/validation.py /opt/dl-attention/student-lib/attention_platform/course/
 # The .pth puts that library on sys.path, then defers jsonschema's IRI parser (slow to build,
 # paid by every server start otherwise; attention_platform/deferred_iri_syntax.py).
 RUN pth=$(python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/dl-attention-student.pth \
