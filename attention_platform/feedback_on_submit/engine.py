@@ -82,11 +82,11 @@ class GradebookRouter:
     def opened(self, db_url: str, course_id: str):
         """This thread's gradebook for ``db_url`` until the block ends: yields the gradebook (whose
         own commits only flush) and its session (commit/rollback the real transaction)."""
-        from attention_platform.grading.batch import _SharedGradebook
+        from attention_platform.grading.batch import SharedGradebook
 
         gb = self.real(db_url, course_id)
         session = gb.db
-        shared = _SharedGradebook(gb)
+        shared = SharedGradebook(gb)
         gb.db = shared.db
         opened = self.local.__dict__.setdefault("opened", {})
         opened[db_url] = shared
