@@ -255,7 +255,7 @@ class AtomicSubmit(ReadOnlyViewRoot, ExchangeSubmit):
         """Feedback on submit's answer to an attempt that would count for nothing (the policy counts
         graded attempts and none is left): the Assignments tab asks before it submits, a terminal's
         ``nbgrader submit`` gets the same answer here. The grader applies the policy again anyway."""
-        from attention_platform.lab.feedback_on_submit import submit_refusal
+        from attention_platform.attempts.refusal import submit_refusal
 
         student = self.assignment_filename.split("+")[0]
         return submit_refusal(self.root, self.coursedir.course_id, self.coursedir.assignment_id,

@@ -9,7 +9,7 @@
   from that folder, as HTML with a policy that lets no script run; a page's links to the other
   notebooks (``<notebook>.html``, relative) therefore lead to the same attempt's pages;
 * the Assignments tab's Submit (nbgrader's ``AssignmentList.submit_assignment``, in this server)
-  answers with :func:`submit_refusal` instead of handing in an attempt the grader would not grade;
+  answers with :func:`~attention_platform.attempts.refusal.submit_refusal` instead of handing in an attempt the grader would not grade;
   the exchange's submit (``attention_platform.exchange.submit.AtomicSubmit``) asks it too, for a
   terminal's ``nbgrader submit``.
 
@@ -20,24 +20,17 @@ every submission it finds in their inbound folder.
 
 from __future__ import annotations
 
-import datetime as dt
-import glob
 import json
 import os
 import re
 import stat
 
 from attention_platform.attempts import status as status_file
-from attention_platform.attempts.policy import UTC, Policy, PolicyError, from_iso, now
+from attention_platform.attempts.policy import now
+from attention_platform.attempts.refusal import feedback_folder, submit_refusal
 
-COUNTING = status_file.COUNTING
 PAGE = re.compile(r"[0-9a-f]{32}\.html\Z")
 ASSIGNMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
-
-
-def feedback_folder(exchange_root: str, course_id: str) -> str:
-    """The student's own feedback folder as their view of the exchange shows it."""
-    return os.path.join(exchange_root, course_id, "feedback")
 
 
 def statuses(folder: str) -> dict:
@@ -68,48 +61,6 @@ def attempt_page(status: dict, number: int, notebook: str) -> str | None:
         return None
     page = (attempts[number - 1].get("pages") or {}).get(notebook)
     return page if isinstance(page, str) and PAGE.match(page) else None
-
-
-def submit_refusal(exchange_root: str, course_id: str, assignment: str, inbound: str, student: str) -> str | None:
-    """The sentence that refuses this submit, or None to hand it in.
-
-    Only when the attempt would count for nothing: the policy counts the last or best *graded*
-    attempt and the grader would not grade this one (too many or too soon). Under ``collected``
-    a submission past the limit is still handed in (the course staff collect the newest), and
-    the grader records it as not graded on submit. The rule is the grader's
-    (:mod:`attention_platform.attempts.policy`), over the attempts the grader has recorded plus the student's own submissions it has not
-    seen yet; the grader applies it again whatever happens here.
-    """
-    try:
-        status = status_file.read(feedback_folder(exchange_root, course_id), assignment)
-        policy = Policy.from_json(status["policy"]) if status else None
-    except (ValueError, PolicyError, KeyError, TypeError):
-        return None  # nothing readable: the grader decides alone
-    if policy is None or not policy.on or policy.counts not in ("last", "best"):
-        return None
-    times, known = [], set()
-    for attempt in status.get("attempts", []):
-        known.add(attempt.get("submission"))
-        if attempt.get("state") in COUNTING and attempt.get("received"):
-            times.append(from_iso(attempt["received"]))
-    since = from_iso(status.get("enabled_since"))
-    for path in glob.glob(os.path.join(glob.escape(inbound), f"{glob.escape(student)}+{glob.escape(assignment)}+*")):
-        name = os.path.basename(path)
-        if name in known:
-            continue
-        try:
-            info = os.lstat(path)
-        except OSError:
-            continue
-        made = dt.datetime.fromtimestamp(info.st_ctime, UTC)
-        if stat.S_ISDIR(info.st_mode) and (since is None or made >= since):
-            times.append(made)  # handed in, not yet seen by the grader: it will count
-    at = now()
-    next_at = policy.next_allowed(times, at)
-    if next_at is None:
-        return None
-    return (f"Not submitted: {policy.refusal(times, at, next_at)}. Under this assignment's policy only graded "
-            f"attempts count, so nothing was handed in and your files are unchanged.")
 
 
 # --------------------------------------------------------------------------- the server extension
@@ -164,7 +115,7 @@ def _exchange_root() -> str:
 
 
 def _refusing_submit(original):
-    """nbgrader's ``AssignmentList.submit_assignment`` that first asks :func:`submit_refusal`."""
+    """nbgrader's ``AssignmentList.submit_assignment`` that first asks :func:`~attention_platform.attempts.refusal.submit_refusal`."""
 
     def submit_assignment(self, course_id, assignment_id):
         student = os.environ.get("JUPYTERHUB_USER", "")

@@ -21,7 +21,8 @@ from attention_platform.feedback_on_submit.fairqueue import FairQueue
 from attention_platform.feedback_on_submit.intake import IntakeError, collector, take
 from attention_platform.attempts.policy import FeedbackOnSubmit, Policy, PolicyError, iso, parse
 from attention_platform.feedback_on_submit.service import FINISH_WAIT_SECONDS, may_finish
-from attention_platform.lab.feedback_on_submit import attempt_page, submit_refusal
+from attention_platform.attempts.refusal import submit_refusal
+from attention_platform.lab.feedback_on_submit import attempt_page
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2030, 5, 6, 12, 0, tzinfo=UTC)

@@ -1,0 +1,64 @@
+"""Whether a submit would count for nothing under feedback on submit's policy, and the sentence that says so.
+
+Read by the student's own submit (``attention_platform.exchange.submit``) before it hands anything in;
+the grader applies the policy again whatever happens here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import glob
+import os
+import stat
+
+from attention_platform.attempts import status as status_file
+from attention_platform.attempts.policy import UTC, Policy, PolicyError, from_iso, now
+
+COUNTING = status_file.COUNTING
+
+
+def feedback_folder(exchange_root: str, course_id: str) -> str:
+    """The student's own feedback folder as their view of the exchange shows it."""
+    return os.path.join(exchange_root, course_id, "feedback")
+
+
+def submit_refusal(exchange_root: str, course_id: str, assignment: str, inbound: str, student: str) -> str | None:
+    """The sentence that refuses this submit, or None to hand it in.
+
+    Only when the attempt would count for nothing: the policy counts the last or best *graded*
+    attempt and the grader would not grade this one (too many or too soon). Under ``collected``
+    a submission past the limit is still handed in (the course staff collect the newest), and
+    the grader records it as not graded on submit. The rule is the grader's
+    (:mod:`attention_platform.attempts.policy`), over the attempts the grader has recorded plus the student's own submissions it has not
+    seen yet; the grader applies it again whatever happens here.
+    """
+    try:
+        status = status_file.read(feedback_folder(exchange_root, course_id), assignment)
+        policy = Policy.from_json(status["policy"]) if status else None
+    except (ValueError, PolicyError, KeyError, TypeError):
+        return None  # nothing readable: the grader decides alone
+    if policy is None or not policy.on or policy.counts not in ("last", "best"):
+        return None
+    times, known = [], set()
+    for attempt in status.get("attempts", []):
+        known.add(attempt.get("submission"))
+        if attempt.get("state") in COUNTING and attempt.get("received"):
+            times.append(from_iso(attempt["received"]))
+    since = from_iso(status.get("enabled_since"))
+    for path in glob.glob(os.path.join(glob.escape(inbound), f"{glob.escape(student)}+{glob.escape(assignment)}+*")):
+        name = os.path.basename(path)
+        if name in known:
+            continue
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        made = dt.datetime.fromtimestamp(info.st_ctime, UTC)
+        if stat.S_ISDIR(info.st_mode) and (since is None or made >= since):
+            times.append(made)  # handed in, not yet seen by the grader: it will count
+    at = now()
+    next_at = policy.next_allowed(times, at)
+    if next_at is None:
+        return None
+    return (f"Not submitted: {policy.refusal(times, at, next_at)}. Under this assignment's policy only graded "
+            f"attempts count, so nothing was handed in and your files are unchanged.")
