@@ -13,11 +13,11 @@ import os
 import sys
 import threading
 
-from attention_platform import deferred_iri_syntax, venv
+from attention_platform import third_party_patches, venv
 
 # Before nbformat or nbgrader import jsonschema (whose IRI parser is slow to build, paid by every
 # command otherwise; the venv's .pth does the same, this covers an install without it).
-deferred_iri_syntax.install()
+third_party_patches.defer_iri_syntax()
 
 from attention_platform.course import commands as course_commands  # noqa: E402
 from attention_platform.feedback_on_submit import commands as feedback_on_submit_commands  # noqa: E402

@@ -28,7 +28,7 @@ RUN jupyter server extension disable --sys-prefix nbgrader.server_extensions.for
 
 # The all-or-nothing submit that hub/student/nbgrader_config.py names
 # (attention_platform.hub.submit.AtomicSubmit; its feedback-on-submit refusal is copied below).
-COPY attention_platform/__init__.py attention_platform/deferred_iri_syntax.py attention_platform/start_up_gc.py attention_platform/bounded_json.py /opt/dl-attention/student-lib/attention_platform/
+COPY attention_platform/__init__.py attention_platform/third_party_patches.py attention_platform/start_up_gc.py attention_platform/bounded_json.py /opt/dl-attention/student-lib/attention_platform/
 COPY attention_platform/hub/__init__.py attention_platform/hub/submit.py /opt/dl-attention/student-lib/attention_platform/hub/
 # The course's Lab (hub/student/jupyter_server_config.py): its server side, what Validate says, the
 # notebooks' order, and the Lab extension itself (plain JavaScript).
@@ -44,10 +44,10 @@ COPY attention_platform/lab/ /opt/dl-attention/student-lib/attention_platform/la
 # grader wrote into the student's own feedback folder (their attempts, the policy); it decides nothing.
 COPY attention_platform/feedback_on_submit/__init__.py attention_platform/feedback_on_submit/student.py attention_platform/feedback_on_submit/status.py attention_platform/feedback_on_submit/policy.py /opt/dl-attention/student-lib/attention_platform/feedback_on_submit/
 # The .pth puts that library on sys.path, then defers jsonschema's IRI parser (slow to build,
-# paid by every server start otherwise; attention_platform/deferred_iri_syntax.py).
+# paid by every server start otherwise; attention_platform/third_party_patches.py).
 RUN pth=$(python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/dl-attention-student.pth \
  && echo /opt/dl-attention/student-lib > "$pth" \
- && python -c 'from attention_platform import deferred_iri_syntax as d; d.main(["--line"])' >> "$pth" \
+ && python -c 'from attention_platform import third_party_patches as p; p.main(["--line"])' >> "$pth" \
  && python -c "import attention_platform.hub.submit, attention_platform.hub.course_lab, attention_platform.hub.student_request_limits, attention_platform.feedback_on_submit.student, attention_platform.hub.warm_validate, attention_platform.course.validation"
 
 # Student-side nbgrader + server settings; the hub sets JUPYTER_CONFIG_PATH to this folder.

@@ -187,10 +187,10 @@ def test_student_image_holds_nothing_of_the_grader_side():
         assert not any(p.startswith(secret) for p in sources), secret
     # of our package only the student's submit, the course's Lab (its server side, Validate's words and
     # its client of the validate service with the frames it speaks, the notebooks' order, the Lab
-    # extension), feedback on submit's reading side, the deferred IRI parser, the collector's pause (the
+    # extension), feedback on submit's reading side, the third-party patches, the collector's pause (the
     # server's start-up), the server's body limits, the JSON shape check and the package markers
     ours = {p for p in sources if p.startswith("attention_platform")}
-    assert ours == {"attention_platform/__init__.py", "attention_platform/deferred_iri_syntax.py",
+    assert ours == {"attention_platform/__init__.py", "attention_platform/third_party_patches.py",
                     "attention_platform/start_up_gc.py",
                     "attention_platform/hub/__init__.py", "attention_platform/hub/submit.py",
                     "attention_platform/hub/course_lab.py", "attention_platform/hub/student_request_limits.py",
