@@ -12,7 +12,65 @@ cell (math, torch, nn, F) is in scope.
 
 from __future__ import annotations
 
+import ast
+import textwrap
 from dataclasses import dataclass, field
+
+import nbformat
+
+# The released class cell and the methods a student writes in it.
+CLASS_CELL_ID = "self_attention_class"
+ANSWERED_METHODS = ("forward", "attention_weights")
+
+
+def class_cell(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == CLASS_CELL_ID:
+            return cell
+    raise LookupError(f"no cell with grade_id {CLASS_CELL_ID!r}")
+
+
+def with_methods(class_source: str, answer: str) -> str:
+    """Replace ``forward`` and ``attention_weights`` of the class in ``class_source``
+    by the definitions in ``answer`` (column-0 defs, helpers allowed). A method of the
+    class that ``answer`` defines again (``__init__``, say, to register a buffer) is
+    replaced too, as a student would edit it."""
+    tree = ast.parse(class_source)
+    cls = next(node for node in tree.body if isinstance(node, ast.ClassDef))
+    redefined = {n.name for n in ast.parse(textwrap.dedent(answer)).body if isinstance(n, ast.FunctionDef)}
+    present = {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
+    if not set(ANSWERED_METHODS) <= present:
+        raise ValueError("the class cell must define forward and attention_weights")
+    methods = [n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name in set(ANSWERED_METHODS) | redefined]
+    lines = class_source.splitlines()
+    first = min(m.lineno - 1 - len(m.decorator_list) for m in methods)
+    drop = set()
+    for method in methods:
+        drop.update(range(method.lineno - 1 - len(method.decorator_list), method.end_lineno))
+    indented = textwrap.indent(textwrap.dedent(answer).strip("\n"), "    ").splitlines()
+    kept = [line for i, line in enumerate(lines) if i not in drop]
+    insert_at = first - sum(1 for i in drop if i < first)
+    out = kept[:insert_at] + indented + kept[insert_at:]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def with_answer(nb: nbformat.NotebookNode, answer: str | None) -> nbformat.NotebookNode:
+    """A copy of ``nb`` whose class cell carries ``answer`` (None: left as released)."""
+    copy = nbformat.from_dict(nb)
+    if answer is not None:
+        cell = class_cell(copy)
+        cell.source = with_methods(cell.source, answer)
+    return copy
+
+
+def class_namespace(nb: nbformat.NotebookNode) -> dict:
+    """Execute the notebook's import and class cells; return the resulting globals."""
+    namespace: dict = {"__name__": "__student__"}
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in ("imports", CLASS_CELL_ID):
+            exec(compile(cell.source, f"<{grade_id}>", "exec"), namespace)
+    return namespace
 
 
 @dataclass(frozen=True)
