@@ -16,7 +16,7 @@ from attention_platform.venv import program
 
 EXPECTED_COMMANDS = {"demo", "hub", "load-test", "autograde-batch", "bench-autograde", "report", "feedback",
                      "export-checks", "export-canvas", "feedback-on-submit", "attempts", "bench-feedback-on-submit",
-                     "validate-service", "bench-submission"}
+                     "validate-service", "bench-submission", "bench-start-up-tricks"}
 
 
 def _subcommands():

@@ -42,6 +42,22 @@ def register(commands) -> None:
     full.add_argument("--runs", type=int, default=3, help="submissions timed on the warm grader")
     full.set_defaults(run=_bench_submission)
 
+    from attention_platform.grading.start_up_tricks import SCENARIOS, TRICKS
+
+    tricks = commands.add_parser("bench-start-up-tricks", help="what each start-up trick buys of a TA's autograde of "
+                                 "one submission and of a student's server start: A/B, interleaved, medians")
+    tricks.add_argument("assignment", nargs="?", default=ASSIGNMENT, help="assignment id (default: %(default)s)")
+    tricks.add_argument("--course", type=Path, default=COURSE_ROOT, help="course directory (default: this checkout)")
+    tricks.add_argument("--rounds", type=int, default=5, help="runs of each arm (default: %(default)s)")
+    tricks.add_argument("--scenario", action="append", choices=tuple(SCENARIOS), default=None,
+                        help="only this scenario (repeatable; default: both)")
+    tricks.add_argument("--trick", action="append", default=None, metavar="TRICK[+TRICK]",
+                        help=f"only this trick off in turn, or these together (repeatable; default: each of "
+                             f"{', '.join(TRICKS)})")
+    tricks.add_argument("--workdir", type=Path, default=COURSE_ROOT / "build" / "bench-start-up-tricks",
+                        help="scratch course directory (replaced on every run)")
+    tricks.set_defaults(run=_bench_start_up_tricks)
+
 
 def _autograde_batch(args: argparse.Namespace) -> int:
     from attention_platform import start_up_gc, third_party_patches
@@ -66,6 +82,19 @@ def _autograde_batch(args: argparse.Namespace) -> int:
     except BatchError as exc:
         return _refused(exc)
     return 0 if all(not o.status.startswith("error") for o in outcomes) else 1
+
+
+def _bench_start_up_tricks(args: argparse.Namespace) -> int:
+    from attention_platform.grading.start_up_tricks import SCENARIOS, TRICKS, run
+
+    unknown = {trick for arm in args.trick or () for trick in arm.split("+")} - set(TRICKS)
+    if unknown:
+        print(f"attention-course bench-start-up-tricks: no trick {', '.join(sorted(unknown))}; "
+              f"the tricks: {', '.join(TRICKS)}", file=sys.stderr)
+        return 1
+    run(args.course, args.assignment, args.workdir, rounds=args.rounds, scenarios=tuple(args.scenario or SCENARIOS),
+        tricks=tuple(args.trick or TRICKS))
+    return 0
 
 
 def _refused(reason: Exception) -> int:
