@@ -3,12 +3,8 @@
 Not a test (nothing is asserted against a clock): a measurement to print. The tricks:
 
 * ``import-hook``: jsonschema's IRI parser built on first use (``third_party_patches.defer_iri_syntax``);
-* ``exit-without-teardown``: ``attention-course`` ends with ``os._exit`` after the atexit handlers
-  (``cli.exit_without_teardown``), not the interpreter's teardown;
 * ``frozen-collector``: the cyclic collector paused during start-up, what start-up made frozen
   afterwards (``start_up_gc``);
-* ``freeze-at-exit``: everything frozen at exit, out of the last collections' reach
-  (``grading/sandbox/grading.py``);
 * ``picture-redraw``: the feedback picture's student panel mixed into pixels measured once
   (the assignment's ``pictures`` module), not rendered by matplotlib for each picture.
 
@@ -33,7 +29,7 @@ from pathlib import Path
 
 # The command line imports this module for its choices: anything more is imported when it runs.
 
-TRICKS = ("import-hook", "exit-without-teardown", "frozen-collector", "freeze-at-exit", "picture-redraw")
+TRICKS = ("import-hook", "frozen-collector", "picture-redraw")
 SCENARIOS = {  # what a user waits for -> the tricks that act on it
     "autograde": TRICKS,
     "server-start": ("import-hook", "frozen-collector"),
@@ -190,9 +186,6 @@ def _rendered_by_matplotlib(pictures):
 
 
 def child(scenario: str, off: set[str], pictures: str, argv: list[str]) -> None:
-    import atexit
-    import gc
-
     from attention_platform import start_up_gc
 
     if "import-hook" in off:
@@ -215,17 +208,6 @@ def child(scenario: str, off: set[str], pictures: str, argv: list[str]) -> None:
         _when_imported(pictures, lambda module: setattr(module, "draw", _rendered_by_matplotlib(module)))
     from attention_platform import cli
 
-    run_main = cli.main
-
-    def main(args=None):
-        code = run_main(args)
-        if "freeze-at-exit" in off:
-            atexit.unregister(gc.freeze)
-        return code
-
-    cli.main = main
-    if "exit-without-teardown" in off:
-        cli.exit_without_teardown = sys.exit
     sys.argv = ["attention-course", *argv]
     cli.run()
 
