@@ -4,7 +4,7 @@ afterwards.
 A grading process (the ``autograde-batch`` command, the feedback-on-submit grader, the sandbox
 worker) starts by importing torch, nbgrader, SQLAlchemy and matplotlib: some 300,000 tracked
 objects that live as long as the process (a student's Jupyter server, started by
-``hub/student/jupyterhub-singleuser``, makes about as many the same way). With the collector on,
+``jupyter_config/student/jupyterhub-singleuser``, makes about as many the same way). With the collector on,
 every full collection walks all of them again: five during a cold ``autograde-batch``'s start-up
 and four during the sandbox worker's warm-up (a sizeable share of each one's CPU), and one every
 few dozen submissions afterwards. Start-up makes little cyclic garbage (~11,000 objects, a

@@ -196,7 +196,7 @@ def write_pth(site_packages: str | None = None):
 def serve_http_with(server_class) -> None:
     """``tornado.httpserver.HTTPServer`` replaced by ``server_class``, a subclass of it with its own
     body limits (attention_platform/hub/hub_request_limits.py for the hub,
-    student_request_limits.py for a student's server). JupyterHub and Jupyter Server make their
+    attention_platform/lab/student_request_limits.py for a student's server). JupyterHub and Jupyter Server make their
     server by looking the class up in ``tornado.httpserver`` and pass no limit (JupyterHub) or the
     configured one (Jupyter Server); neither has a setting for a limit that depends on who is asking
     or that holds before the login. Applied in the process's configuration, before its server is

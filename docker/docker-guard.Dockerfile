@@ -3,7 +3,7 @@
 # Build argument (docker-compose.yml passes it from .env): PYTHON_BASE.
 ARG PYTHON_BASE=python:3.11.11-slim-bookworm
 FROM ${PYTHON_BASE}
-COPY attention_platform/hub/docker_guard.py /opt/docker-guard/docker_guard.py
+COPY attention_platform/docker_guard.py /opt/docker-guard/docker_guard.py
 USER 1000:100
 EXPOSE 2375
 CMD ["python", "/opt/docker-guard/docker_guard.py"]

@@ -84,7 +84,7 @@ for _ in $(seq 1 300); do
 done
 [ -S "$ATTENTION_SANDBOX_SOCKET" ] || { log "the sandbox broker did not listen within 30 s"; stop_all; exit 1; }
 
-as_grader exec python -m attention_platform.hub.formgrader_service &
+as_grader exec python -m attention_platform.formgrader.formgrader_service &
 pids+=($!)
 # Feedback on submit (README): the grader account grades each new submission of an assignment whose
 # policy is on, through the same broker; with no policy it only watches.

@@ -45,7 +45,7 @@ RUN --mount=type=bind,source=docker/build,target=/build --mount=type=secret,id=e
 ENV PYTHONPATH=/opt/dl-attention/checks
 
 # Grader-side nbgrader + server settings (exchange plug-in, formgrader in a JupyterLab tab).
-COPY hub/grader/ /etc/dl-attention/grader/
+COPY jupyter_config/grader/ /etc/dl-attention/grader/
 # The course as this image ships it. The compose file keeps the course directory on a named volume
 # (/srv/course: gradebook-side files, submissions, feedback); at every start the entrypoint brings
 # the volume up to date with these files when they changed since the volume last saw them.

@@ -1,5 +1,5 @@
 # The hub: JupyterHub + configurable-http-proxy + DockerSpawner, configured by
-# hub/jupyterhub_config.py (the same file the native mode uses) with HUB_MODE=docker.
+# jupyter_config/jupyterhub_config.py (the same file the native mode uses) with HUB_MODE=docker.
 # Versions are the ones pinned in pyproject.toml and scripts/install-system-deps.sh
 # (tests/test_compose_static.py checks that they agree).
 # Build argument (docker-compose.yml passes it from .env): PYTHON_BASE.
@@ -28,7 +28,7 @@ RUN --mount=type=bind,source=docker/build,target=/build --mount=type=secret,id=e
     dockerspawner==14.0.0 \
     "psycopg[binary]==3.3.9"
 
-COPY hub/jupyterhub_config.py /srv/hub/
+COPY jupyter_config/jupyterhub_config.py /srv/hub/
 COPY attention_platform /srv/hub/attention_platform
 # The hub and its proxy never run as root, and hold no Docker socket (they reach the engine through
 # the docker-guard service). They write the exchange's per-student folders as uid 1000, the uid of

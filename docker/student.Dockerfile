@@ -19,40 +19,34 @@ RUN --mount=type=bind,source=docker/build,target=/build --mount=type=secret,id=e
     jupyterlab==4.6.6 \
     notebook==7.6.5
 
-# Only the student side of nbgrader, also at the image level (hub/student/ says the same).
+# Only the student side of nbgrader, also at the image level (jupyter_config/student/ says the same).
 RUN jupyter server extension disable --sys-prefix nbgrader.server_extensions.formgrader \
  && jupyter server extension disable --sys-prefix nbgrader.server_extensions.course_list \
  && jupyter labextension disable --level=sys_prefix @jupyter/nbgrader:formgrader \
  && jupyter labextension disable --level=sys_prefix @jupyter/nbgrader:course-list \
  && jupyter labextension disable --level=sys_prefix @jupyter/nbgrader:create-assignment
 
-# The all-or-nothing submit that hub/student/nbgrader_config.py names
-# (attention_platform.hub.submit.AtomicSubmit; its feedback-on-submit refusal is copied below).
+# Whole packages of ours: the student's server (lab: the course's Lab, its extensions, Validate's client,
+# feedback on submit's reading side, the body limits), the exchange whose submit
+# jupyter_config/student/nbgrader_config.py names, and the attempts' policy and status it reads.
 COPY attention_platform/__init__.py attention_platform/third_party_patches.py attention_platform/start_up_gc.py attention_platform/bounded_json.py /opt/dl-attention/student-lib/attention_platform/
-COPY attention_platform/hub/__init__.py attention_platform/hub/submit.py /opt/dl-attention/student-lib/attention_platform/hub/
-# The course's Lab (hub/student/jupyter_server_config.py): its server side, what Validate says, the
-# notebooks' order, and the Lab extension itself (plain JavaScript).
-COPY attention_platform/hub/course_lab.py attention_platform/hub/warm_validate.py /opt/dl-attention/student-lib/attention_platform/hub/
+COPY attention_platform/lab/ /opt/dl-attention/student-lib/attention_platform/lab/
+COPY attention_platform/exchange/ /opt/dl-attention/student-lib/attention_platform/exchange/
+COPY attention_platform/attempts/ /opt/dl-attention/student-lib/attention_platform/attempts/
 # Validate's client (warm_validate.executed_for_validate): the frames and the folder's files, nothing of the sandbox itself
 COPY attention_platform/grading/__init__.py /opt/dl-attention/student-lib/attention_platform/grading/
 COPY attention_platform/grading/sandbox/__init__.py attention_platform/grading/sandbox/protocol.py attention_platform/grading/sandbox/files.py /opt/dl-attention/student-lib/attention_platform/grading/sandbox/
-# The server's body limits by credentials (hub/student/jupyter_server_config.py installs them).
-COPY attention_platform/hub/student_request_limits.py /opt/dl-attention/student-lib/attention_platform/hub/
 COPY attention_platform/course/__init__.py attention_platform/course/notebooks.py attention_platform/course/settings.py attention_platform/course/validation.py /opt/dl-attention/student-lib/attention_platform/course/
-COPY attention_platform/lab/ /opt/dl-attention/student-lib/attention_platform/lab/
-# Feedback on submit's student side (hub/student/jupyter_server_config.py): it only reads what the
-# grader wrote into the student's own feedback folder (their attempts, the policy); it decides nothing.
-COPY attention_platform/feedback_on_submit/__init__.py attention_platform/feedback_on_submit/student.py attention_platform/feedback_on_submit/status.py attention_platform/feedback_on_submit/policy.py /opt/dl-attention/student-lib/attention_platform/feedback_on_submit/
 # The .pth puts that library on sys.path, then defers jsonschema's IRI parser (slow to build,
 # paid by every server start otherwise; attention_platform/third_party_patches.py).
 RUN pth=$(python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/dl-attention-student.pth \
  && echo /opt/dl-attention/student-lib > "$pth" \
  && python -c 'from attention_platform import third_party_patches as p; p.main(["--line"])' >> "$pth" \
- && python -c "import attention_platform.hub.submit, attention_platform.hub.course_lab, attention_platform.hub.student_request_limits, attention_platform.feedback_on_submit.student, attention_platform.hub.warm_validate, attention_platform.course.validation"
+ && python -c "import attention_platform.exchange.submit, attention_platform.lab.course_lab, attention_platform.lab.student_request_limits, attention_platform.lab.feedback_on_submit, attention_platform.lab.warm_validate, attention_platform.course.validation"
 
 # Student-side nbgrader + server settings; the hub sets JUPYTER_CONFIG_PATH to this folder.
-COPY hub/student/ /etc/dl-attention/jupyter/
-# The spawners' `jupyterhub-singleuser` is the course's launcher (hub/student/jupyterhub-singleuser: the
+COPY jupyter_config/student/ /etc/dl-attention/jupyter/
+# The spawners' `jupyterhub-singleuser` is the course's launcher (jupyter_config/student/jupyterhub-singleuser: the
 # same server, its start-up without garbage collections), as natively.
 RUN ln -sf /etc/dl-attention/jupyter/jupyterhub-singleuser "$(command -v jupyterhub-singleuser)"
 

@@ -1,7 +1,8 @@
-"""Hidden checks of the self-attention assignment.
+"""The course's hidden checks: one package per assignment, and what every assignment shares.
 
-Grader-only: never released to students. ``catalogue`` defines every graded item once;
-``registry.CHECKS`` binds each check to its probe (``*_probes``, the only code that runs in a
-sandbox, next to the student's) and to its request builder and judge (``*_judges``, run in the
-grader's process); ``kernel.grade`` runs one inside a notebook kernel for the stock nbgrader path.
+Grader-only: never released to students. Each ``grader_tests/<assignment>/`` holds that assignment's
+catalogue, probes, judges, reference and proofs (docs/instructors/writing-an-assignment.md);
+``registry`` discovers them and is the platform's one door to them. Shared here: ``probing`` and
+``wire`` (what runs in a sandbox), ``judging`` and ``reasons`` (what runs in the grader), ``kernel``
+(a check run inside a notebook's kernel), ``catalogue`` (the types), ``proofs``.
 """

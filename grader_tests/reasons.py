@@ -9,7 +9,7 @@ reason is one of:
 
 * the name of the exception, if it is a builtin or torch exception (``"ValueError"``), or
   "an exception of its own type" -- never its message, which only the student's notebook shows;
-* the probe's own words (``probing`` and the ``*_probes`` modules: a definition or class missing, a
+* the probe's own words (``probing`` and each assignment's ``probes``: a definition or class missing, a
   value of the wrong kind), rebuilt here from their template with every field checked against a
   fixed set (names the probes read, classes, projections, type names, a layer's signature);
 * a few exact error texts of torch that a judge names a misconception by.
@@ -23,9 +23,8 @@ import string
 
 import torch
 
-from . import head_probes, probing, reference, self_attention_probes, shapes_probes
-from .by_hand_probes import THREE_TOKEN_STEPS
-from .experiment_probes import TOKENIZER_NAMES
+from . import probing
+from .discovery import probe_modules
 
 OWN_TYPE = "an exception of its own type"
 OWN_VALUE_TYPE = "value of its own type"
@@ -42,14 +41,12 @@ VALUE_TYPE_NAMES = frozenset(
        "Parameter", "Module", "Linear", "Sequential", "float16", "float32", "float64", "int32", "int64", "bool_",
        "dict_keys", "dict_values", "dict_items", "map", "zip", "Series", "DataFrame"}
 )
-# Every name a probe reads from the student's namespace (``probing.read_name``).
-DEFINED_NAMES = frozenset({
-    "journey_starts", "attn_scores", "attn_weights", "context_vectors", *THREE_TOKEN_STEPS,
-    "weight_bars", "trace_weights", "trace_output", "shape_answers", "qkv_weight_count",
-    *TOKENIZER_NAMES, "count_parameters", "losses_causal", "losses_unmasked",
-})
-CLASS_NAMES = frozenset({self_attention_probes.CLASS_NAME, head_probes.HEAD_CLASS, head_probes.BIAS_CLASS})
-PARAMETER_OWNERS = frozenset({*reference.PROJECTIONS, *head_probes.HEAD_PROJECTIONS, *head_probes.BIAS_PROJECTIONS})
+_PROBES = probe_modules()
+# What every assignment's probes declare their own words may name (``probing.read_name``'s names, the
+# classes they build, the projections whose parameters they load).
+DEFINED_NAMES = frozenset().union(*(getattr(m, "DEFINED_NAMES", ()) for m in _PROBES))
+CLASS_NAMES = frozenset().union(*(getattr(m, "CLASS_NAMES", ()) for m in _PROBES))
+PARAMETER_OWNERS = frozenset().union(*(getattr(m, "PARAMETER_OWNERS", ()) for m in _PROBES))
 SIGNATURE = re.compile(rf"(?:{'|'.join(sorted(CLASS_NAMES))})\(\d{{1,6}}(?:, \d{{1,6}})?(?:, causal=(?:True|False))?\)")
 PARAMETER = re.compile(rf"(?:{'|'.join(sorted(PARAMETER_OWNERS))})\.(?:weight|bias)")
 # Error texts of torch a judge reads a misconception from (describe_exception's form).
@@ -67,9 +64,8 @@ _FIELDS = {
     "type": (VALUE_TYPE_NAMES.__contains__, OWN_VALUE_TYPE),
     "exception": (EXCEPTION_NAMES.__contains__, OWN_TYPE),
 }
-PROBE_WORDS = (probing.MISSING, probing.NO_CLASS, probing.NOT_A_TENSOR, probing.CONSTRUCTOR_RAISED,
-               probing.WRONG_SHAPE, self_attention_probes.WRONG_PARAMETER, head_probes.NOT_TEXT,
-               shapes_probes.NOT_SHAPES, shapes_probes.NOT_NUMBER)
+PROBE_WORDS = (probing.MISSING, probing.NO_CLASS, probing.NOT_A_TENSOR, probing.CONSTRUCTOR_RAISED, probing.WRONG_SHAPE,
+               *(words for m in _PROBES for words in getattr(m, "PROBE_WORDS", ())))
 
 
 def _pattern(template: str) -> re.Pattern:

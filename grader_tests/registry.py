@@ -13,14 +13,16 @@ from functools import cached_property
 from types import ModuleType
 from typing import Callable
 
-from . import by_hand_judges, catalogue, experiment_judges, head_judges, sandbox_probes, self_attention_judges
-from . import shapes_judges
+from . import discovery
 from .catalogue import GRADE_ID_PREFIX, HiddenCheck
 from .judging import JudgeFailure, Message, Verdict
 from .reasons import screened
 
-# The module the sandbox loads its probes from (see sandbox_probes).
-PROBE_MODULE = sandbox_probes.__name__
+# The modules the sandbox loads its probes from: every assignment's ``probes``.
+PROBE_MODULES = tuple(discovery.module_name(name, discovery.PROBES) for name in discovery.assignment_names())
+# Replaced by empty modules inside a sandbox: a notebook importing a reference finds nothing in it.
+REFERENCE_MODULES = tuple(discovery.module_name(name, discovery.REFERENCE) for name in discovery.assignment_names()
+                          if discovery.has_module(name, discovery.REFERENCE))
 
 
 @dataclass(frozen=True)
@@ -70,18 +72,6 @@ class Check:
         """Probe and judge back to back (the stock, in-kernel path)."""
         request = self.build_request(self.default_seed() if seed is None else seed)
         return self.judge(request, self.probe(namespace, request))
-
-
-def _bind() -> list[Check]:
-    probes = {entry.id: entry.probe for entry in sandbox_probes.CHECKS}
-    judges = {entry.id: entry for module in (self_attention_judges, by_hand_judges, head_judges, shapes_judges,
-                                             experiment_judges) for entry in module.JUDGES}
-    ids = [check.id for check in catalogue.HIDDEN_CHECKS]
-    assert set(probes) == set(judges) == set(ids) and len(probes) == len(sandbox_probes.CHECKS), \
-        "every check in the catalogue needs exactly one probe and one judge"
-    return [Check(definition, judges[definition.id].build_request, probes[definition.id], judges[definition.id].judge,
-                  "self_attention")
-            for definition in catalogue.HIDDEN_CHECKS]
 
 
 class UnknownAssignment(LookupError):
@@ -139,34 +129,60 @@ class AssignmentChecks:
         return self.auto_points + self.ta_points
 
 
-def _self_attention_proofs() -> tuple[list, list]:
-    from . import answers, answers_parts
-    from .proofs import Proof, edits
-
-    def typed(answer):
-        return lambda nb: answers.with_answer(nb, answer.code)
-
-    core = [Proof(a.name, "self_attention", typed(a), a.target, a.fails) for a in answers.CORRECT + answers.BUGGY]
-    parts = [Proof(a.name, a.notebook, edits(*a.edits), a.target, a.fails)
-             for a in answers_parts.CORRECT + answers_parts.BUGGY]
-    proofs = core + parts
-    return [p for p in proofs if not p.is_chaff], [p for p in proofs if p.is_chaff]
+class DuplicateCheck(ValueError):
+    """Two checks of the course with one id: a grade id must name one check."""
 
 
-ALL_CHECKS: list[Check] = _bind()
+def _proofs_of(name: str) -> Callable[[], tuple[list, list]]:
+    def load() -> tuple[list, list]:
+        if not discovery.has_module(name, discovery.ANSWERS):
+            return [], []
+        answers = importlib.import_module(discovery.module_name(name, discovery.ANSWERS))
+        return list(getattr(answers, "WHEATS", [])), list(getattr(answers, "CHAFFS", []))
+
+    return load
+
+
+def _discover(name: str) -> AssignmentChecks:
+    """One assignment's catalogue bound to its probes and judges; a check without exactly one of each
+    is an error naming it."""
+    catalogue = importlib.import_module(discovery.module_name(name, discovery.CATALOGUE))
+    probes = importlib.import_module(discovery.module_name(name, discovery.PROBES))
+    judges_module = importlib.import_module(discovery.module_name(name, discovery.JUDGES))
+    parts = tuple(catalogue.PARTS)
+    definitions = [check for part in parts for check in part.checks]
+    probe_by_id = {entry.id: entry.probe for entry in probes.CHECKS}
+    judge_by_id = {entry.id: entry for entry in judges_module.JUDGES}
+    ids = [check.id for check in definitions]
+    for what, found, count in (("probe", probe_by_id, len(probes.CHECKS)),
+                               ("judge", judge_by_id, len(judges_module.JUDGES))):
+        if set(found) != set(ids) or count != len(ids) or len(set(ids)) != len(ids):
+            raise ValueError(f"assignment {name!r}: every check of its catalogue needs exactly one {what}; "
+                             f"without one: {sorted(set(ids) - set(found))}, without a check: "
+                             f"{sorted(set(found) - set(ids))}, duplicated ids: "
+                             f"{sorted({i for i in ids if ids.count(i) > 1})}")
+    checks = [Check(d, judge_by_id[d.id].build_request, probe_by_id[d.id], judge_by_id[d.id].judge, name)
+              for d in definitions]
+    pictures = (discovery.module_name(name, discovery.PICTURES)
+                if discovery.has_module(name, discovery.PICTURES) else None)
+    return AssignmentChecks(name, parts, checks, _proofs_of(name), pictures)
+
+
+def _course() -> dict[str, AssignmentChecks]:
+    found = {name: _discover(name) for name in discovery.assignment_names()}
+    owner: dict[str, str] = {}
+    for name, checks in found.items():
+        for check in checks.checks:
+            if check.id in owner:
+                raise DuplicateCheck(f"check id {check.id!r} is defined by both {owner[check.id]!r} and {name!r}; "
+                                     "a check id must be unique across the course (it is the test cell's grade id)")
+            owner[check.id] = name
+    return found
+
+
+ASSIGNMENTS: dict[str, AssignmentChecks] = _course()
+ALL_CHECKS: list[Check] = [check for found in ASSIGNMENTS.values() for check in found.checks]
 CHECKS: dict[str, Check] = {check.id: check for check in ALL_CHECKS}
-# Notebook (nbgrader notebook id) -> the checks its hidden test cells run, in the notebook's order.
-NOTEBOOK_CHECKS: dict[str, list[Check]] = {
-    part.notebook: [CHECKS[c.id] for c in part.checks] for part in catalogue.PARTS if part.checks
-}
-
-
-def _self_attention() -> AssignmentChecks:
-    return AssignmentChecks("self_attention", catalogue.PARTS, ALL_CHECKS, _self_attention_proofs,
-                            f"{__package__}.pictures")
-
-
-ASSIGNMENTS: dict[str, AssignmentChecks] = {"self_attention": _self_attention()}
 
 
 def assignment(name: str) -> AssignmentChecks:
@@ -177,6 +193,14 @@ def assignment(name: str) -> AssignmentChecks:
         known = ", ".join(ASSIGNMENTS) or "none"
         raise UnknownAssignment(f"no assignment called {name!r} has hidden checks in grader_tests/ "
                                 f"(the course has: {known})") from None
+
+
+def picture_modules() -> list[ModuleType]:
+    """The ``pictures`` of every assignment that draws some on its feedback pages. One provides
+    ``ANCHOR_CHECK`` (the check whose feedback carries the picture), ``TEACHING_PROBE`` (the probe asked
+    for what is drawn), ``teaching()`` (its request first), ``teaching_picture(reply)`` (a PNG and its
+    alt text, or None), ``warm()`` and ``save_measurements()``."""
+    return [found.pictures for found in ASSIGNMENTS.values() if found.pictures is not None]
 
 
 def check_for_grade_id(grade_id: str) -> Check | None:

@@ -15,8 +15,10 @@ import nbformat
 
 from attention_platform.course.directory import nbgrader, write_submission
 from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK, with_answer
-from grader_tests.answers import BUGGY, CORRECT
-from grader_tests.registry import GRADE_ID_PREFIX, NOTEBOOK_CHECKS
+from grader_tests.self_attention.answers import BUGGY, CORRECT
+from grader_tests.registry import GRADE_ID_PREFIX, assignment
+
+NOTEBOOK_CHECKS = assignment("self_attention").notebook_checks
 
 ANSWERS = {answer.name: answer for answer in BUGGY + CORRECT}
 CORE_CHECKS = NOTEBOOK_CHECKS["self_attention"]

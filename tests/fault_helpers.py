@@ -5,8 +5,8 @@ student's *view* (symlinks) as the hub does natively: for real Unix users by run
 hub configuration's own pre-spawn hook, otherwise with the layout code it calls
 (``ExchangeLayout``). Students submit through
 nbgrader's own ``AssignmentList.submit_assignment`` (the code behind the Assignments tab's
-POST /assignments/submit) with the student config the hub ships (``hub/student``); the
-grader collects with ``nbgrader collect`` and the grader config (``hub/grader``). Nothing is
+POST /assignments/submit) with the student config the hub ships (``jupyter_config/student``); the
+grader collects with ``nbgrader collect`` and the grader config (``jupyter_config/grader``). Nothing is
 mocked. Given Unix ``users``, each student submits as their own Unix user and the grader
 runs as the grader's user, as on the hub as root.
 """
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import nbformat
 
-from attention_platform.hub.exchange_layout import ExchangeLayout, Ids
+from attention_platform.exchange.exchange_layout import ExchangeLayout, Ids
 
 REPO = Path(__file__).resolve().parents[1]
 COURSE = "dl-attention"
@@ -92,14 +92,14 @@ class Exchange:
         home = self.home(student)
         return dict(
             os.environ, PATH=str(BIN) + os.pathsep + os.environ.get("PATH", ""), HOME=str(home),
-            JUPYTER_CONFIG_PATH=str(REPO / "hub" / "student"), JUPYTER_DATA_DIR=str(home / ".local/share/jupyter"),
+            JUPYTER_CONFIG_PATH=str(REPO / "jupyter_config" / "student"), JUPYTER_DATA_DIR=str(home / ".local/share/jupyter"),
             NBGRADER_EXCHANGE_ROOT=str(self.view(student)), JUPYTERHUB_USER=student, NBGRADER_COURSE_ID=COURSE,
         )
 
     def grader_env(self) -> dict:
         return dict(
             os.environ, PATH=str(BIN) + os.pathsep + os.environ.get("PATH", ""), HOME=str(self.base / "grader-home"),
-            JUPYTER_CONFIG_PATH=str(REPO / "hub" / "grader"), NBGRADER_EXCHANGE_ROOT=str(self.root),
+            JUPYTER_CONFIG_PATH=str(REPO / "jupyter_config" / "grader"), NBGRADER_EXCHANGE_ROOT=str(self.root),
             NBGRADER_COURSE_ID=COURSE, NBGRADER_CHECK_OWNER="0",
         )
 
@@ -206,7 +206,7 @@ def hub_pre_spawn(state: Path, users, grader_user: str = "root", mode: str = "na
     except KeyError:
         subprocess.run(["groupadd", "--system", INSTRUCTORS_UNIX_GROUP], check=True, capture_output=True)
     (state / "home").mkdir(mode=0o711, exist_ok=True)  # as the launcher's prepare() leaves it
-    done = subprocess.run([sys.executable, "-c", _PRE_SPAWN, str(REPO / "hub" / "jupyterhub_config.py"), *users],
+    done = subprocess.run([sys.executable, "-c", _PRE_SPAWN, str(REPO / "jupyter_config" / "jupyterhub_config.py"), *users],
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
@@ -238,7 +238,7 @@ def add_ballast(folder: Path, kilobytes: int) -> None:
 
 
 def submission_digest(folder: Path) -> str:
-    from attention_platform.hub.submit import content_digest
+    from attention_platform.exchange.submit import content_digest
 
     return content_digest(str(folder))
 

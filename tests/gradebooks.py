@@ -18,8 +18,10 @@ import nbgrader.api
 from nbgrader.api import Gradebook
 
 from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK
-from grader_tests.answers import BUGGY, CORRECT
-from grader_tests.registry import GRADE_ID_PREFIX, NOTEBOOK_CHECKS
+from grader_tests.self_attention.answers import BUGGY, CORRECT
+from grader_tests.registry import GRADE_ID_PREFIX, assignment
+
+NOTEBOOK_CHECKS = assignment("self_attention").notebook_checks
 
 NB = NOTEBOOK.removesuffix(".ipynb")
 # nbgrader asks the `alembic` command for the schema head of every new gradebook (a

@@ -352,7 +352,7 @@ def launch_hub(name: str, *, release: bool = True, timeout: float = 300, fresh: 
 
 
 def load_hub_config(monkeypatch, tmp_path, **env) -> Config:
-    """hub/jupyterhub_config.py as JupyterHub reads it, with only ``env`` of the hub's variables set."""
+    """jupyter_config/jupyterhub_config.py as JupyterHub reads it, with only ``env`` of the hub's variables set."""
     for key in list(os.environ):
         if key.startswith(("HUB_", "COURSE_", "EXCHANGE_", "FORMGRADER_", "STUDENT_")):
             monkeypatch.delenv(key, raising=False)
@@ -360,7 +360,7 @@ def load_hub_config(monkeypatch, tmp_path, **env) -> Config:
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("HUB_STATE_DIR", str(tmp_path))
     config = Config()
-    runpy.run_path(str(REPO / "hub" / "jupyterhub_config.py"), init_globals={"get_config": lambda: config})
+    runpy.run_path(str(REPO / "jupyter_config" / "jupyterhub_config.py"), init_globals={"get_config": lambda: config})
     return config
 
 

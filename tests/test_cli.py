@@ -100,7 +100,7 @@ def test_feedback_on_submit_outside_a_course_says_so_in_one_line(tmp_path, capsy
 
 
 def test_attempts_before_anything_was_submitted_is_an_empty_table_and_creates_no_gradebook(tmp_path, capsys):
-    from attention_platform.feedback_on_submit.ledger import EXPORT_COLUMNS
+    from attention_platform.attempts.ledger import EXPORT_COLUMNS
 
     course = copy_course(tmp_path / "course")
     assert main(["attempts", "--course", str(course)]) == 0

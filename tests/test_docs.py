@@ -16,7 +16,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
 PAGES = sorted([REPO / "README.md", REPO / "CHANGELOG.md", *DOCS.rglob("*.md")])
-TOP_LEVEL = ("attention_platform/", "grader_tests/", "hub/", "docker/", "deploy/", "scripts/", "tests/", "docs/",
+TOP_LEVEL = ("attention_platform/", "grader_tests/", "jupyter_config/", "docker/", "deploy/", "scripts/", "tests/", "docs/",
              "source/", "release/")
 TOP_FILES = {"Makefile", "nbgrader_config.py", "docker-compose.yml", "pyproject.toml", "requirements.lock",
              ".env.example", "CHANGELOG.md", "README.md"}

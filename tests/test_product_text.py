@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PRODUCT = ("attention_platform", "grader_tests", "hub", "docker", "deploy", "scripts", "tests", "docs")
+PRODUCT = ("attention_platform", "grader_tests", "jupyter_config", "docker", "deploy", "scripts", "tests", "docs")
 FILES = ("Makefile", "nbgrader_config.py", "docker-compose.yml", "pyproject.toml", "README.md")
 ISSUE_REFERENCE = re.compile(r"\bissues?\s*#?\s*\d+(?:'s)?\b(?! (?:bytes|seconds|s\b))", re.IGNORECASE)
 
@@ -78,7 +78,7 @@ MEASURED = re.compile(
     re.IGNORECASE)
 
 # Where comments and docstrings are read for measured figures: the code we ship (not its tests).
-MEASURED_FOLDERS = ("attention_platform", "hub", "docker", "deploy", "scripts")
+MEASURED_FOLDERS = ("attention_platform", "jupyter_config", "docker", "deploy", "scripts")
 MEASURED_FILES = ("nbgrader_config.py",)
 
 

@@ -141,15 +141,15 @@ def test_applying_each_patch_twice_changes_nothing_more():
 
 # --------------------------------------------------------------------------- nothing patched elsewhere
 
-OURS = ("attention_platform", "grader_tests", "hub", "tests", "__future__")
+OURS = ("attention_platform", "grader_tests", "tests", "__future__")
 
 
 def _sources():
-    for folder in ("attention_platform", "grader_tests", "hub"):
+    for folder in ("attention_platform", "grader_tests", "jupyter_config"):
         for path in sorted((REPO / folder).rglob("*.py")):
             if "tests" not in path.relative_to(REPO).parts:
                 yield path
-    yield REPO / "hub" / "student" / "jupyterhub-singleuser"
+    yield REPO / "jupyter_config" / "student" / "jupyterhub-singleuser"
 
 
 def _third_party_names(tree) -> dict[str, str]:
@@ -197,7 +197,7 @@ def test_no_other_module_patches_a_third_party_package():
     third_party_patches.py. Two finders on sys.meta_path are about our own modules: the sandbox's
     for the hidden checks' sources (zygote.py) and the start-up benchmark's, which swaps the
     picture's drawing when the assignment's pictures module loads (start_up_tricks.py)."""
-    allowed = {"attention_platform/grading/sandbox/zygote.py", "attention_platform/grading/start_up_tricks.py"}
+    allowed = {"attention_platform/grading/sandbox/zygote.py", "attention_platform/benchmarks/start_up_tricks.py"}
     found = [line for path in _sources() if str(path.relative_to(REPO)) not in allowed
              and path.name != "third_party_patches.py" for line in _patches_in(path)]
     assert found == []

@@ -16,8 +16,10 @@ import nbformat
 from attention_platform.course import samples
 from attention_platform.course.directory import check_scores, copy_course, nbgrader, write_submission
 from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK, PART_NOTEBOOKS, solved, with_answer
-from grader_tests.catalogue import ASSIGNMENT_TA_POINTS, PARTS
-from grader_tests.registry import GRADE_ID_PREFIX, NOTEBOOK_CHECKS
+from grader_tests.self_attention.catalogue import ASSIGNMENT_TA_POINTS, PARTS
+from grader_tests.registry import GRADE_ID_PREFIX, assignment
+
+NOTEBOOK_CHECKS = assignment("self_attention").notebook_checks
 
 ALL_CHECKS = NOTEBOOK_CHECKS["self_attention"]  # the table's columns: the core notebook's checks
 # Sample students who also hand in the further parts (02–06), with the instructor's solutions.

@@ -28,8 +28,8 @@ import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell
 
 from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT
-from grader_tests.catalogue import (ASSIGNMENT_AUTO_POINTS, ASSIGNMENT_POINTS, ASSIGNMENT_TA_POINTS, PARTS,
-                                    HiddenCheck, Part, WrittenAnswer)
+from grader_tests.catalogue import HiddenCheck, Part, WrittenAnswer
+from grader_tests.self_attention.catalogue import ASSIGNMENT_AUTO_POINTS, ASSIGNMENT_POINTS, ASSIGNMENT_TA_POINTS, PARTS
 
 OVERVIEW_ID = "grading"
 INTRO_ID = "intro"

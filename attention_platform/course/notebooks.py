@@ -6,13 +6,13 @@ from pathlib import Path
 
 import nbformat
 
-from grader_tests.answers import ANSWERED_METHODS, CLASS_CELL_ID, class_cell, class_namespace, with_answer, with_methods
+from grader_tests.self_attention.answers import ANSWERED_METHODS, CLASS_CELL_ID, class_cell, class_namespace, with_answer, with_methods
 from grader_tests.proofs import run_cells, solved, with_edits
 
 COURSE_ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENT = "self_attention"
 NOTEBOOK = "self_attention.ipynb"
-# The assignment's further parts, each its own notebook (see grader_tests.registry.NOTEBOOK_CHECKS).
+# The assignment's further parts, each its own notebook.
 PART_NOTEBOOKS = ("02_by_hand.ipynb", "03_head_and_bias.ipynb", "04_shapes_and_cost.ipynb",
                   "05_experiments.ipynb", "06_explain.ipynb")
 NOTEBOOKS = (NOTEBOOK, *PART_NOTEBOOKS)

@@ -1,11 +1,11 @@
 """The bundled class of sample submissions the demo grades.
 
 Each student's answer is taken from the proven catalogues in
-``grader_tests.answers``; ``None`` submits the release untouched."""
+``grader_tests.self_attention.answers``; ``None`` submits the release untouched."""
 
 from __future__ import annotations
 
-from grader_tests.answers import BUGGY, CORRECT
+from grader_tests.self_attention.answers import BUGGY, CORRECT
 
 _BY_NAME = {answer.name: answer for answer in BUGGY + CORRECT}
 

@@ -3,7 +3,7 @@
 Every part of the platform (the course's and the hub's configuration files, the hub, the
 formgrader service, the student's Lab, LTI, the load test) names the course through
 :func:`course_id`, so one variable renames it everywhere. The student image's
-``hub/student/nbgrader_config.py`` cannot import this package and repeats the default;
+``jupyter_config/student/nbgrader_config.py`` cannot import this package and repeats the default;
 tests/course/test_settings.py keeps the two equal.
 """
 

@@ -64,8 +64,8 @@ def _attempts(args) -> int:
     from nbgrader.coursedir import CourseDirectory
 
     from attention_platform.course.directory import NotACourse, require_course
-    from attention_platform.feedback_on_submit.ledger import export_csv
-    from attention_platform.feedback_on_submit.policy import load_config
+    from attention_platform.attempts.ledger import export_csv
+    from attention_platform.attempts.policy import load_config
 
     try:
         course = require_course(args.course)
@@ -78,6 +78,6 @@ def _attempts(args) -> int:
 
 
 def _bench(args) -> int:
-    from attention_platform.feedback_on_submit.bench import main
+    from attention_platform.benchmarks.feedback_on_submit import main
 
     return main(args)

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .intake import Intake
-from .policy import Policy
+from attention_platform.attempts.policy import Policy
 
 
 DEFINITION_SECONDS = 5.0  # how stale the scratch definition may be after the instructor regenerates
@@ -158,7 +158,7 @@ class Engine:
 
         from attention_platform.grading.batch import Pipeline
 
-        from .policy import load_config
+        from attention_platform.attempts.policy import load_config
 
         self.log = log or logging.getLogger("feedback-on-submit")
         self.course = Path(course).resolve()
@@ -200,16 +200,14 @@ class Engine:
         """What the first attempt would otherwise wait for: the checks' modules (torch), the
         teaching picture's fixed panels (and matplotlib's font cache, built once per account),
         the assignments' definitions, and a sandbox worker at the broker."""
-        import grader_tests.registry  # noqa: F401 - imports torch and every judge
-        from grader_tests import pictures
+        from grader_tests.registry import picture_modules  # imports torch and every judge
 
         from attention_platform.grading.sandbox.client import get_zygote
         from attention_platform.grading.sandbox.grading import probe_payload
 
         probe_payload()
-        _, expected, unscaled = pictures.teaching()
-        pictures.draw(expected, expected, unscaled)
-        pictures.save_measurements()  # the next engine or batch of this account starts without matplotlib
+        for pictures in picture_modules():
+            pictures.warm()  # the next engine or batch of this account starts without matplotlib
         for assignment in assignments:
             try:
                 self.ensure_definition(assignment)
@@ -267,7 +265,7 @@ class Engine:
     # ------------------------------------------------------------------ grading
     def grade(self, attempt: Attempt) -> Result:
         """Grade one attempt in the scratch course (its pages: :meth:`feedback_pages`)."""
-        from grader_tests import pictures
+        from grader_tests.registry import picture_modules
 
         started = time.monotonic()
         deadline = started + self.attempt_seconds
@@ -275,7 +273,8 @@ class Engine:
         with self._grading.shared():
             result = self._grade(attempt, deadline)
         result.seconds = time.monotonic() - started
-        pictures.save_measurements()  # labels this attempt measured (nothing to write, mostly): kept if the engine is killed
+        for pictures in picture_modules():
+            pictures.save_measurements()  # what this attempt measured (nothing, mostly): kept if the engine is killed
         return result
 
     def _grade(self, attempt: Attempt, deadline: float) -> Result:
@@ -480,7 +479,7 @@ class SharedLock:
 
 
 def _naive(value):
-    from .ledger import naive
+    from attention_platform.attempts.ledger import naive
 
     return naive(value)
 

@@ -3,7 +3,7 @@
 Everything in ``inbound/<student>/`` was written by that student, possibly by hand, and stays
 theirs to change after the grader has looked. So the grader copies a submission once, the
 moment it sees it, and grades, archives and (if it counts) installs only that copy. The copy
-is the TA's collect's own (``PerStudentCollect.copy_one`` in attention_platform/hub/exchange.py):
+is the TA's collect's own (``PerStudentCollect.copy_one`` in attention_platform/exchange/exchange.py):
 regular files only, nothing followed, within the course's ``ExchangeLimits``, each problem a
 line; and so is its time: the kernel's (the newest inode change time in the submission), with
 the time the student's submit wrote kept when the kernel's corroborates it. An attempt is
@@ -18,7 +18,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .policy import UTC
+from attention_platform.attempts.policy import UTC
 
 MAX_SECRET_BYTES = 4096  # submission_secret.txt: 128 hex characters when nbgrader wrote it
 
@@ -46,7 +46,7 @@ def collector(config):
     from nbgrader.auth import Authenticator
     from nbgrader.coursedir import CourseDirectory
 
-    from attention_platform.hub.exchange import PerStudentCollect
+    from attention_platform.exchange.exchange import PerStudentCollect
 
     coursedir = CourseDirectory(config=config)
     found = PerStudentCollect(coursedir=coursedir, authenticator=Authenticator(config=config), config=config)
@@ -56,7 +56,7 @@ def collector(config):
 
 def take(collect, folder_fd: int, student: str, name: str, dest: Path) -> Intake:
     """Copy the submission ``name`` of the student's folder open at ``folder_fd`` to the new folder ``dest``."""
-    from attention_platform.hub.exchange import Skip, StudentReport
+    from attention_platform.exchange.exchange import Skip, StudentReport
 
     report = StudentReport(collect.log, student, limit=collect.max_problem_lines)
     try:

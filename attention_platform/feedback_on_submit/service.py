@@ -9,9 +9,10 @@ One coordinating thread and ``c.FeedbackOnSubmit.workers`` grading threads:
   someone else is skipped) and lists a folder only when it changed. A new submission of an
   assignment whose policy is on is copied at once (:mod:`.intake`): the grader grades, keeps and
   installs only its own copy, timed by the kernel;
-* **decide** — the instructor's rule (:mod:`.policy`) over the student's graded and queued
-  attempts: the attempt is queued, or refused with the time the next graded attempt is possible;
-  either way it gets a row in the gradebook (:mod:`.ledger`) and the student's status is rewritten;
+* **decide** — the instructor's rule (:mod:`attention_platform.attempts.policy`) over the student's
+  graded and queued attempts: the attempt is queued, or refused with the time the next graded
+  attempt is possible; either way it gets a row in the gradebook
+  (:mod:`attention_platform.attempts.ledger`) and the student's status is rewritten;
 * **queue** — :class:`.fairqueue.FairQueue`: students take turns, one attempt each in grading;
 * **grade** — a worker grades the attempt (:mod:`.engine`) and writes the result the policy shows
   into the student's status at once; then, when no attempt is being graded (a result a student
@@ -46,15 +47,15 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from attention_platform import start_up_gc
-from attention_platform.hub.submit import ExchangeLimits
+from attention_platform.exchange.submit import ExchangeLimits
 
-from . import status as status_file
+from attention_platform.attempts import status as status_file
 from .engine import Attempt, Engine
 from .fairqueue import FairQueue
 from .intake import Intake, IntakeError, collector, take
-from .ledger import Ledger
+from attention_platform.attempts.ledger import Ledger
 from .pages import PageMaker
-from .policy import FeedbackOnSubmit, Policy, PolicyError, iso, now, until
+from attention_platform.attempts.policy import FeedbackOnSubmit, Policy, PolicyError, iso, now, until
 
 OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 COUNTING = status_file.COUNTING
@@ -119,7 +120,7 @@ class Service:
     # ------------------------------------------------------------------ the instructor's policy
     def reload(self, force: bool = False) -> None:
         """Re-read the course's policies when its nbgrader_config.py changed."""
-        from .policy import load_config
+        from attention_platform.attempts.policy import load_config
 
         try:
             mtime = self.config_file.stat().st_mtime_ns

@@ -378,7 +378,7 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
     gradebook does not know, no submission (by the ``students`` named)."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    from grader_tests import pictures
+    from grader_tests.registry import picture_modules
 
     from attention_platform.grading.course_lock import course_grading_lock
     from attention_platform.grading.sandbox import first_use
@@ -430,7 +430,8 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
         _read_scores(gb, assignment, run.outcomes)
     for student in missing:  # asked for by name: a row that says why nothing was graded
         run.outcomes[student] = StudentOutcome(student, status="error: no submission")
-    pictures.save_measurements()  # what the teaching picture measured, for the next batch (grader_tests/picture_cache.py)
+    for pictures in picture_modules():
+        pictures.save_measurements()  # what the pictures measured, for the next batch
     if log:
         log(summary_table(list(run.outcomes.values()), time.monotonic() - started))
     return list(run.outcomes.values())

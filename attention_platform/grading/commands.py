@@ -42,7 +42,7 @@ def register(commands) -> None:
     full.add_argument("--runs", type=int, default=3, help="submissions timed on the warm grader")
     full.set_defaults(run=_bench_submission)
 
-    from attention_platform.grading.start_up_tricks import SCENARIOS, TRICKS
+    from attention_platform.benchmarks.start_up_tricks import SCENARIOS, TRICKS
 
     tricks = commands.add_parser("bench-start-up-tricks", help="what each start-up trick buys of a TA's autograde of "
                                  "one submission and of a student's server start: A/B, interleaved, medians")
@@ -85,7 +85,7 @@ def _autograde_batch(args: argparse.Namespace) -> int:
 
 
 def _bench_start_up_tricks(args: argparse.Namespace) -> int:
-    from attention_platform.grading.start_up_tricks import SCENARIOS, TRICKS, run
+    from attention_platform.benchmarks.start_up_tricks import SCENARIOS, TRICKS, run
 
     unknown = {trick for arm in args.trick or () for trick in arm.split("+")} - set(TRICKS)
     if unknown:
@@ -104,12 +104,12 @@ def _refused(reason: Exception) -> int:
 
 
 def _bench_autograde(args: argparse.Namespace) -> int:
-    from attention_platform.grading.bench import run_benchmark
+    from attention_platform.benchmarks.grading import run_benchmark
 
     return run_benchmark(args.workdir, args.submissions, jobs=args.jobs, latency_runs=args.latency_runs)
 
 
 def _bench_submission(args: argparse.Namespace) -> int:
-    from attention_platform.grading.bench import run_submission_benchmark
+    from attention_platform.benchmarks.grading import run_submission_benchmark
 
     return run_submission_benchmark(args.workdir, runs=args.runs)

@@ -1,7 +1,7 @@
 """Which notebook of a submission is being autograded right now, for the formgrader's progress.
 
 The formgrader autogrades one submission at a time on a worker thread
-(``attention_platform/hub/formgrader_extras.py``); ``SandboxedExecute`` reports each notebook it
+(``attention_platform/formgrader/formgrader_extras.py``); ``SandboxedExecute`` reports each notebook it
 starts and finishes here, and the formgrader's progress API reads it. In-process and bounded:
 one entry per (assignment, student), dropped when the submission is done.
 """

@@ -1,1 +1,2 @@
-"""The JupyterHub side: native launcher, exchange plug-ins, submit, formgrader service, login."""
+"""The hub process: the native launcher, accounts and sign-up, LTI launches, login throttling, the
+hub's request limits, the supervised services, the spawner."""

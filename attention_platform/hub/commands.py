@@ -54,12 +54,12 @@ def _hub(args) -> int:
 
 
 def _load_test(args) -> int:
-    from attention_platform.hub.loadtest import main
+    from attention_platform.benchmarks.loadtest import main
 
     return main(args)
 
 
 def _validate_service(args) -> int:
-    from attention_platform.hub.validate_service import main
+    from attention_platform.grading.validate_service import main
 
     return main(args)

@@ -8,7 +8,7 @@ requests are forms and small JSON (a login, an LTI launch's signed token, the ad
 users); none comes near 1 MB. Notebooks never pass through the hub itself: the proxy sends them to
 each user's server.
 
-``install()`` (hub/jupyterhub_config.py, in the hub's process, before JupyterHub makes its server)
+``install()`` (jupyter_config/jupyterhub_config.py, in the hub's process, before JupyterHub makes its server)
 replaces ``tornado.httpserver.HTTPServer`` by a subclass whose limits default to ``MAX_BODY_BYTES``
 (``third_party_patches.serve_http_with``); JupyterHub looks the class up when it makes the server.
 A limit a caller passes wins.

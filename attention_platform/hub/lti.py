@@ -1,6 +1,6 @@
 """LMS launches (LTI 1.3) for the course hub, configured from the environment.
 
-``hub/jupyterhub_config.py`` calls ``configure_lti(c)`` when HUB_AUTHENTICATOR=lti.
+``jupyter_config/jupyterhub_config.py`` calls ``configure_lti(c)`` when HUB_AUTHENTICATOR=lti.
 The LMS (Canvas, Moodle, …) is the identity provider: JupyterHub is the LTI 1.3
 tool, built on ``ltiauthenticator.lti13`` (jupyterhub-ltiauthenticator 1.6.3) for the
 OIDC login initiation → LMS authorize → signed ``id_token`` launch. Its handlers check

@@ -1,6 +1,6 @@
 """``attention-course hub``: the course's JupyterHub on this machine, no Docker.
 
-Starts ``hub/jupyterhub_config.py`` (the same file docker-compose uses) with
+Starts ``jupyter_config/jupyterhub_config.py`` (the same file docker-compose uses) with
 HUB_MODE=native: local single-user servers, SQLite, a local exchange, the course
 generated and released, demo accounts (an instructor, a TA, three students) whose
 passwords it prints (with HUB_AUTHENTICATOR=lti, the URLs to register in the LMS instead), listening on 127.0.0.1 only. As root each account is a real
@@ -36,11 +36,11 @@ from attention_platform.course.directory import copy_course
 from attention_platform.hub.accounts import UidRange, ensure_account
 from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT
 from attention_platform.course.settings import DEFAULT_COURSE_ID, course_id
-from attention_platform.hub.exchange_layout import ExchangeLayout, Ids
+from attention_platform.exchange.exchange_layout import ExchangeLayout, Ids
 from attention_platform.hub.supervisor import ServiceCgroups, Supervised, Supervisor
 from attention_platform.venv import environment, program
 
-HUB_CONFIG = COURSE_ROOT / "hub" / "jupyterhub_config.py"
+HUB_CONFIG = COURSE_ROOT / "jupyter_config" / "jupyterhub_config.py"
 # What an LMS is given for this tool: the target link URI is the hub's home, where a launch ends;
 # the login and redirect URLs are steps of the launch and refuse to be its target.
 LTI_TOOL_URLS = (("target link URI", "/hub/"), ("login (OIDC initiation) URL", "/hub/lti13/oauth_login"),
@@ -108,7 +108,7 @@ class NativeHub:
     formgrader: subprocess.Popen | None = None
     broker: subprocess.Popen | None = None
     instant: subprocess.Popen | None = None  # the feedback-on-submit grader (attention_platform/feedback_on_submit)
-    validate: subprocess.Popen | None = None  # the validate service (attention_platform/hub/validate_service.py)
+    validate: subprocess.Popen | None = None  # the validate service (attention_platform/grading/validate_service.py)
     grader_user: str | None = None
     services: ServiceCgroups | None = None  # the services' memory caps (start())
     log_file: object = None  # jupyterhub.log, where every process of the hub writes
@@ -141,7 +141,7 @@ class NativeHub:
     def as_grader(self) -> dict:
         """subprocess arguments that run a command as the grader account, in the course directory."""
         env = dict(self.env, HOME=str(self.state / "grader-home"), PYTHONPATH=str(self.grader_lib),
-                   JUPYTER_CONFIG_PATH=str(COURSE_ROOT / "hub" / "grader"),
+                   JUPYTER_CONFIG_PATH=str(COURSE_ROOT / "jupyter_config" / "grader"),
                    NBGRADER_EXCHANGE_ROOT=str(self.exchange), ATTENTION_SANDBOX_SOCKET=str(self.sandbox_socket))
         kwargs = dict(cwd=self.course_dir, env=env)
         if self.grader_user:
@@ -490,7 +490,7 @@ def start_validate(hub: NativeHub, log_file) -> subprocess.Popen:
 
 
 def start_formgrader(hub: NativeHub, log_file) -> subprocess.Popen:
-    from attention_platform.hub.formgrader_service import command, service_env
+    from attention_platform.formgrader.formgrader_service import command, service_env
 
     as_grader = hub.as_grader()
     as_grader["env"].update(service_env(

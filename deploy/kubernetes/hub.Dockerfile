@@ -16,7 +16,7 @@ RUN pip install --no-cache-dir \
     jupyterhub-ltiauthenticator==1.6.3
 
 # hub.extraConfig loads this file (HUB_MODE=kubernetes); the package gives it the authenticators and hooks.
-COPY hub/jupyterhub_config.py /srv/hub/jupyterhub_config.py
+COPY jupyter_config/jupyterhub_config.py /srv/hub/jupyterhub_config.py
 COPY attention_platform /srv/hub/attention_platform
 ENV PYTHONPATH=/srv/hub
 

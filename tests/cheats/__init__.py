@@ -25,7 +25,7 @@ import nbformat
 from nbformat.v4 import new_code_cell
 
 from attention_platform.course.notebooks import CLASS_CELL_ID, with_answer
-from grader_tests.answers import BUGGY, CORRECT
+from grader_tests.self_attention.answers import BUGGY, CORRECT
 from grader_tests.registry import ALL_CHECKS, GRADE_ID_PREFIX
 
 ANSWERS = {a.name: a for a in BUGGY + CORRECT}
@@ -88,13 +88,13 @@ def _class_calls_reference(release, ctx):
     code = '''
 def forward(self, x):
     import sys
-    ref = sys.modules.get("grader_tests.reference") or __import__("grader_tests.reference").reference
+    ref = sys.modules.get("grader_tests.self_attention.reference") or __import__("grader_tests.self_attention.reference").self_attention.reference
     params = {f"{n}.{k}": getattr(getattr(self, n), k) for n in ("q_proj", "k_proj", "v_proj", "out_proj") for k in ("weight", "bias")}
     return ref.forward(params, x, causal=self.causal)
 
 def attention_weights(self, x):
     import sys
-    ref = sys.modules.get("grader_tests.reference") or __import__("grader_tests.reference").reference
+    ref = sys.modules.get("grader_tests.self_attention.reference") or __import__("grader_tests.self_attention.reference").self_attention.reference
     params = {f"{n}.{k}": getattr(getattr(self, n), k) for n in ("q_proj", "k_proj", "v_proj", "out_proj") for k in ("weight", "bias")}
     return ref.attention_weights(params, x, causal=self.causal)
 '''
@@ -262,7 +262,7 @@ CHEATS: list[Cheat] = [
           found = []
           for pattern in ["{course}/submitted/*/*/*.ipynb", "{course}/gradebook.db", "{course}/grader_tests/*.py",
                           "{course}/source/*/*.ipynb", "{course}/autograded/*/*/*.ipynb", "/srv/nbgrader/exchange/*",
-                          "/work/*/grader_tests/reference.py", "/root/*", "/home/*/*"]:
+                          "/work/*/grader_tests/self_attention/reference.py", "/root/*", "/home/*/*"]:
               for path in glob.glob(pattern):
                   try:
                       found.append(path + ":" + open(path, errors="replace").read()[:2000])
@@ -301,7 +301,7 @@ CHEATS: list[Cheat] = [
           import sys, threading, time
           def spy():
               for _ in range(400):
-                  mod = sys.modules.get("grader_tests.sandbox_probes")
+                  mod = sys.modules.get("grader_tests.self_attention.probes")
                   if mod is not None:
                       print("SP" + "Y-LEAK", sorted(vars(mod))[:50], file=sys.__stdout__)
                       print("SP" + "Y-LEAK", sorted(vars(mod))[:50])

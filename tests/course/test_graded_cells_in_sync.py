@@ -13,7 +13,7 @@ import pytest
 
 from attention_platform.course import demo, graded_cells
 from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT
-from grader_tests.catalogue import ASSIGNMENT_POINTS, PARTS, Part
+from grader_tests.self_attention.catalogue import ASSIGNMENT_POINTS, PARTS, Part
 
 ASSIGNMENT_PAGE = COURSE_ROOT / "docs" / "instructors" / "assignment.md"
 CHECKS_PAGE = COURSE_ROOT / "docs" / "instructors" / "hidden-checks.md"

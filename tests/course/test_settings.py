@@ -33,7 +33,7 @@ def test_course_id_follows_the_environment_after_import(monkeypatch):
 
 def test_the_student_images_config_repeats_the_same_default():
     # it cannot import our package (the student image carries a few modules of it only)
-    text = (REPO / "hub" / "student" / "nbgrader_config.py").read_text()
+    text = (REPO / "jupyter_config" / "student" / "nbgrader_config.py").read_text()
     (default,) = re.findall(r'os\.environ\.get\("NBGRADER_COURSE_ID", "([^"]+)"\)', text)
     assert default == DEFAULT_COURSE_ID
 
@@ -66,7 +66,7 @@ def test_progress_bar_yields_every_item_and_reports_the_total():
     assert "reading" in stream.getvalue() and "4/4" in stream.getvalue()
 
 
-@pytest.mark.parametrize("config", ["hub/grader/nbgrader_config.py", "hub/student/nbgrader_config.py"])
+@pytest.mark.parametrize("config", ["jupyter_config/grader/nbgrader_config.py", "jupyter_config/student/nbgrader_config.py"])
 def test_every_exchange_class_the_hub_configs_name_exists(config):
     """nbgrader's ExchangeFactory takes import strings (its documented idiom); a typo would only
     fail when a student first fetches or a TA collects, so resolve each one here."""

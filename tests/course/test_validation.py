@@ -12,7 +12,7 @@ import pytest
 
 from attention_platform.course.notebooks import NOTEBOOKS, release_notebook, with_answer
 from attention_platform.course.validation import HIDDEN_CHECKS_NOTE, READY, ValidationReport, validate_file
-from grader_tests.answers import BUGGY, CORRECT
+from grader_tests.self_attention.answers import BUGGY, CORRECT
 
 NO_SCALE = next(a for a in BUGGY if a.name == "no_scale").code
 

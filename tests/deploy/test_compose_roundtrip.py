@@ -40,7 +40,7 @@ import pytest
 import requests
 
 from attention_platform.course.notebooks import release_notebook, with_answer
-from grader_tests.answers import BUGGY, CORRECT
+from grader_tests.self_attention.answers import BUGGY, CORRECT
 from hub_helpers import HubSession, free_port
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(3600)]
@@ -297,7 +297,7 @@ def test_the_round_trip_through_the_published_port(stack, record_property):
         jane.spawn(timeout=300)
     box = container_of("jane.doe")
     assert box["Config"]["User"] == "1000:100"
-    # her server is the course's launcher: start-up without garbage collections (hub/student/jupyterhub-singleuser)
+    # her server is the course's launcher: start-up without garbage collections (jupyter_config/student/jupyterhub-singleuser)
     server_log = sh(["docker", "logs", box["Id"]], quiet=True)
     frozen = re.findall(r"jane\.doe's server started: (\d+) objects kept out", server_log.stdout + server_log.stderr)
     assert frozen and int(frozen[-1]) > 100_000, (server_log.stdout + server_log.stderr)[-2000:]

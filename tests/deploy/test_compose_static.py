@@ -53,6 +53,20 @@ def instructions(dockerfile: Path) -> list[tuple[str, str]]:
     return out
 
 
+def student_image_files() -> set[str]:
+    """Every file of the repository the student image holds, by its path in the repository: a copied
+    folder counts with each of its files."""
+    held = set()
+    for word, rest in instructions(DOCKERFILES["student"]):
+        if word != "COPY":
+            continue
+        for source in [p for p in shlex.split(rest) if not p.startswith("--")][:-1]:
+            path = REPO / source
+            held |= ({str(f.relative_to(REPO)) for f in path.rglob("*") if f.is_file() and "__pycache__" not in f.parts}
+                     if path.is_dir() else {source})
+    return held
+
+
 def pip_pins(dockerfile: Path) -> dict[str, str]:
     pins = {}
     for word, rest in instructions(dockerfile):
@@ -183,7 +197,7 @@ def test_proxy_version_matches_the_native_install():
 def test_student_image_holds_nothing_of_the_grader_side():
     sources = {p for word, rest in instructions(DOCKERFILES["student"]) if word == "COPY"
                for p in [p for p in shlex.split(rest) if not p.startswith("--")][:-1]}
-    for secret in ("grader_tests", "source", "nbgrader_config.py", "hub/grader"):
+    for secret in ("grader_tests", "source", "nbgrader_config.py", "jupyter_config/grader"):
         assert not any(p.startswith(secret) for p in sources), secret
     # of our package only the student's submit, the course's Lab (its server side, Validate's words and
     # its client of the validate service with the frames it speaks, the notebooks' order, the Lab
@@ -191,18 +205,13 @@ def test_student_image_holds_nothing_of_the_grader_side():
     # server's start-up), the server's body limits, the JSON shape check and the package markers
     ours = {p for p in sources if p.startswith("attention_platform")}
     assert ours == {"attention_platform/__init__.py", "attention_platform/third_party_patches.py",
-                    "attention_platform/start_up_gc.py",
-                    "attention_platform/hub/__init__.py", "attention_platform/hub/submit.py",
-                    "attention_platform/hub/course_lab.py", "attention_platform/hub/student_request_limits.py",
-                    "attention_platform/hub/warm_validate.py", "attention_platform/bounded_json.py",
+                    "attention_platform/start_up_gc.py", "attention_platform/bounded_json.py",
+                    "attention_platform/lab/", "attention_platform/exchange/", "attention_platform/attempts/",
                     "attention_platform/grading/__init__.py", "attention_platform/grading/sandbox/__init__.py",
                     "attention_platform/grading/sandbox/protocol.py", "attention_platform/grading/sandbox/files.py",
                     "attention_platform/course/__init__.py",
                     "attention_platform/course/notebooks.py", "attention_platform/course/settings.py",
-                    "attention_platform/course/validation.py",
-                    "attention_platform/lab/", "attention_platform/feedback_on_submit/__init__.py",
-                    "attention_platform/feedback_on_submit/student.py", "attention_platform/feedback_on_submit/status.py",
-                    "attention_platform/feedback_on_submit/policy.py"}
+                    "attention_platform/course/validation.py"}
     text = DOCKERFILES["student"].read_text()
     for extension in ("formgrader", "course_list", "@jupyter/nbgrader:create-assignment"):
         assert re.search(rf"disable .*{re.escape(extension)}", text)
@@ -211,13 +220,13 @@ def test_student_image_holds_nothing_of_the_grader_side():
 
 def test_student_image_starts_servers_with_the_course_launcher_and_holds_what_it_imports():
     """The spawners run ``jupyterhub-singleuser``; in the student image that name is the course's
-    launcher (hub/student/jupyterhub-singleuser), whose imports from our package are copied in."""
-    launcher = REPO / "hub" / "student" / "jupyterhub-singleuser"
+    launcher (jupyter_config/student/jupyterhub-singleuser), whose imports from our package are copied in."""
+    launcher = REPO / "jupyter_config" / "student" / "jupyterhub-singleuser"
     assert launcher.read_text().startswith("#!/usr/bin/env python3\n") and os.access(launcher, os.X_OK)
     runs = [rest for word, rest in instructions(DOCKERFILES["student"]) if word == "RUN"]
     assert any(re.search(r"ln -sf /etc/dl-attention/jupyter/jupyterhub-singleuser .*command -v jupyterhub-singleuser", r)
                for r in runs)
-    copied = " ".join(rest for word, rest in instructions(DOCKERFILES["student"]) if word == "COPY")
+    copied = student_image_files()
     imported = re.findall(r"^from attention_platform import ([\w, ]+)", launcher.read_text(), re.M)
     assert imported
     for module in ", ".join(imported).split(", "):
@@ -226,15 +235,15 @@ def test_student_image_starts_servers_with_the_course_launcher_and_holds_what_it
 
 
 def test_student_image_holds_every_module_its_server_config_imports():
-    """hub/student/jupyter_server_config.py (Docker and Kubernetes use it as natively) falls back
+    """jupyter_config/student/jupyter_server_config.py (Docker and Kubernetes use it as natively) falls back
     quietly when a module is missing, e.g. to one body limit for strangers and owners alike; the
     image must hold each one, and its build imports each."""
-    config = (REPO / "hub" / "student" / "jupyter_server_config.py").read_text()
+    config = (REPO / "jupyter_config" / "student" / "jupyter_server_config.py").read_text()
     modules = {f"{package}.{name}" if name else package for package, name in
                re.findall(r"^\s*from (attention_platform[\w.]*) import (\w+)(?=\s*(?:#|$))", config, re.M)}
     modules |= set(re.findall(r"^\s*import (attention_platform[\w.]+)", config, re.M))
-    assert "attention_platform.hub.student_request_limits" in modules, modules
-    copied = " ".join(rest for word, rest in instructions(DOCKERFILES["student"]) if word == "COPY")
+    assert "attention_platform.lab.student_request_limits" in modules, modules
+    copied = student_image_files()
     runs = " ".join(rest for word, rest in instructions(DOCKERFILES["student"]) if word == "RUN")
     checked = {name.strip() for names in re.findall(r'python -c "import ([\w., ]+)"', runs) for name in names.split(",")}
     for module in modules:
@@ -244,11 +253,11 @@ def test_student_image_holds_every_module_its_server_config_imports():
 
 
 def test_student_image_contains_every_class_its_nbgrader_config_names():
-    """hub/student/nbgrader_config.py names our submit class; without it the Assignments tab fails."""
-    config = (REPO / "hub" / "student" / "nbgrader_config.py").read_text()
+    """jupyter_config/student/nbgrader_config.py names our submit class; without it the Assignments tab fails."""
+    config = (REPO / "jupyter_config" / "student" / "nbgrader_config.py").read_text()
     named = set(re.findall(r"[\"'](attention_platform(?:\.\w+)+)\.[A-Z]\w*[\"']", config))
     assert named, "the student config names none of our classes: drop this test"
-    copied = " ".join(rest for word, rest in instructions(DOCKERFILES["student"]) if word == "COPY")
+    copied = student_image_files()
     for module in named:
         parts = module.split(".")
         for i in range(1, len(parts)):
@@ -405,7 +414,7 @@ def test_students_mounts_are_the_folders_the_hub_creates(monkeypatch, tmp_path, 
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     config = Config()
-    namespace = runpy.run_path(str(REPO / "hub" / "jupyterhub_config.py"), init_globals={"get_config": lambda: config})
+    namespace = runpy.run_path(str(REPO / "jupyter_config" / "jupyterhub_config.py"), init_globals={"get_config": lambda: config})
     namespace["prepare_exchange"](username)
     spawner = FakeDockerSpawner(username)
     mounted = {format_volume(config, source, spawner): spec for source, spec in config.DockerSpawner.volumes.items()}
@@ -445,10 +454,10 @@ def test_one_hub_config_selects_lti_by_environment(monkeypatch, tmp_path):
 
 
 def test_every_hub_setting_has_its_comment():
-    lines = (REPO / "hub" / "jupyterhub_config.py").read_text().splitlines()
+    lines = (REPO / "jupyter_config" / "jupyterhub_config.py").read_text().splitlines()
     for i, line in enumerate(lines):
         if re.match(r"^[A-Z_]+ = .*env(_list)?\(", line):
-            assert lines[i - 1].startswith("#"), f"hub/jupyterhub_config.py: no comment above {line!r}"
+            assert lines[i - 1].startswith("#"), f"jupyter_config/jupyterhub_config.py: no comment above {line!r}"
 
 
 # ---------------------------------------------------------------- least privilege (issue: "Docker at least privilege")
@@ -470,7 +479,7 @@ def test_no_internet_facing_container_holds_the_docker_socket():
     assert hub["depends_on"]["docker-guard"] == {"condition": "service_healthy"}
     # its image holds the guard's one file and nothing else of the project
     copies = [rest for word, rest in instructions(REPO / "docker" / "docker-guard.Dockerfile") if word == "COPY"]
-    assert copies == ["attention_platform/hub/docker_guard.py /opt/docker-guard/docker_guard.py"]
+    assert copies == ["attention_platform/docker_guard.py /opt/docker-guard/docker_guard.py"]
 
 
 def test_the_gradebook_has_its_own_database_role():
@@ -558,11 +567,11 @@ def test_each_student_is_on_a_network_of_their_own(monkeypatch, tmp_path):
     for key, value in DOCKER_ENV.items():
         monkeypatch.setenv(key, value)
     config = Config()
-    namespace = runpy.run_path(str(REPO / "hub" / "jupyterhub_config.py"), init_globals={"get_config": lambda: config})
+    namespace = runpy.run_path(str(REPO / "jupyter_config" / "jupyterhub_config.py"), init_globals={"get_config": lambda: config})
     spawner = FakeDockerSpawner("jane.doe")
     namespace["join_own_network"](spawner)
     assert spawner.network_name == "dl-attention-net-jane-2edoe"
-    from attention_platform.hub.docker_guard import Policy
+    from attention_platform.docker_guard import Policy
 
     policy = Policy(project="dl-attention", image="i", exchange="/srv/x", course="dl-attention")
     assert policy.network_of(f"{config.DockerSpawner.prefix}-{spawner.escaped_name}") == spawner.network_name
@@ -592,8 +601,7 @@ def test_student_image_holds_every_module_its_copied_modules_import():
     """The student image copies single modules of our package; each imports others, some only inside a
     function that runs when a student presses a button (Validate's shape check, submit's refusal). Every
     module reached that way must be copied too, or that button fails in Docker and Kubernetes alone."""
-    copied = {p for word, rest in instructions(DOCKERFILES["student"]) if word == "COPY"
-              for p in [p for p in shlex.split(rest) if not p.startswith("--")][:-1] if p.startswith("attention_platform")}
+    copied = {p for p in student_image_files() if p.startswith("attention_platform")}
     files = {REPO / p for p in copied if p.endswith(".py")}
     missing, seen = set(), set()
     while files - seen:

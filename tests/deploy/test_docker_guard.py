@@ -1,4 +1,4 @@
-"""The hub's only way to the Docker engine (attention_platform/hub/docker_guard.py), without an engine.
+"""The hub's only way to the Docker engine (attention_platform/docker_guard.py), without an engine.
 
 The container the hub's spawner config asks for is built here from that config, as DockerSpawner 14 and
 docker-py send it, and the guard passes it; each change an attacker who runs code in the hub would make
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from traitlets.config import Config
 
-from attention_platform.hub.docker_guard import MAX_BODY, Engine, Guard, Handler, Policy, Refused
+from attention_platform.docker_guard import MAX_BODY, Engine, Guard, Handler, Policy, Refused
 from test_compose_static import DOCKER_ENV, FakeDockerSpawner, format_volume
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,7 +32,7 @@ def spawner_config(monkeypatch):
     for key, value in dict(DOCKER_ENV, STUDENT_IMAGE=IMAGE).items():
         monkeypatch.setenv(key, value)
     config = Config()
-    runpy.run_path(str(REPO / "hub" / "jupyterhub_config.py"), init_globals={"get_config": lambda: config})
+    runpy.run_path(str(REPO / "jupyter_config" / "jupyterhub_config.py"), init_globals={"get_config": lambda: config})
     return config
 
 

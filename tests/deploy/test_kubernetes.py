@@ -1,7 +1,7 @@
 """The course on Kubernetes (Zero to JupyterHub + KubeSpawner), checked offline (marker ``kubernetes``).
 
 No cluster and no network: KubeSpawner itself renders the pods and claims it would create for two students,
-from hub/jupyterhub_config.py (HUB_MODE=kubernetes) with the environment deploy/kubernetes/values.yaml gives
+from jupyter_config/jupyterhub_config.py (HUB_MODE=kubernetes) with the environment deploy/kubernetes/values.yaml gives
 the hub; its client is pointed at a kubeconfig for 127.0.0.1 that is never contacted. Every manifest (those
 pods and claims, deploy/kubernetes/course.yaml) is validated with kubernetes-validate against Kubernetes'
 own OpenAPI schemas of the pinned versions, strictly (unknown fields fail). The values file is merged onto
@@ -145,7 +145,7 @@ def deployment(tmp_path_factory, offline_kubeconfig):
         for name, value in hub_environment(tmp).items():
             mp.setenv(name, value)
         mp.setenv("KUBECONFIG", str(offline_kubeconfig))
-        config = load_config(REPO / "hub", "jupyterhub_config.py")
+        config = load_config(REPO / "jupyter_config", "jupyterhub_config.py")
         rendered = asyncio.run(render_users(config, STUDENTS, tmp))
     return {"config": config, "users": rendered, "exchange": tmp / "exchange"}
 
@@ -290,7 +290,7 @@ def test_an_ipv6_hub_address_is_bracketed(tmp_path, monkeypatch):
     for name, value in hub_environment(tmp_path).items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("HUB_SERVICE_HOST", "fd00:10:96::a")
-    config = load_config(REPO / "hub", "jupyterhub_config.py")
+    config = load_config(REPO / "jupyter_config", "jupyterhub_config.py")
     assert config.JupyterHub.hub_connect_url == "http://[fd00:10:96::a]:8081"
 
 
@@ -299,7 +299,7 @@ def test_a_user_name_that_would_leave_its_folder_is_refused(tmp_path, monkeypatc
     for name, value in hub_environment(tmp_path).items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("KUBECONFIG", str(offline_kubeconfig))
-    config = load_config(REPO / "hub", "jupyterhub_config.py")
+    config = load_config(REPO / "jupyter_config", "jupyterhub_config.py")
     with pytest.raises(ValueError, match="exchange folder"):
         asyncio.run(render_users(config, [bad], tmp_path))
     assert not (tmp_path / "exchange" / COURSE / "inbound").exists()
@@ -325,7 +325,7 @@ def test_the_course_config_has_the_last_word_over_the_charts(tmp_path, monkeypat
         "c.KubeSpawner.init_containers = [{'name': 'block-cloud-metadata', 'image': 'x',\n"
         "    'securityContext': {'privileged': True, 'runAsUser': 0, 'capabilities': {'add': ['NET_ADMIN']}}}]\n"
         "c.JupyterHub.services = [{'name': 'jupyterhub-idle-culler', 'command': ['python3', '-m', 'jupyterhub_idle_culler']}]\n"
-        + snippet.replace(installed, str(REPO / "hub" / "jupyterhub_config.py"))
+        + snippet.replace(installed, str(REPO / "jupyter_config" / "jupyterhub_config.py"))
     )
     config = load_config(tmp_path, chart_like.name)
     pod = asyncio.run(render_users(config, [STUDENTS[0]], tmp_path))[STUDENTS[0]]["pod"]
@@ -548,7 +548,7 @@ def test_hub_image_carries_the_config_where_extra_config_loads_it():
     dockerfile = (DEPLOY / "hub.Dockerfile").read_text()
     snippet = VALUES["hub"]["extraConfig"]["10-dl-attention"]
     installed = re.search(r'load_subconfig\("([^"]+)"\)', snippet).group(1)
-    assert re.search(rf"^COPY hub/jupyterhub_config\.py {re.escape(installed)}$", dockerfile, re.M)
+    assert re.search(rf"^COPY jupyter_config/jupyterhub_config\.py {re.escape(installed)}$", dockerfile, re.M)
     assert re.search(rf"^FROM quay\.io/jupyterhub/k8s-hub:{re.escape(CHART_VERSION)}$", dockerfile, re.M)
     assert f"--version {CHART_VERSION}" in (DEPLOY / "values.yaml").read_text()
     assert re.search(r"^USER 1000$", dockerfile, re.M)
@@ -560,7 +560,7 @@ def test_hub_image_carries_the_config_where_extra_config_loads_it():
 
 
 def test_every_kubernetes_setting_has_its_comment():
-    lines = (REPO / "hub" / "jupyterhub_config.py").read_text().splitlines()
+    lines = (REPO / "jupyter_config" / "jupyterhub_config.py").read_text().splitlines()
     section = lines[next(i for i, line in enumerate(lines) if line.startswith('if MODE == "kubernetes"')):]
     settings = [i for i, line in enumerate(section) if re.match(r"^\s+K8S_[A-Z_]+ = ", line)]
     assert len(settings) >= 6

@@ -27,9 +27,11 @@ from pathlib import Path
 import pytest
 
 from attention_platform.course.notebooks import class_cell, release_notebook, with_methods
-from grader_tests.answers import BUGGY, CORRECT
-from grader_tests.registry import NOTEBOOK_CHECKS
+from grader_tests.self_attention.answers import BUGGY, CORRECT
+from grader_tests.registry import assignment
 from hub_helpers import COURSE, REPO
+
+NOTEBOOK_CHECKS = assignment("self_attention").notebook_checks
 
 pytestmark = [
     pytest.mark.browser,

@@ -34,7 +34,7 @@ import pytest
 
 from attention_platform.course.directory import check_scores
 from attention_platform.course.notebooks import ASSIGNMENT, class_cell, release_notebook, with_methods
-from grader_tests.answers import BUGGY, CORRECT
+from grader_tests.self_attention.answers import BUGGY, CORRECT
 from hub_helpers import COURSE, REPO, launch_hub
 
 pytestmark = [
@@ -386,7 +386,7 @@ def test_a_burst_of_fifty_submits_is_all_graded_in_order_none_lost(hub, students
         wait_for(students[user], graded(before[user] + 10), f"{user}'s ten attempts graded")
     final = {user: wait_for(students[user], lambda s: s["attempts"][-1]["counted"], f"{user}'s last attempt counting")
              for user in users}
-    from attention_platform.feedback_on_submit.ledger import Ledger
+    from attention_platform.attempts.ledger import Ledger
 
     ledger = Ledger(f"sqlite:///{hub.state / 'course' / 'gradebook.db'}")
     try:
@@ -455,7 +455,7 @@ def test_a_flood_of_hand_made_folders_costs_nobody_else_any_time(hub, students):
     told = wait_for(flooder, lambda s: "not submissions" in (s.get("notice") or ""), "student3 told of the flood")
     assert len(told["attempts"]) == rows_before, told["attempts"][rows_before:][:3]  # no row for the flood
     assert "1,520 folders in your inbound folder are not submissions" in told["notice"], told["notice"]
-    from attention_platform.feedback_on_submit.ledger import Ledger
+    from attention_platform.attempts.ledger import Ledger
 
     ledger = Ledger(f"sqlite:///{hub.state / 'course' / 'gradebook.db'}")
     try:

@@ -16,12 +16,12 @@ import sys
 import nbformat
 import pytest
 
-from attention_platform.feedback_on_submit import status as status_file
+from attention_platform.attempts import status as status_file
 from attention_platform.feedback_on_submit.fairqueue import FairQueue
 from attention_platform.feedback_on_submit.intake import IntakeError, collector, take
-from attention_platform.feedback_on_submit.policy import FeedbackOnSubmit, Policy, PolicyError, iso, parse
+from attention_platform.attempts.policy import FeedbackOnSubmit, Policy, PolicyError, iso, parse
 from attention_platform.feedback_on_submit.service import FINISH_WAIT_SECONDS, may_finish
-from attention_platform.feedback_on_submit.student import attempt_page, submit_refusal
+from attention_platform.lab.feedback_on_submit import attempt_page, submit_refusal
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2030, 5, 6, 12, 0, tzinfo=UTC)
@@ -275,7 +275,7 @@ def test_the_attempts_export_lists_every_attempt_with_its_times_and_the_one_that
     import io
 
     from attention_platform.cli import main
-    from attention_platform.feedback_on_submit.ledger import Ledger
+    from attention_platform.attempts.ledger import Ledger
 
     (tmp_path / "nbgrader_config.py").write_text("c = get_config()  # noqa: F821\n")  # a course: attempts reads its gradebook
     ledger = Ledger(f"sqlite:///{tmp_path / 'gradebook.db'}")

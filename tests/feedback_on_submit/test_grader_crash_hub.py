@@ -24,7 +24,7 @@ import pytest
 
 from attention_platform.course.notebooks import ASSIGNMENT, class_cell, release_notebook, with_methods
 from attention_platform.hub import supervisor
-from grader_tests.answers import CORRECT
+from grader_tests.self_attention.answers import CORRECT
 from hub_helpers import launch_hub
 
 pytestmark = [

@@ -12,9 +12,11 @@ import pytest
 
 from attention_platform.course.directory import check_scores, copy_course, nbgrader, write_submission
 from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOKS, PART_NOTEBOOKS, solved, with_edits
-from grader_tests.answers_parts import BUGGY
-from grader_tests.catalogue import ASSIGNMENT_POINTS, PART_BY_NOTEBOOK, PARTS
-from grader_tests.registry import GRADE_ID_PREFIX, NOTEBOOK_CHECKS
+from grader_tests.self_attention.answers_parts import BUGGY
+from grader_tests.self_attention.catalogue import ASSIGNMENT_POINTS, PART_BY_NOTEBOOK, PARTS
+from grader_tests.registry import GRADE_ID_PREFIX, assignment
+
+NOTEBOOK_CHECKS = assignment("self_attention").notebook_checks
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]  # nbgrader autograde grades in real sandboxes
 

@@ -20,7 +20,7 @@ from attention_platform.course.directory import copy_course, nbgrader, write_sub
 from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK, with_answer
 from attention_platform.grading.course_lock import LOCK_FILE, course_grading_lock
 from attention_platform.venv import environment, program
-from grader_tests.answers import CORRECT
+from grader_tests.self_attention.answers import CORRECT
 
 pytestmark = pytest.mark.slow
 

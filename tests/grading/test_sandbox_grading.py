@@ -1,6 +1,6 @@
 """The sandboxed grading path gives the in-kernel path's grades.
 
-Every answer of the proven catalogues (``grader_tests.answers``: each buggy
+Every answer of the proven catalogues (``grader_tests.self_attention.answers``: each buggy
 answer fails exactly its documented checks, every correct idiom passes all)
 graded through ``grade_notebook`` -- student cells and probes in a sandbox,
 judges here -- must fail exactly the same checks, with the same teaching
@@ -20,7 +20,7 @@ import pytest
 from attention_platform.course.notebooks import class_namespace, release_notebook, with_answer
 from attention_platform.grading.sandbox import SandboxLimits, Zygote, first_use
 from attention_platform.grading.sandbox.grading import GRADER_TESTS, grade_notebook, is_test_cell, probe_payload, seed_function
-from grader_tests.answers import BUGGY, CORRECT
+from grader_tests.self_attention.answers import BUGGY, CORRECT
 from grader_tests.registry import CHECKS
 
 LIMITS = SandboxLimits(cell_timeout=20, notebook_timeout=60)
@@ -79,21 +79,28 @@ def _defined_names(path: Path) -> set[str]:
     return names
 
 
+def _module_name(path) -> str:
+    return ".".join(("grader_tests", *path.relative_to(GRADER_TESTS).with_suffix("").parts)).removesuffix(".__init__")
+
+
 def test_only_probe_code_reaches_the_sandbox():
     payload = probe_payload()
     shipped = {name for name, _ in payload["modules"]}
-    probe_side = {"grader_tests.probing", "grader_tests.sandbox_probes"} | {
-        f"grader_tests.{path.stem}" for path in GRADER_TESTS.glob("*_probes.py")}
+    modules = {_module_name(path): path for path in GRADER_TESTS.rglob("*.py") if "tests" not in path.parts[-3:-1]}
+    probe_side = {"grader_tests.probing"} | {name for name in modules
+                                             if name.endswith((".probes", "_probes")) and name.count(".") == 2}
     assert shipped == probe_side
-    assert payload["checks_modules"] == ["grader_tests.sandbox_probes"]
-    assert payload["stubs"] == ["grader_tests.reference"]
+    assert payload["checks_modules"] == sorted(n for n in probe_side if n.endswith(".probes"))
+    assert "grader_tests.self_attention.probes" in payload["checks_modules"]
+    assert payload["stubs"] == sorted(n for n in modules if n.endswith(".reference"))
+    assert payload["packages"] == sorted({n.rsplit(".", 1)[0] for n in probe_side} - {"grader_tests"})
     assert set(payload["compiled"]) == shipped  # and each is exactly its shipped source, compiled
     for name, source in payload["modules"]:
         assert marshal.loads(base64.b64decode(payload["compiled"][name])) == compile(source, f"<grader:{name}>", "exec")
     text = "\n".join(source for _, source in payload["modules"])
-    probe_names = set().union(*(_defined_names(GRADER_TESTS / (name.split(".")[1] + ".py")) for name in shipped))
-    judge_side = [path for path in GRADER_TESTS.glob("*.py")
-                  if f"grader_tests.{path.stem}" not in shipped and path.stem not in ("__init__", "wire")]
+    probe_names = set().union(*(_defined_names(modules[name]) for name in shipped))
+    judge_side = [path for name, path in modules.items()
+                  if name not in shipped and path.stem not in ("__init__", "wire")]
     assert {"reference", "judging", "attention_model", "registry", "catalogue", "self_attention_judges",
             "by_hand_judges", "answers"} <= {path.stem for path in judge_side}
     student_api = {"forward", "attention_weights"}  # the methods probes call; the reference has them too
@@ -101,10 +108,10 @@ def test_only_probe_code_reaches_the_sandbox():
         for name in _defined_names(path) - probe_names - student_api:
             if len(name) >= 4:
                 assert not re.search(rf"\b{re.escape(name)}\b", text), f"{path.stem}.{name} reaches the sandbox"
-    reference_lines = [line.strip() for line in (GRADER_TESTS / "reference.py").read_text().splitlines()
+    reference_lines = [line.strip() for line in (GRADER_TESTS / "self_attention" / "reference.py").read_text().splitlines()
                        if len(line.strip()) > 25 and not line.strip().startswith(("#", '"', "from", "import"))]
     assert reference_lines and not [line for line in reference_lines if line in text]
-    from grader_tests import by_hand_judges, shapes_judges
+    from grader_tests.self_attention import by_hand_judges, shapes_judges
 
     expected_values = [f"{float(v):.4f}" for v in by_hand_judges.PUBLISHED_WEIGHTS.flatten()[:12]] + [
         f"{by_hand_judges.JOURNEY_STARTS}", str(shapes_judges.QKV_WEIGHTS), "452_984_832", "12_288", "sqrt(dim)"]
@@ -134,7 +141,7 @@ outputs.items.append({"output_type": "display_data",
 def test_a_picture_that_cannot_be_drawn_changes_no_grade(zygote, monkeypatch):
     """The teaching picture is feedback, never part of a grade: if drawing it fails (a bug, a
     spoiled measurement), its check keeps its verdict and the feedback has no picture."""
-    from grader_tests import pictures
+    from grader_tests.self_attention import pictures
 
     answer = CORRECT[0]
     drawn = grade_notebook(with_answer(release_notebook(), answer.code), zygote=zygote, limits=LIMITS)

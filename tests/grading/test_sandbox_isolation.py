@@ -240,11 +240,11 @@ def test_sees_only_its_own_working_copy_and_read_only_system_files(zygote):
 import os
 print(sorted(os.listdir('.')), os.getcwd())
 print(sorted(os.listdir({course!r})))
-for path in [{course + '/gradebook.db'!r}, {course + '/grader_tests/reference.py'!r}, {course + '/source'!r},
+for path in [{course + '/gradebook.db'!r}, {course + '/grader_tests/self_attention/reference.py'!r}, {course + '/source'!r},
              '/srv/nbgrader/exchange', '/root', '/etc/shadow']:
     print(path, os.path.exists(path))
 try:
-    import grader_tests.reference
+    import grader_tests.self_attention.reference
 except ImportError as exc:
     print('import refused', type(exc).__name__)
 for path in ['/usr/evil', {course + '/.venv/evil'!r}, '/evil']:

@@ -1,4 +1,4 @@
-"""The course's side of a hub user's JupyterLab (attention_platform/hub/course_lab.py): what each
+"""The course's side of a hub user's JupyterLab (attention_platform/lab/course_lab.py): what each
 role's Lab hides and links to, and nbgrader's assignment list tidied for people."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from attention_platform.hub import course_lab
+from attention_platform.lab import course_lab
 
 
 class FakeHandler:  # only what the hook reads of a request handler

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from attention_platform.hub.exchange_layout import Ids
+from attention_platform.exchange.exchange_layout import Ids
 from tests.fault_helpers import SWAP_FOR_LINK, run_as, snapshot
 from tests.hub_helpers import COURSE, launch_hub
 

@@ -25,7 +25,7 @@ import pytest
 
 from attention_platform.course.directory import copy_course, write_submission
 from attention_platform.course.notebooks import NOTEBOOK, with_answer
-from grader_tests.answers import BUGGY, CORRECT
+from grader_tests.self_attention.answers import BUGGY, CORRECT
 from tests.fault_helpers import ASSIGNMENT, COURSE, add_ballast, make_exchange, submission_digest, write_marker
 
 ROOT = os.geteuid() == 0

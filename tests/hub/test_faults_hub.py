@@ -143,7 +143,7 @@ def server_processes(user):
 
 
 def collect(hub) -> subprocess.CompletedProcess:
-    from attention_platform.hub.loadtest import grader_env
+    from attention_platform.benchmarks.loadtest import grader_env
 
     env, kwargs = grader_env(hub.state)
     return subprocess.run([str(Path(sys.executable).parent / "nbgrader"), "collect", ASSIGNMENT, "--update"],

@@ -22,7 +22,7 @@ import pytest
 from tornado.routing import PathMatches, RuleRouter
 
 from attention_platform.course.notebooks import COURSE_ROOT
-from attention_platform.hub import formgrader_gate
+from attention_platform.formgrader import formgrader_gate
 from hub_helpers import COURSE, posted_status
 
 PREFIX = f"/services/{COURSE}/"
@@ -77,11 +77,11 @@ EXPECTED: dict[str, dict[str, str]] = {
     "MainHandler": {"GET": ANYONE},
     "RedirectWithParams": {"GET": ANYONE},
     "LogoutHandler": {"GET": ANYONE},  # ends the service's session (the hub's own logout in the live server)
-    # the course's additions (attention_platform/hub/formgrader_extras.py)
+    # the course's additions (attention_platform/formgrader/formgrader_extras.py)
     "CourseStaticHandler": {"GET": ANYONE, "HEAD": ANYONE},  # attention.js and .css: public code
     "SubmissionStatesHandler": {"GET": TA},
     "AutogradeProgressHandler": {"GET": TA},
-    # feedback on submit (attention_platform/feedback_on_submit/formgrader.py)
+    # feedback on submit (attention_platform/formgrader/feedback_on_submit.py)
     "AttemptsPageHandler": {"GET": TA},
     "AttemptsApiHandler": {"GET": TA},
 }
@@ -138,7 +138,7 @@ def registered_routes():
         "jupyterlab", "notebook", "notebook_shim", "jupyter_lsp", "jupyter_server_terminals",
         "nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.assignment_list",
         "nbgrader.server_extensions.course_list", "nbgrader.server_extensions.validate_assignment",
-        "attention_platform.hub.formgrader_gate")}
+        "attention_platform.formgrader.formgrader_gate")}
     app.initialize(argv=[f"--ServerApp.root_dir={COURSE_ROOT}", "--ServerApp.port=0", "--ServerApp.open_browser=False",
                          f"--ServerApp.base_url={PREFIX}", "--ServerApp.terminals_enabled=True"],
                    find_extensions=False, new_httpserver=False)

@@ -25,7 +25,7 @@ import pytest
 
 from attention_platform.course.notebooks import COURSE_ROOT, class_cell, release_notebook, with_answer
 from attention_platform.hub.native import DemoClass
-from grader_tests.answers import BUGGY
+from grader_tests.self_attention.answers import BUGGY
 from broker_helpers import process_status
 from hub_helpers import COURSE
 
@@ -81,7 +81,7 @@ def test_submit_over_http_and_the_protections(hub, record_property):
     # may belong to another hub's state directory)
     servers = _singleuser_processes("student3")
     assert servers and {os.readlink(f"/proc/{pid}/cwd") for pid in servers} == {str(hub.state / "home" / "student3")}
-    # it started with the garbage collector paused and froze what start-up made (hub/student/jupyterhub-singleuser)
+    # it started with the garbage collector paused and froze what start-up made (jupyter_config/student/jupyterhub-singleuser)
     frozen = re.findall(r"student3's server started: (\d+) objects kept out",
                         (hub.state / "jupyterhub.log").read_text(errors="replace"))
     assert frozen and int(frozen[-1]) > 100_000, frozen
@@ -125,12 +125,12 @@ def test_submit_over_http_and_the_protections(hub, record_property):
 
     # the checkout the hub runs from: a student's kernel neither imports the hidden checks
     # (the venv's editable install points at them) nor reads the instructor notebooks or git history
-    leak = as_user("student1", "import grader_tests.reference; print('LEAKED')")
+    leak = as_user("student1", "import grader_tests.self_attention.reference; print('LEAKED')")
     assert leak.returncode != 0 and "LEAKED" not in leak.stdout, leak.stdout + leak.stderr
-    for secret in ("grader_tests/reference.py", f"source/{NOTEBOOK}", ".git/HEAD"):
+    for secret in ("grader_tests/self_attention/reference.py", f"source/{NOTEBOOK}", ".git/HEAD"):
         read = as_user("student1", f"open({str(COURSE_ROOT / secret)!r}).read()")
         assert "PermissionError" in read.stderr, (secret, read.stdout, read.stderr)
-    assert as_user("student1", "import attention_platform.hub.submit").returncode == 0  # its submit needs this
+    assert as_user("student1", "import attention_platform.exchange.submit").returncode == 0  # its submit needs this
 
     # the TA's formgrader: the formgrader only (every endpoint and role: test_formgrader_gate.py); collect
     ta = hub.session("ta")

@@ -1,4 +1,4 @@
-"""The idle culler service of hub/jupyterhub_config.py stops a server nobody uses.
+"""The idle culler service of jupyter_config/jupyterhub_config.py stops a server nobody uses.
 
 A hub of its own with ``CULL_IDLE_TIMEOUT`` of a few seconds (the deployment's is an
 hour): a student opens JupyterLab and walks away; the culler, holding only the scopes

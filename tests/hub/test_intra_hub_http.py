@@ -93,7 +93,7 @@ async def _routes_after_a_busy_loop(api_port: int, config) -> list[str]:
 
 @pytest.mark.parametrize(("case", "hub_config", "every_route_added"), [
     ("JupyterHub's default client: the pool hands back a connection the proxy closed", False, False),
-    ("the course's hub/jupyterhub_config.py", True, True),
+    ("the course's jupyter_config/jupyterhub_config.py", True, True),
 ])
 def test_a_busy_hub_still_adds_every_route(proxy_api, monkeypatch, tmp_path, case, hub_config, every_route_added):
     from traitlets.config import Config

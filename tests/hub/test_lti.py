@@ -355,7 +355,7 @@ class LMS:
 HUB_CONFIG = """
 from attention_platform.hub.lti import configure_lti
 configure_lti(c)
-# as hub/jupyterhub_config.py does after configure_lti
+# as jupyter_config/jupyterhub_config.py does after configure_lti
 c.Authenticator.admin_users = {{{admin!r}}}
 c.JupyterHub.bind_url = "http://127.0.0.1:{port}"
 c.JupyterHub.hub_bind_url = "http://127.0.0.1:{hub_port}"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from attention_platform.course.notebooks import ASSIGNMENT, class_cell, release_notebook, with_methods
-from grader_tests.answers import BUGGY
+from grader_tests.self_attention.answers import BUGGY
 from hub_helpers import COURSE, launch_hub
 
 pytestmark = [

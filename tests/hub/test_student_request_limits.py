@@ -1,5 +1,5 @@
 """A student's server refuses a large body from a request without its owner's credentials, before
-reading it, and bounds what its owner may send (attention_platform/hub/student_request_limits.py),
+reading it, and bounds what its owner may send (attention_platform/lab/student_request_limits.py),
 attacked on a live native hub as a stranger would: streamed floods of a few hundred MB to
 ``/user/<name>/api/...`` without logging in."""
 
@@ -19,7 +19,7 @@ from jupyterhub.services.auth import HubOAuth
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 from tornado.web import create_signed_value
 
-from attention_platform.hub.student_request_limits import (
+from attention_platform.lab.student_request_limits import (
     MAX_BODY_BYTES, UNAUTHENTICATED_MAX_BODY_BYTES, CredentialLimitedHTTPServer)
 from hub_helpers import BodyLength, posted_status, serve_in_threads
 

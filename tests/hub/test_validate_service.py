@@ -1,4 +1,4 @@
-"""Validate in warm sandboxes (attention_platform/hub/validate_service.py, hub/warm_validate.py).
+"""Validate in warm sandboxes (attention_platform/grading/validate_service.py, attention_platform/lab/warm_validate.py).
 
 A real root sandbox broker, the validate service running as a grader account, and a student
 account whose own process asks for Validate, as a student's server does. nbgrader's Validate on
@@ -24,7 +24,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT, class_cell, release_notebook, with_answer
 from broker_helpers import GRADER, LOADED, STRANGER, as_user, ensure_user, start_broker
-from grader_tests.answers import BUGGY, CORRECT
+from grader_tests.self_attention.answers import BUGGY, CORRECT
 
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="the broker and the hub users need root (CI is root)")]
@@ -109,7 +109,7 @@ def both_validates(student, socket_path: Path, folder: Path, names: list[str]) -
         from traitlets.config import Config
         from nbgrader.validator import Validator
         from attention_platform.course.validation import validate_file
-        from attention_platform.hub.warm_validate import WarmValidator
+        from attention_platform.lab.warm_validate import WarmValidator
         config = Config()
         config.Execute.timeout = {CELL_TIMEOUT}
         out = {{}}
@@ -228,7 +228,7 @@ def test_each_validate_runs_in_a_fresh_sandbox(service):
     folder = student_folder(student, {"probe.ipynb": nb})
     code = f"""
         import json, nbformat
-        from attention_platform.hub.warm_validate import executed_for_validate
+        from attention_platform.lab.warm_validate import executed_for_validate
         nb = nbformat.read({str(folder / 'probe.ipynb')!r}, as_version=4)
         runs = [executed_for_validate(nbformat.from_dict(nb), {str(folder)!r}, name="probe.ipynb",
                                       socket_path={str(socket_path)!r}) for _ in range(2)]
@@ -249,7 +249,7 @@ def test_only_hub_users_are_served(service):
     socket_path, _, stranger = service
     code = f"""
         import json, nbformat
-        from attention_platform.hub.warm_validate import ValidateUnavailable, executed_for_validate
+        from attention_platform.lab.warm_validate import ValidateUnavailable, executed_for_validate
         try:
             executed_for_validate(nbformat.v4.new_notebook(), "/nonexistent", socket_path={str(socket_path)!r})
             print(json.dumps("served"))
@@ -271,7 +271,7 @@ def test_a_student_cannot_hold_more_than_two_connections_open(service):
     code = f"""
         import json, socket, time, nbformat
         from attention_platform.grading.sandbox import protocol
-        from attention_platform.hub.warm_validate import ValidateUnavailable, executed_for_validate
+        from attention_platform.lab.warm_validate import ValidateUnavailable, executed_for_validate
         idle = []
         for _ in range(2):
             conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -326,7 +326,7 @@ def test_validates_sandboxes_come_from_a_worker_warmed_for_the_course(course, lo
             result = as_user(student, f"""
                 import json, nbformat
                 from nbformat.v4 import new_code_cell, new_notebook
-                from attention_platform.hub.warm_validate import executed_for_validate
+                from attention_platform.lab.warm_validate import executed_for_validate
                 nb = executed_for_validate(new_notebook(cells=[new_code_cell({LOADED!r})]), {str(mine)!r},
                                            socket_path={str(socket_path)!r})
                 print(json.dumps({{"loaded": nb.cells[0].outputs[0]["text"].split()}}))
@@ -366,7 +366,7 @@ def test_an_amplification_bomb_is_refused_before_it_is_built(where):
     import tracemalloc
 
     from attention_platform.grading.sandbox import protocol
-    from attention_platform.hub.validate_service import ValidateService
+    from attention_platform.grading.validate_service import ValidateService
 
     sent = bomb_requests(1_000_000)[where]
     service = ValidateService(COURSE_ROOT, Path("/nonexistent/validate.sock"), (1000, 1000))

@@ -20,9 +20,11 @@ import pytest
 
 from attention_platform.course.directory import copy_course, nbgrader, write_submission
 from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK, PART_NOTEBOOKS, solved, with_answer
-from grader_tests.answers import BUGGY
-from grader_tests.catalogue import ASSIGNMENT_POINTS, ASSIGNMENT_TA_POINTS, BY_HAND
-from grader_tests.registry import NOTEBOOK_CHECKS
+from grader_tests.self_attention.answers import BUGGY
+from grader_tests.self_attention.catalogue import ASSIGNMENT_POINTS, ASSIGNMENT_TA_POINTS, BY_HAND
+from grader_tests.registry import assignment
+
+NOTEBOOK_CHECKS = assignment("self_attention").notebook_checks
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]  # nbgrader autograde grades in real sandboxes
 

@@ -26,7 +26,9 @@ from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK
 from attention_platform.reporting.report import (
     FAILED_EVERYTHING, UNKNOWN_CHECK_NOTE, collect, read_report_data, summary_text, write_report,
 )
-from grader_tests.registry import CHECKS, GRADE_ID_PREFIX, NOTEBOOK_CHECKS
+from grader_tests.registry import CHECKS, GRADE_ID_PREFIX, assignment
+
+NOTEBOOK_CHECKS = assignment("self_attention").notebook_checks
 
 SA_CHECKS = NOTEBOOK_CHECKS["self_attention"]
 SA_IDS = [GRADE_ID_PREFIX + c.id for c in SA_CHECKS]

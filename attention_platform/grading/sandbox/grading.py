@@ -10,9 +10,9 @@ Order of events inside the sandbox:
    stdout/stderr/display output is captured, bounded, and copied into the
    notebook by this trusted process;
 2. phase 2, at the first check cell: the probe code is sent into the sandbox (its
-   sources, and the same compiled here), and only that: ``grader_tests.sandbox_probes`` and the probe-side modules it
+   sources, and the same compiled here), and only that: every assignment's ``probes`` and the probe-side modules it
    imports (``probing``, the ``*_probes``), never a judge, an expected value or
-   the reference (``grader_tests.reference`` is an empty stub in there). From then
+   the reference (``grader_tests.self_attention.reference`` is an empty stub in there). From then
    on nothing the sandbox prints reaches the notebook: student cells placed after
    a check still run (same grades as the stock kernel) but their output is withheld;
 3. for each check cell, this process builds the request from a seed it chose,
@@ -56,10 +56,10 @@ import torch
 from nbformat import NotebookNode
 
 import grader_tests
-from grader_tests import pictures, wire
+from grader_tests import wire
 from grader_tests.judging import Verdict
 from grader_tests.reasons import exception_name, failure_phrase
-from grader_tests.registry import PROBE_MODULE, Check, check_for_grade_id
+from grader_tests.registry import ASSIGNMENTS, PROBE_MODULES, REFERENCE_MODULES, Check, check_for_grade_id
 
 from .client import SandboxError, SandboxLimits, SandboxTimeout, Zygote, get_zygote
 from .files import submission_files  # noqa: F401 - part of this module's interface
@@ -67,8 +67,8 @@ from .files import submission_files  # noqa: F401 - part of this module's interf
 # Where the probes' sources are read from: the package as imported (the formgrader's own copy
 # when it runs as the grader account, the checkout otherwise).
 GRADER_TESTS = Path(grader_tests.__file__).resolve().parent
-# Empty modules inside a sandbox, so that a notebook importing the reference finds nothing in it.
-STUB_MODULES = ("grader_tests.reference",)
+# Empty modules inside a sandbox, so that a notebook importing a reference finds nothing in it.
+STUB_MODULES = REFERENCE_MODULES
 # The judges work on tensors of a few hundred values, from several grading threads at once: torch's
 # intra-op threads (one per core) cannot speed such operations up, they only spin while waiting for
 # them, burning CPU time that a class's judgements do not need.
@@ -135,43 +135,56 @@ _PROBE_PAYLOAD_LOCK = threading.Lock()
 
 
 def _local_imports(name: str, source: str) -> set[str]:
+    """The ``grader_tests`` modules that module ``name`` imports (relative imports resolved against its
+    package). ``from <package> import x`` counts ``<package>.x`` when that is a module of ours."""
+    package = name.rsplit(".", 1)[0]
     found = set()
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            if node.module:
-                found.add("grader_tests." + node.module)
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                module = f"{base}.{node.module}" if node.module else base
             else:
-                found.update("grader_tests." + alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("grader_tests."):
-            found.add(node.module)
+                module = node.module or ""
+            if module == "grader_tests" or module.startswith("grader_tests."):
+                found.add(module)
+                found.update(f"{module}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("grader_tests."))
-    return found
+    return {module for module in found if _source_path(module).is_file()}
+
+
+def _source_path(name: str) -> Path:
+    return GRADER_TESTS.joinpath(*name.split(".")[1:]).with_suffix(".py")
 
 
 def probe_payload() -> dict:
-    """What phase 2 sends into a sandbox: the source of ``PROBE_MODULE`` and of every
-    ``grader_tests`` module it imports, directly or not (the probe side only)."""
+    """What phase 2 sends into a sandbox: the source of every assignment's probes module and of every
+    ``grader_tests`` module they import, directly or not (the probe side only)."""
     with _PROBE_PAYLOAD_LOCK:
         return _PROBE_PAYLOAD or _build_probe_payload()
 
 
 def _build_probe_payload() -> dict:
     sources: dict[str, str] = {}
-    todo = [PROBE_MODULE]
+    todo = list(PROBE_MODULES)
     while todo:
         name = todo.pop()
         if name in sources or name in STUB_MODULES:
             continue
-        sources[name] = (GRADER_TESTS / (name.split(".", 1)[1] + ".py")).read_text()
+        sources[name] = _source_path(name).read_text()
         todo.extend(_local_imports(name, sources[name]))
+    # The packages between grader_tests and the modules, empty inside the sandbox (their __init__ is
+    # documentation only).
+    packages = sorted({name.rsplit(".", depth)[0] for name in [*sources, *STUB_MODULES]
+                       for depth in range(1, name.count("."))} - {"grader_tests"})
     # The same modules compiled here once, for a sandbox of this very interpreter (the bytecode magic
     # says which), not in every sandbox, which would pay it each time. A sandbox of another Python
     # compiles the sources.
     compiled = {name: base64.b64encode(marshal.dumps(compile(source, f"<grader:{name}>", "exec"))).decode()
                 for name, source in sources.items()}
-    _PROBE_PAYLOAD.update(op="probes", modules=sorted(sources.items()), stubs=list(STUB_MODULES),
-                          checks_modules=[PROBE_MODULE], compiled=compiled, magic=MAGIC_NUMBER.hex())
+    _PROBE_PAYLOAD.update(op="probes", modules=sorted(sources.items()), stubs=list(STUB_MODULES), packages=packages,
+                          checks_modules=list(PROBE_MODULES), compiled=compiled, magic=MAGIC_NUMBER.hex())
     return _PROBE_PAYLOAD
 
 
@@ -290,22 +303,28 @@ def judged(check: Check, seed: int, request: dict, kind: bytes, reply) -> Verdic
     return verdict
 
 
+def _pictures_after(check: Check):
+    """The assignment's ``pictures`` if ``check`` is the one whose feedback carries its picture, else None."""
+    pictures = ASSIGNMENTS[check.assignment].pictures if check.assignment in ASSIGNMENTS else None
+    return pictures if pictures is not None and check.id == pictures.ANCHOR_CHECK else None
+
+
 @functools.cache
-def _teaching_payload() -> bytes:
+def _teaching_payload(pictures) -> bytes:
     """The teaching request's wire encoding: the same for every submission (``pictures.teaching``)."""
     return wire.encode(pictures.teaching()[0])
 
 
-def _send_teaching_probe(sandbox) -> None:
-    """Ask ``sandbox`` for the student's attention weights on the public teaching input (the reply is
-    read by ``_teaching_picture``)."""
-    sandbox.send({"op": "probe", "check": pictures.TEACHING_PROBE}, wire_payload=_teaching_payload())
+def _send_teaching_probe(sandbox, pictures) -> None:
+    """Ask ``sandbox`` for what the assignment's picture draws, on its public teaching input (the reply
+    is read by ``_teaching_picture``)."""
+    sandbox.send({"op": "probe", "check": pictures.TEACHING_PROBE}, wire_payload=_teaching_payload(pictures))
 
 
-def _teaching_picture(sandbox) -> list:
-    """The student's attention weights on the public teaching input, drawn here beside the expected
-    pattern (grader_tests/pictures.py): a display_data PNG with alt text, or nothing if their layer
-    returned no usable weights. Never changes a grade."""
+def _teaching_picture(sandbox, pictures) -> list:
+    """What the student's code gave on the public teaching input, drawn here beside what was expected
+    (the assignment's ``pictures``): a display_data PNG with alt text, or nothing if their code
+    returned nothing usable. Never changes a grade."""
     try:
         kind, reply = sandbox.reply()
         picture = pictures.teaching_picture(wire.decode(reply)) if kind != b"J" else None
@@ -471,8 +490,8 @@ def _grade_checks(sandbox, cells: list, grade_ids: list, checks: list, limits: S
                 request, payload = built_request(check, seed)
                 sandbox.send({"op": "probe", "check": check.id}, wire_payload=payload)
                 requests.append((seed, request))
-                if check.id == pictures.ANCHOR_CHECK:
-                    _send_teaching_probe(sandbox)
+                if (pictures := _pictures_after(check)) is not None:
+                    _send_teaching_probe(sandbox, pictures)
                 continue
             if grade_id is None:
                 sandbox.send({"op": "cell", "source": cell.source})
@@ -504,8 +523,8 @@ def _grade_checks(sandbox, cells: list, grade_ids: list, checks: list, limits: S
                 verdict = Verdict(False, f"This check could not finish: {exc.reason}.")
         cell.outputs = [_verdict_output(check, verdict)]
         result.checks[check.id] = CheckResult(check.id, verdict.passed, verdict.message, float(check.points))
-        if check.id == pictures.ANCHOR_CHECK and result.stopped is None:
-            cell.outputs += _teaching_picture(sandbox)
+        if (pictures := _pictures_after(check)) is not None and result.stopped is None:
+            cell.outputs += _teaching_picture(sandbox, pictures)
 
 
 def execute_notebook(nb, *, zygote: Zygote | None = None, limits: SandboxLimits | None = None,
@@ -513,7 +532,7 @@ def execute_notebook(nb, *, zygote: Zygote | None = None, limits: SandboxLimits 
     """Run every code cell of ``nb`` in order in a fresh sandbox and write each cell's (bounded,
     re-checked) outputs into it, as nbgrader's ``Execute`` does in a kernel with ``allow_errors``:
     a cell that raises gets its error output and the next cell runs. No hidden check is loaded:
-    this is Validate's run of the student's own notebook (``attention_platform.hub.validate_service``),
+    this is Validate's run of the student's own notebook (``attention_platform.grading.validate_service``),
     not grading. After the sandbox stops (a limit, ``sys.exit``), the remaining cells get no output."""
     started = time.monotonic()
     limits = limits or SandboxLimits()

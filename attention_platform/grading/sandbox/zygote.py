@@ -366,13 +366,14 @@ class Worker:
         import marshal
 
         sources, stubs = dict(msg["modules"]), set(msg["stubs"])
+        packages = {"grader_tests", *msg.get("packages", ())}
         same_python = msg.get("magic") == importlib.util.MAGIC_NUMBER.hex()
         compiled = msg.get("compiled") if same_python and isinstance(msg.get("compiled"), dict) else {}
 
         class GraderSources(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             def find_spec(self, name, path=None, target=None):
-                if name == "grader_tests" or name in sources or name in stubs:
-                    return importlib.machinery.ModuleSpec(name, self, is_package=name == "grader_tests",
+                if name in packages or name in sources or name in stubs:
+                    return importlib.machinery.ModuleSpec(name, self, is_package=name in packages,
                                                           origin=f"<grader:{name}>")
                 return None
 
@@ -380,7 +381,7 @@ class Worker:
                 return None
 
             def exec_module(self, module):
-                if module.__name__ == "grader_tests":
+                if module.__name__ in packages:
                     module.__path__ = []
                 elif module.__name__ in compiled:
                     exec(marshal.loads(base64.b64decode(compiled[module.__name__])), module.__dict__)
@@ -394,7 +395,7 @@ class Worker:
             # sys.modules: walking its ~3,000 names writes to each one's page (reference counts), and
             # after the fork every such page is copied, in every sandbox. (Student code shares this
             # interpreter and could patch anything anyway; the verdicts are decided outside.)
-            for name in ("grader_tests", *sources, *stubs):
+            for name in (*packages, *sources, *stubs):
                 sys.modules.pop(name, None)
             sys.meta_path.insert(0, GraderSources())
             self.probes = {}
@@ -443,7 +444,8 @@ def warm_up(first_uses: tuple[str, ...] = first_use.ALL) -> None:
     import grader_tests.wire as wire  # the codec only; no check, judge or reference
 
     _WIRE = wire
-    assert "grader_tests.reference" not in sys.modules and "grader_tests.registry" not in sys.modules
+    assert "grader_tests.registry" not in sys.modules and not any(name.endswith(".reference") for name in sys.modules
+                                                                  if name.startswith("grader_tests."))
     # Every object imported so far outlives every sandbox: out of the collector's reach, a sandbox's
     # garbage collection no longer writes to (and so copies) each of their pages after the fork.
     start_up_gc.resume()

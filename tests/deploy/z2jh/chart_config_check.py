@@ -7,7 +7,7 @@ tag it reads ``jupyterhub/files/hub/jupyterhub_config.py`` and ``z2jh.py`` into 
 their /usr/local/etc/jupyterhub/ paths pointed there, and lays out what the chart mounts into the hub pod:
 the merged values (chart defaults + deploy/kubernetes/values.yaml) as the Secret's values.yaml, generated
 secrets, the names ConfigMap. Then, in this process: the chart's config runs (and with it our
-hub.extraConfig, loading hub/jupyterhub_config.py from this checkout), KubeSpawner renders a student's pod
+hub.extraConfig, loading jupyter_config/jupyterhub_config.py from this checkout), KubeSpawner renders a student's pod
 (validated as in tests/deploy/test_kubernetes.py), and JupyterHub initialises fully (database, users, roles, groups,
 services, spawners) without starting anything or opening a connection.
 
@@ -55,7 +55,7 @@ def main(checkout: str, tag: str, scratch: Path) -> None:
     values["Chart"] = {"Name": "jupyterhub", "Version": tag}
     values["Release"] = {"Name": tests.COURSE, "Namespace": tests.COURSE, "Service": "Helm"}
     installed = "/srv/hub/jupyterhub_config.py"  # hub.Dockerfile's COPY destination
-    values["hub"]["extraConfig"] = {k: v.replace(installed, str(REPO / "hub" / "jupyterhub_config.py"))
+    values["hub"]["extraConfig"] = {k: v.replace(installed, str(REPO / "jupyter_config" / "jupyterhub_config.py"))
                                     for k, v in values["hub"]["extraConfig"].items()}
     (etc / "secret" / "values.yaml").write_text(yaml.safe_dump(values))
     for key in ("hub.config.JupyterHub.cookie_secret", "hub.config.CryptKeeper.keys",

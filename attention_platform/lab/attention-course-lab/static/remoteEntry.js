@@ -4,7 +4,7 @@
  * Written by hand as a JupyterLab 4 federated extension (a module-federation container:
  * `init(shareScope)` then `get('./extension')`), so the course needs no Node build step:
  * the JupyterLab packages it uses are taken from the share scope JupyterLab itself fills.
- * Its server side, which also decides what each role sees, is attention_platform/hub/course_lab.py.
+ * Its server side, which also decides what each role sees, is attention_platform/lab/course_lab.py.
  *
  * What it adds:
  *   - a "Course" menu and launcher cards fitted to the role (page config `attentionCourse`):

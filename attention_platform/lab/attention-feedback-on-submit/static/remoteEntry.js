@@ -4,7 +4,7 @@
  * Written by hand as a JupyterLab 4 federated extension (a module-federation container:
  * `init(shareScope)` then `get('./extension')`), so the course needs no Node build step; the
  * JupyterLab packages it uses come from the share scope JupyterLab fills. Its server side is
- * attention_platform/feedback_on_submit/student.py, which reads what the course's grader wrote
+ * attention_platform/lab/feedback_on_submit.py, which reads what the course's grader wrote
  * into the student's own feedback folder.
  *
  * It adds a "Feedback on submit" panel at the top of nbgrader's Assignments tab: per assignment
@@ -138,7 +138,7 @@
         item.appendChild(el('p', { 'class': 'fos-pages' }, [el('span', { text: 'Feedback pages: ' })].concat(
           pages.map(function (nb) {
             // by attempt and notebook: the page's relative links to the other notebooks then
-            // lead to the same attempt's pages (student.py serves them)
+            // lead to the same attempt's pages (lab/feedback_on_submit.py serves them)
             return el('a', { href: url('attention/feedback-on-submit/page/' + encodeURIComponent(assignment) + '/' +
                                         number + '/' + encodeURIComponent(nb) + '.html'),
                              target: '_blank', rel: 'noopener noreferrer', text: nb });

@@ -1,0 +1,274 @@
+"""The instructor's terms: what a student sees on submit, how often, and which attempt counts.
+
+Set per assignment in the course's ``nbgrader_config.py``::
+
+    c.FeedbackOnSubmit.policies = {
+        "self_attention": {
+            "feedback": "checks",      # off (default: nothing until the TA releases feedback),
+                                       # checks (each check's title, passed or not, and the points),
+                                       # full (the feedback page the TA would release)
+            "attempts": 3,             # graded attempts per window; null: no limit
+            "window_hours": 24,        # the window those attempts are counted in (rolling)
+            "cooldown_minutes": 10,    # at least this long between two graded attempts; 0: none
+            "counts": "best",          # last (the newest graded attempt), best (the highest-scoring one),
+                                       # collected (the one the TA's collect picks, as today)
+        },
+    }
+
+or, for a whole deployment, as JSON in ``ATTENTION_FEEDBACK_ON_SUBMIT``. A graded attempt is
+counted at the time the exchange received it (the kernel's time of the submission folder, not
+a time the student wrote). The rule is enforced by the grader; the student's submit reads the
+grader's account of their attempts to refuse, with the time of the next possible attempt,
+an attempt the grader would not grade.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+from dataclasses import asdict, dataclass
+
+from traitlets import Dict, Float, Integer, default
+from traitlets.config import LoggingConfigurable
+
+FEEDBACK_LEVELS = ("off", "checks", "full")
+COUNTS = ("last", "best", "collected")
+POLICY_KEYS = ("feedback", "attempts", "window_hours", "cooldown_minutes", "counts")
+ENV = "ATTENTION_FEEDBACK_ON_SUBMIT"
+UTC = dt.timezone.utc
+
+
+class PolicyError(ValueError):
+    """The instructor's policy for an assignment cannot be used; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    assignment: str
+    feedback: str = "off"
+    attempts: int | None = None
+    window_hours: float = 24.0
+    cooldown_minutes: float = 0.0
+    counts: str = "collected"
+
+    @property
+    def on(self) -> bool:
+        return self.feedback != "off"
+
+    @property
+    def window(self) -> dt.timedelta:
+        return dt.timedelta(hours=self.window_hours)
+
+    @property
+    def cooldown(self) -> dt.timedelta:
+        return dt.timedelta(minutes=self.cooldown_minutes)
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "text": self.describe()}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Policy":
+        return parse(str(data.get("assignment", "")), {k: data[k] for k in POLICY_KEYS if k in data})
+
+    def describe(self) -> str:
+        """The policy in one or two sentences, for the student's tab and the formgrader."""
+        if not self.on:
+            return "No feedback on submit: your feedback comes when the course staff release it."
+        what = {"checks": "each hidden check's title, whether it passed, and your points",
+                "full": "the full feedback page"}[self.feedback]
+        limits = []
+        if self.attempts is not None:
+            limits.append(f"{plural(self.attempts, 'graded attempt')} per {hours(self.window_hours)}")
+        if self.cooldown_minutes:
+            limits.append(f"at least {minutes(self.cooldown_minutes)} between graded attempts")
+        limit = ("; " + ", ".join(limits)) if limits else "; no limit on graded attempts"
+        counts = {"last": "your last graded attempt counts for the grade",
+                  "best": "your best graded attempt counts for the grade",
+                  "collected": "the submission the course staff collect counts for the grade"}[self.counts]
+        return f"On submit you see {what} within seconds{limit}. {counts[0].upper()}{counts[1:]}."
+
+    def next_allowed(self, graded: list[dt.datetime], at: dt.datetime) -> dt.datetime | None:
+        """When an attempt received at ``at`` would be graded, given the times the earlier graded
+        (or queued) attempts were received: None if at once, else the earliest time it would be."""
+        earlier = sorted(t for t in graded if t <= at)
+        wait = []
+        if self.attempts is not None:
+            recent = [t for t in earlier if t > at - self.window]
+            if len(recent) >= self.attempts:
+                wait.append(recent[len(recent) - self.attempts] + self.window)
+        if self.cooldown_minutes and earlier and at - earlier[-1] < self.cooldown:
+            wait.append(earlier[-1] + self.cooldown)
+        return max(wait) if wait else None
+
+    def refusal(self, graded: list[dt.datetime], at: dt.datetime, next_at: dt.datetime) -> str:
+        """Why an attempt received at ``at`` is not graded, and when the next one would be."""
+        recent = [t for t in graded if at - self.window < t <= at]
+        if self.attempts is not None and len(recent) >= self.attempts:
+            why = (f"you have had {plural(len(recent), 'graded attempt')} in the last {hours(self.window_hours)}, "
+                   f"the most this assignment allows")
+        else:
+            why = f"graded attempts must be at least {minutes(self.cooldown_minutes)} apart"
+        return (f"{why}. Your next graded attempt is possible at {clock(next_at)} "
+                f"({until(next_at, at)} from the time of this attempt)")
+
+
+def plural(n: float, word: str) -> str:
+    return f"{n:g} {word}" + ("" if n == 1 else "s")
+
+
+def hours(value: float) -> str:
+    return plural(value, "hour")
+
+
+def minutes(value: float) -> str:
+    return plural(value, "minute") if value < 120 else plural(value / 60, "hour")
+
+
+def clock(when: dt.datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def until(later: dt.datetime, now: dt.datetime) -> str:
+    seconds = max(0, math.ceil((later - now).total_seconds()))
+    if seconds < 60:
+        return plural(seconds, "second")
+    mins = math.ceil(seconds / 60)
+    if mins < 60:
+        return plural(mins, "minute")
+    return f"{mins // 60} h {mins % 60:02d} min"
+
+
+def _number(assignment: str, key: str, value, *, whole: bool, minimum: float, allow_none: bool):
+    where = f"feedback-on-submit policy of {assignment!r}: {key!r}"
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (whole and not float(value).is_integer()):
+        kind = "a whole number" if whole else "a number"
+        raise PolicyError(f"{where} must be {kind}{' or null' if allow_none else ''}, not {value!r}")
+    if not math.isfinite(value) or value < minimum:
+        raise PolicyError(f"{where} must be at least {minimum:g}, not {value!r}")
+    return int(value) if whole else float(value)
+
+
+def parse(assignment: str, raw) -> Policy:
+    """One assignment's policy from the instructor's dict; a PolicyError names what is wrong."""
+    if not isinstance(raw, dict):
+        raise PolicyError(f"feedback-on-submit policy of {assignment!r} must be a dict of "
+                          f"{', '.join(POLICY_KEYS)}, not {type(raw).__name__}")
+    unknown = sorted(set(raw) - set(POLICY_KEYS))
+    if unknown:
+        raise PolicyError(f"feedback-on-submit policy of {assignment!r}: unknown setting {unknown[0]!r} "
+                          f"(the settings are {', '.join(POLICY_KEYS)})")
+    feedback = raw.get("feedback", "off")
+    if feedback not in FEEDBACK_LEVELS:
+        raise PolicyError(f"feedback-on-submit policy of {assignment!r}: 'feedback' must be one of "
+                          f"{', '.join(FEEDBACK_LEVELS)}, not {feedback!r}")
+    counts = raw.get("counts", "collected")
+    if counts not in COUNTS:
+        raise PolicyError(f"feedback-on-submit policy of {assignment!r}: 'counts' must be one of "
+                          f"{', '.join(COUNTS)}, not {counts!r}")
+    return Policy(
+        assignment=assignment, feedback=feedback, counts=counts,
+        attempts=_number(assignment, "attempts", raw.get("attempts"), whole=True, minimum=1, allow_none=True),
+        window_hours=_number(assignment, "window_hours", raw.get("window_hours", 24), whole=False, minimum=0.01,
+                             allow_none=False),
+        cooldown_minutes=_number(assignment, "cooldown_minutes", raw.get("cooldown_minutes", 0), whole=False,
+                                 minimum=0, allow_none=False),
+    )
+
+
+class FeedbackOnSubmit(LoggingConfigurable):
+    """The course's feedback-on-submit settings (``c.FeedbackOnSubmit.*`` in nbgrader_config.py)."""
+
+    policies = Dict(
+        help="Per assignment id, the feedback-on-submit policy: a dict with 'feedback' (off | checks | full), "
+             "'attempts' (graded attempts per window, null for no limit), 'window_hours' (default 24), "
+             "'cooldown_minutes' (default 0) and 'counts' (last | best | collected). An assignment not listed "
+             "is 'off': nothing is graded on submit. Default: the JSON in $ATTENTION_FEEDBACK_ON_SUBMIT, if set.",
+    ).tag(config=True)
+
+    poll_seconds = Float(
+        0.2,
+        help="How often the grader looks for new submissions in the students' inbound folders (one stat per "
+             "student folder; a folder is listed only when it changed).",
+    ).tag(config=True)
+
+    workers = Integer(
+        3,
+        help="Attempts graded at once, each in its own sandboxes; one student has at most one attempt in "
+             "grading, so a looping submission holds one worker and the others keep draining the queue.",
+    ).tag(config=True)
+
+    attempt_seconds = Float(
+        180.0,
+        help="Wall-clock seconds for all notebooks of one attempt together; notebooks not reached in time are "
+             "reported as not graded in this attempt (each notebook keeps its own SandboxedExecute limits).",
+    ).tag(config=True)
+
+    keep_attempt_files = Integer(
+        10,
+        help="Per student and assignment, the files (notebooks, feedback pages) of this many newest graded "
+             "attempts are kept, besides the one that counts; older ones keep their row in the gradebook.",
+    ).tag(config=True)
+
+    @default("policies")
+    def _policies_from_environment(self):
+        text = os.environ.get(ENV, "").strip()
+        if not text:
+            return {}
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            # kept visible: policy_for() reports it for every assignment instead of grading nothing silently
+            return {"*": f"${ENV} is not valid JSON ({exc})"}
+        return value if isinstance(value, dict) else {"*": f"${ENV} must be a JSON object, not {type(value).__name__}"}
+
+    def policy_for(self, assignment: str) -> Policy:
+        """The assignment's policy; PolicyError (with what to change) if the instructor's is unusable."""
+        broken = self.policies.get("*")
+        if isinstance(broken, str):
+            raise PolicyError(broken)
+        if assignment not in self.policies:
+            return Policy(assignment)
+        return parse(assignment, self.policies[assignment])
+
+    def assignments(self) -> list[str]:
+        return sorted(name for name in self.policies if name != "*")
+
+
+def load_config(course_dir):
+    """The configuration nbgrader's own commands would use in ``course_dir``: every
+    ``nbgrader_config.py`` on the Jupyter config path (the grader's jupyter_config/grader/ settings: the
+    exchange, its limits, the collect's claim tolerance), then the course's own, which wins."""
+    from pathlib import Path
+
+    from jupyter_core.paths import jupyter_config_path
+    from traitlets.config import Config
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = Config()
+    for folder in [*reversed(jupyter_config_path()), str(course_dir)]:  # lowest priority first
+        if (Path(folder) / "nbgrader_config.py").is_file():
+            config.merge(PyFileConfigLoader("nbgrader_config.py", path=str(folder)).load_config())
+    return config
+
+
+def now() -> dt.datetime:
+    return dt.datetime.now(UTC)
+
+
+def aware(value: dt.datetime) -> dt.datetime:
+    """nbgrader's naive-UTC datetimes as aware ones."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def iso(value: dt.datetime | None) -> str | None:
+    return None if value is None else aware(value).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def from_iso(text: str | None) -> dt.datetime | None:
+    if not text:
+        return None
+    return aware(dt.datetime.fromisoformat(text.replace("Z", "+00:00")))

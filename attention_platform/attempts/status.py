@@ -1,0 +1,78 @@
+"""What a student may see of their attempts: one JSON file in their own feedback folder.
+
+``feedback/<student>/feedback-on-submit-<assignment>.json`` is written by the grader only
+(the folder is the grader's, the student's group reads it: jupyter_config/jupyterhub_config.py) and
+read by the student's own server (their Assignments tab, their submit). It holds the
+assignment's policy, the time the next graded attempt is possible, and per attempt what the
+policy lets the student see: its state, and once graded the points and each hidden check's
+title and pass/fail; with ``full`` feedback also the names of its feedback pages, which lie
+beside it under nbgrader's own names (``<hash>.html``, see nbgrader's fetch_feedback).
+Never a check's message in ``checks`` mode, never a check's inputs or code.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import secrets
+import stat
+
+PREFIX = "feedback-on-submit-"
+SUFFIX = ".json"
+MAX_BYTES = 4 << 20  # a status of a few hundred attempts is < 1 MB
+VERSION = 1
+STATES = ("queued", "grading", "graded", "refused", "not graded", "error", "failed")
+COUNTING = ("queued", "grading", "graded", "failed")  # the states that use up one of a student's graded attempts
+
+
+def filename(assignment: str) -> str:
+    return f"{PREFIX}{assignment}{SUFFIX}"
+
+
+def write(student_dir_fd: int, assignment: str, status: dict, mode: int = 0o640) -> None:
+    """Replace the status file in the folder open at ``student_dir_fd`` in one rename: a reader
+    sees the old or the new file, never half of one."""
+    data = json.dumps({"version": VERSION, **status}, indent=1, sort_keys=True).encode()
+    tmp = f".{filename(assignment)}.{secrets.token_hex(4)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=student_dir_fd)
+    try:
+        os.fchmod(fd, mode)  # whatever the umask: the student's group reads it (the folder is setgid)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.rename(tmp, filename(assignment), src_dir_fd=student_dir_fd, dst_dir_fd=student_dir_fd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=student_dir_fd)
+        except OSError:
+            pass
+        raise
+
+
+def read(folder: str, assignment: str) -> dict | None:
+    """The status in ``folder`` (the student's view of their feedback folder), or None if there is
+    none yet. Raises ValueError if it cannot be read as a status."""
+    path = os.path.join(folder, filename(assignment))
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ENOTDIR:  # no feedback folder yet
+            return None
+        raise ValueError(f"the feedback-on-submit status cannot be opened ({exc.strerror})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("the feedback-on-submit status is not a regular file")
+        data = os.read(fd, MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_BYTES:
+        raise ValueError("the feedback-on-submit status is too large")
+    try:
+        status = json.loads(data)
+    except ValueError:
+        raise ValueError("the feedback-on-submit status is not JSON") from None
+    if not isinstance(status, dict) or status.get("version") != VERSION or not isinstance(status.get("attempts"), list):
+        raise ValueError("the feedback-on-submit status has an unknown format")
+    return status

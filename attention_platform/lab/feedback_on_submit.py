@@ -1,0 +1,194 @@
+"""The student's side of feedback on submit, in their own Jupyter server (runs as the student).
+
+* ``GET <base>attention/feedback-on-submit?course_id=<course>``: every status the grader wrote
+  into the student's feedback folder (see :mod:`attention_platform.attempts.status`), for their
+  Assignments tab, which shows each attempt's state and result and when the next graded attempt
+  is possible;
+* ``GET <base>attention/feedback-on-submit/page/<assignment>/<attempt>/<notebook>.html``: the
+  feedback page of one notebook of their attempt number ``<attempt>`` (1 is the first), straight
+  from that folder, as HTML with a policy that lets no script run; a page's links to the other
+  notebooks (``<notebook>.html``, relative) therefore lead to the same attempt's pages;
+* the Assignments tab's Submit (nbgrader's ``AssignmentList.submit_assignment``, in this server)
+  answers with :func:`submit_refusal` instead of handing in an attempt the grader would not grade;
+  the exchange's submit (``attention_platform.exchange.submit.AtomicSubmit``) asks it too, for a
+  terminal's ``nbgrader submit``.
+
+This side only ever reads what the grader wrote; nothing here decides anything the grader relies
+on. A student who edits this server's code gains nothing: the grader applies the policy again to
+every submission it finds in their inbound folder.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import glob
+import json
+import os
+import re
+import stat
+
+from attention_platform.attempts import status as status_file
+from attention_platform.attempts.policy import UTC, Policy, PolicyError, from_iso, now
+
+COUNTING = status_file.COUNTING
+PAGE = re.compile(r"[0-9a-f]{32}\.html\Z")
+ASSIGNMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
+
+
+def feedback_folder(exchange_root: str, course_id: str) -> str:
+    """The student's own feedback folder as their view of the exchange shows it."""
+    return os.path.join(exchange_root, course_id, "feedback")
+
+
+def statuses(folder: str) -> dict:
+    """``{assignment: status}`` of every status in ``folder``; an unreadable one is reported as such."""
+    found = {}
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return found
+    for name in sorted(names):
+        if not (name.startswith(status_file.PREFIX) and name.endswith(status_file.SUFFIX)):
+            continue
+        assignment = name[len(status_file.PREFIX):-len(status_file.SUFFIX)]
+        if not ASSIGNMENT.match(assignment):
+            continue
+        try:
+            found[assignment] = status_file.read(folder, assignment)
+        except ValueError as exc:
+            found[assignment] = {"error": str(exc)}
+    return found
+
+
+def attempt_page(status: dict, number: int, notebook: str) -> str | None:
+    """The file name of ``notebook``'s feedback page of attempt ``number`` (1 is the first), if the
+    grader listed one."""
+    attempts = status.get("attempts") or []
+    if not 1 <= number <= len(attempts):
+        return None
+    page = (attempts[number - 1].get("pages") or {}).get(notebook)
+    return page if isinstance(page, str) and PAGE.match(page) else None
+
+
+def submit_refusal(exchange_root: str, course_id: str, assignment: str, inbound: str, student: str) -> str | None:
+    """The sentence that refuses this submit, or None to hand it in.
+
+    Only when the attempt would count for nothing: the policy counts the last or best *graded*
+    attempt and the grader would not grade this one (too many or too soon). Under ``collected``
+    a submission past the limit is still handed in (the course staff collect the newest), and
+    the grader records it as not graded on submit. The rule is the grader's
+    (:mod:`attention_platform.attempts.policy`), over the attempts the grader has recorded plus the student's own submissions it has not
+    seen yet; the grader applies it again whatever happens here.
+    """
+    try:
+        status = status_file.read(feedback_folder(exchange_root, course_id), assignment)
+        policy = Policy.from_json(status["policy"]) if status else None
+    except (ValueError, PolicyError, KeyError, TypeError):
+        return None  # nothing readable: the grader decides alone
+    if policy is None or not policy.on or policy.counts not in ("last", "best"):
+        return None
+    times, known = [], set()
+    for attempt in status.get("attempts", []):
+        known.add(attempt.get("submission"))
+        if attempt.get("state") in COUNTING and attempt.get("received"):
+            times.append(from_iso(attempt["received"]))
+    since = from_iso(status.get("enabled_since"))
+    for path in glob.glob(os.path.join(glob.escape(inbound), f"{glob.escape(student)}+{glob.escape(assignment)}+*")):
+        name = os.path.basename(path)
+        if name in known:
+            continue
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        made = dt.datetime.fromtimestamp(info.st_ctime, UTC)
+        if stat.S_ISDIR(info.st_mode) and (since is None or made >= since):
+            times.append(made)  # handed in, not yet seen by the grader: it will count
+    at = now()
+    next_at = policy.next_allowed(times, at)
+    if next_at is None:
+        return None
+    return (f"Not submitted: {policy.refusal(times, at, next_at)}. Under this assignment's policy only graded "
+            f"attempts count, so nothing was handed in and your files are unchanged.")
+
+
+# --------------------------------------------------------------------------- the server extension
+
+def _handlers():
+    from jupyter_server.base.handlers import APIHandler, JupyterHandler
+    from tornado import web
+
+    from attention_platform.course import settings  # the course id, as everywhere (the student image carries it)
+
+    class StatusHandler(APIHandler):
+        @web.authenticated
+        def get(self):
+            course_id = self.get_argument("course_id", settings.course_id())
+            if not ASSIGNMENT.match(course_id or ""):
+                raise web.HTTPError(400, "course_id must be a course id")
+            folder = feedback_folder(_exchange_root(), course_id)
+            self.set_header("Cache-Control", "no-store")
+            self.finish(json.dumps({"course_id": course_id, "now": now().isoformat(), "assignments": statuses(folder)}))
+
+    class PageHandler(JupyterHandler):
+        """A page, not an API answer: served as HTML (an APIHandler answers application/json)."""
+
+        @web.authenticated
+        def get(self, assignment, number, notebook):
+            folder = feedback_folder(_exchange_root(), settings.course_id())
+            page = attempt_page(statuses(folder).get(assignment) or {}, int(number), notebook)
+            if page is None:
+                raise web.HTTPError(404, "no such feedback page")
+            try:
+                fd = os.open(os.path.join(folder, page), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError:
+                raise web.HTTPError(404, "no such feedback page") from None
+            with os.fdopen(fd, "rb") as fh:
+                if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                    raise web.HTTPError(404, "no such feedback page")
+                body = fh.read(20 << 20)
+            # Student content, sanitised when the page was made; still: no script, no frames, no forms.
+            self.set_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; "
+                            "img-src data:; font-src data:; sandbox; frame-ancestors 'self'")
+            self.set_header("Content-Type", "text/html; charset=utf-8")
+            self.set_header("X-Content-Type-Options", "nosniff")
+            self.finish(body)
+
+    return StatusHandler, PageHandler
+
+
+def _exchange_root() -> str:
+    return os.environ.get("NBGRADER_EXCHANGE_ROOT", "/srv/nbgrader/exchange")
+
+
+def _refused_submit(assignment_list, course_id, assignment_id) -> dict | None:
+    """What nbgrader's ``AssignmentList.submit_assignment`` answers instead of submitting when
+    :func:`submit_refusal` refuses; None lets it submit."""
+    student = os.environ.get("JUPYTERHUB_USER", "")
+    root = _exchange_root()
+    if student and ASSIGNMENT.match(course_id or "") and ASSIGNMENT.match(assignment_id or ""):
+        refusal = submit_refusal(root, course_id, assignment_id, os.path.join(root, course_id, "inbound"), student)
+        if refusal:
+            assignment_list.log.info("feedback on submit: %s", refusal)
+            return {"success": False, "value": refusal}
+    return None
+
+
+def _jupyter_server_extension_points():
+    return [{"module": "attention_platform.lab.feedback_on_submit"}]
+
+
+def _load_jupyter_server_extension(serverapp):
+    from jupyter_server.utils import url_path_join
+
+    from attention_platform import third_party_patches
+
+    third_party_patches.ask_before_submit(_refused_submit)
+
+    status_handler, page_handler = _handlers()
+    base = serverapp.web_app.settings["base_url"]
+    serverapp.web_app.add_handlers(".*$", [
+        (url_path_join(base, "attention/feedback-on-submit"), status_handler),
+        (url_path_join(base, r"attention/feedback-on-submit/page/([A-Za-z0-9][A-Za-z0-9_.-]{0,127})/([1-9][0-9]{0,5})/"
+                             r"([A-Za-z0-9][A-Za-z0-9_.-]{0,127})\.html"), page_handler),
+    ])
