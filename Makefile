@@ -81,9 +81,9 @@ LOAD_STUDENTS ?= 50
 load: venv system-deps
 	$(BIN)/attention-course load-test -n $(LOAD_STUDENTS)
 
-## Regenerate release/ from source/ (commit the result).
+## Regenerate release/ from source/, every assignment (commit the result).
 release: venv
-	$(BIN)/nbgrader generate_assignment self_attention --force
+	for folder in source/*/; do $(BIN)/nbgrader generate_assignment "$$(basename "$$folder")" --force || exit 1; done
 
 clean:
 	rm -rf build submitted autograded/*/ feedback gradebook.db attempts

@@ -12,27 +12,27 @@ from nbgrader import preprocessors as pp
 from attention_platform.grading.preprocessors import (
     HideCheckCode, RestoreCellMetadata, RestoreCheckCells, SanitizeCheckOutputs,
 )
-from attention_platform.course.settings import course_id
 from attention_platform.grading.course_lock import after_autograde, before_autograde
 from attention_platform.grading.sandboxed_execute import SandboxedExecute, start_sandbox_early
 from attention_platform.reporting.feedback import FeedbackSummary
 from attention_platform.reporting.safe_html import FEEDBACK_TEMPLATES, FeedbackHTMLExporter
+from attention_platform.settings import settings_or_exit
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
+# The deployment's settings (attention_platform/settings.py): a wrong one stops nbgrader here, naming it.
+SETTINGS = settings_or_exit("nbgrader_config.py")
 
 # The course root is wherever this file lives, so a copied course keeps working.
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 # Course id: the hub's groups are formgrade-<id> and nbgrader-<id>.
-c.CourseDirectory.course_id = course_id()
+c.CourseDirectory.course_id = SETTINGS.nbgrader_course_id
 # Gradebook database; the hub deployment points this at PostgreSQL.
-c.CourseDirectory.db_url = os.environ.get(
-    "NBGRADER_DB_URL", "sqlite:///" + os.path.join(c.CourseDirectory.root, "gradebook.db")
-)
+c.CourseDirectory.db_url = SETTINGS.nbgrader_db_url or "sqlite:///" + os.path.join(c.CourseDirectory.root, "gradebook.db")
 # Shared exchange for release/submit/collect (local mode; the hub sets its own).
-c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE_ROOT", "/srv/nbgrader/exchange")
+c.Exchange.root = str(SETTINGS.nbgrader_exchange_root)
 
 # Kernel time per cell and in all: a submission that loops forever fails its cell, not the batch.
-c.Execute.timeout = int(os.environ.get("NBGRADER_CELL_TIMEOUT", "60"))
+c.Execute.timeout = SETTINGS.nbgrader_cell_timeout
 
 # A deleted check cell is restored from the instructor's copy and graded, not lost.
 c.OverwriteCells.add_missing_cells = True
@@ -65,7 +65,7 @@ c.Autograde.post_convert_hook = after_autograde
 # Student code runs in a fresh sandbox per submission (no network, own uid, only its own files,
 # cgroup/rlimit bounds) and every check's verdict is judged outside it (attention_platform/grading/sandbox/).
 # ATTENTION_AUTOGRADE_EXECUTE=stock runs nbgrader's in-kernel Execute instead (benchmark baseline).
-STOCK_EXECUTE = os.environ.get("ATTENTION_AUTOGRADE_EXECUTE", "sandbox") == "stock"
+STOCK_EXECUTE = SETTINGS.attention_autograde_execute == "stock"
 c.SandboxedExecute.cell_timeout = c.Execute.timeout
 c.Autograde.autograde_preprocessors = [
     pp.Execute if STOCK_EXECUTE else SandboxedExecute,

@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from attention_platform import third_party_patches, venv
+from attention_platform.settings import settings_or_exit
 
 # Before nbformat or nbgrader import jsonschema (whose IRI parser is slow to build, paid by every
 # command otherwise; the venv's .pth does the same, this covers an install without it).
@@ -36,6 +37,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    settings_or_exit(f"attention-course {args.command}")  # a wrong setting stops every command before it starts
     venv.activate()
     try:
         return args.run(args) or 0

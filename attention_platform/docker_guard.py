@@ -18,7 +18,8 @@ its first create) that only it and the hub join, so no student reaches another s
 except through the hub's proxy. Anything else -- exec, build, pull, volumes, other containers --
 is refused with 403. Bodies are read only up to MAX_BODY bytes, from their declared length.
 
-Stdlib only: it runs in a container of its own with nothing but this file (docker/docker-guard.Dockerfile).
+Stdlib only: it runs in a container of its own with nothing but this file and the settings module
+(docker/docker-guard.Dockerfile).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import json
-import os
 import re
 import socket
 import sys
@@ -34,6 +34,8 @@ import threading
 import urllib.parse
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from attention_platform.settings import Settings, settings, settings_or_exit
 
 # A create body from DockerSpawner is a few kB (the environment is the largest part).
 MAX_BODY = 256 * 1024
@@ -76,12 +78,13 @@ class Policy:
     subnet_prefix: int = 29  # gateway, hub and the student's container
 
     @classmethod
-    def from_environment(cls, environ=os.environ) -> Policy:
-        return cls(project=environ.get("COMPOSE_PROJECT", "dl-attention"),
-                   image=environ["STUDENT_IMAGE"],
-                   exchange=environ["EXCHANGE_HOST_DIR"].rstrip("/"),
-                   course=environ.get("NBGRADER_COURSE_ID", "dl-attention"),
-                   subnets=ipaddress.ip_network(environ.get("STUDENT_SUBNETS", "10.213.0.0/16")))
+    def from_environment(cls, environ=None) -> Policy:
+        configured = settings() if environ is None else Settings.from_environ(environ)
+        if not configured.exchange_host_dir:
+            raise SystemExit("docker-guard: EXCHANGE_HOST_DIR is not set (the exchange's path on the host)")
+        return cls(project=configured.compose_project, image=configured.student_image,
+                   exchange=configured.exchange_host_dir.rstrip("/"), course=configured.nbgrader_course_id,
+                   subnets=ipaddress.ip_network(configured.student_subnets))
 
     @property
     def container_prefix(self) -> str:
@@ -337,8 +340,9 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main(argv: list[str] | None = None) -> None:
-    port = int(os.environ.get("DOCKER_GUARD_PORT", "2375"))
-    Handler.guard = Guard(Policy.from_environment(), Engine(os.environ.get("DOCKER_SOCKET", "/var/run/docker.sock")))
+    configured = settings_or_exit("docker-guard")
+    port = configured.docker_guard_port
+    Handler.guard = Guard(Policy.from_environment(), Engine(configured.docker_socket))
     server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
     server.daemon_threads = True
     print(f"docker-guard: listening on :{port} for the hub", file=sys.stderr, flush=True)

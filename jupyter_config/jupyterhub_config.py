@@ -5,7 +5,8 @@
 * HUB_MODE=docker (docker-compose.yml): DockerSpawner, PostgreSQL, per-student
   mounts of the exchange, the formgrader in its own container.
 
-Every setting comes from an environment variable, each with a one-line comment.
+Every setting comes from an environment variable, read and checked by attention_platform/settings.py
+(types, defaults, help: docs/reference/settings.md); a wrong one stops the hub here, named.
 Roles (JupyterHub RBAC, minimum scopes we found; nbgrader #1900):
   students   (group nbgrader-<course>)   only the default ``user`` role: their own server.
   TAs        (group formgrade-<course>)  access:services!service=<course>
@@ -20,10 +21,10 @@ import os
 import sys
 from pathlib import Path
 
-from attention_platform.course.settings import course_id
 from attention_platform.exchange.exchange_layout import ExchangeLayout, Ids
 from attention_platform.hub import hub_request_limits
 from attention_platform.hub.intra_hub_http import CONNECTOR_OPTIONS as INTRA_HUB_CONNECTOR_OPTIONS
+from attention_platform.settings import settings_or_exit
 
 c = get_config()  # noqa: F821
 
@@ -31,71 +32,66 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
 
-def env(name, default=""):
-    return os.environ.get(name, default)
-
-
-def env_list(name, default=""):
-    return [item.strip() for item in env(name, default).split(",") if item.strip()]
+SETTINGS = settings_or_exit("jupyterhub_config.py")
 
 
 # ---------------------------------------------------------------- settings
 # native: local processes on 127.0.0.1; docker: containers (docker-compose.yml).
-MODE = env("HUB_MODE", "native")
+MODE = SETTINGS.hub_mode
 # nbgrader course id; also the formgrader service's name and the groups' suffix.
-COURSE = course_id()
+COURSE = SETTINGS.nbgrader_course_id
 # Where the hub keeps its state (SQLite db, cookie secret, proxy pid).
-STATE = Path(env("HUB_STATE_DIR", str(REPO / "build" / "hub")))
+STATE = SETTINGS.hub_state_dir
 # Public address of the proxy; native binds to loopback only.
-BIND_URL = env("HUB_BIND_URL", "http://127.0.0.1:8000")
+BIND_URL = SETTINGS.hub_bind_url
 # Port of the hub's own API/pages behind the proxy (native: loopback; docker: the hub container).
-HUB_PORT = int(env("HUB_INTERNAL_PORT", "8081"))
+HUB_PORT = SETTINGS.hub_internal_port
 # Port of the proxy's REST API (hub -> proxy; never exposed).
-PROXY_API_PORT = int(env("PROXY_API_PORT", "8001"))
+PROXY_API_PORT = SETTINGS.proxy_api_port
 # Hub database: SQLite natively, PostgreSQL in docker (postgresql+psycopg://...).
-DB_URL = env("HUB_DB_URL", f"sqlite:///{STATE / 'jupyterhub.sqlite'}")
+DB_URL = SETTINGS.hub_db_url or f"sqlite:///{STATE / 'jupyterhub.sqlite'}"
 # Authenticator: native (NativeAuthenticator, admin approval) or lti (attention_platform/hub/lti.py).
-AUTHENTICATOR = env("HUB_AUTHENTICATOR", "native")
+AUTHENTICATOR = SETTINGS.hub_authenticator
 # Hub administrators (comma-separated): they approve sign-ups and manage everything.
-ADMINS = env_list("HUB_ADMIN_USERS", "instructor")
+ADMINS = list(SETTINGS.hub_admin_users)
 # The course's instructors (comma-separated): formgrader + managing students.
-INSTRUCTORS = env_list("COURSE_INSTRUCTORS", "instructor")
+INSTRUCTORS = list(SETTINGS.course_instructors)
 # The course's teaching assistants (comma-separated): formgrader access.
-TAS = env_list("COURSE_TAS", "ta")
+TAS = list(SETTINGS.course_tas)
 # Students preloaded into the course group (more are added at run time by instructors).
-STUDENTS = env_list("COURSE_STUDENTS", "")
+STUDENTS = list(SETTINGS.course_students)
 # The whole exchange as the hub sees it (it creates each student's own folders there).
-EXCHANGE = Path(env("EXCHANGE_ROOT", str(STATE / "exchange")))
+EXCHANGE = SETTINGS.exchange_root or STATE / "exchange"
 # Per-student exchange views (native only: symlinks standing in for Docker's bind mounts).
-VIEWS = Path(env("EXCHANGE_VIEWS", str(STATE / "exchange-views")))
+VIEWS = SETTINGS.exchange_views or STATE / "exchange-views"
 # Formgrader URL as the proxy reaches it (docker: the grader container).
-FORMGRADER_URL = env("FORMGRADER_URL", "http://127.0.0.1:9999")
+FORMGRADER_URL = SETTINGS.formgrader_url
 # Unix account of the formgrader (native, as root: root, which the autograder's sandbox needs).
-GRADER_USER = env("GRADER_USER", "root")
+GRADER_USER = SETTINGS.grader_user
 # Idle single-user servers are stopped after this many seconds. An idle server holds little memory and a
 # re-spawn in a deadline rush keeps a student waiting (`make load` measures both); memory is not what runs
 # out first, so idle servers live an hour (idle kernels go after 30 min, jupyter_config/student).
-CULL_TIMEOUT = int(env("CULL_IDLE_TIMEOUT", "3600"))
+CULL_TIMEOUT = SETTINGS.cull_idle_timeout
 # Seconds a single-user server may take to start. In a rush of 50 students within a minute on 2 cores the
 # last ones wait over 120 s for their server (`make load`), so the limit leaves room above that.
-START_TIMEOUT = int(env("SPAWN_START_TIMEOUT", "300"))
+START_TIMEOUT = SETTINGS.spawn_start_timeout
 # Per-student memory limit (docker; natively a cgroup, as root): a server and a torch kernel running the
 # assignment peak well below it (`make load`), which leaves room for the student's own experiments.
-MEM_LIMIT = env("STUDENT_MEM_LIMIT", "1G")
+MEM_LIMIT = SETTINGS.student_mem_limit
 # Processes and threads per student server, kernels included (docker: the container's pids limit;
 # natively its pids cgroup, as root). A server with no kernel running has a handful.
-PIDS_LIMIT = int(env("STUDENT_PIDS_LIMIT", "1024"))
+PIDS_LIMIT = SETTINGS.student_pids_limit
 # Size of each student server's own /dev/shm, counted in its memory (docker: the container's shm_size;
 # natively a tmpfs in the server's own mount namespace). Docker's default, 64M, is too small for
 # torch's DataLoader workers.
-SHM_SIZE = env("STUDENT_SHM_SIZE", "256M")
+SHM_SIZE = SETTINGS.student_shm_size
 # Size of each student server's own /tmp, counted in its memory (natively a tmpfs in the server's own
 # mount namespace, so students never share /tmp; 0: the machine's; docker: the container's own /tmp).
-TMP_SIZE = env("STUDENT_TMP_SIZE", "512M")
+TMP_SIZE = SETTINGS.student_tmp_size
 # Per-student CPU limit in cores (docker; natively not enforced).
-CPU_LIMIT = float(env("STUDENT_CPU_LIMIT", "1.0"))
+CPU_LIMIT = SETTINGS.student_cpu_limit
 # Compose project (docker): prefixes students' container and home-volume names and labels their containers.
-PROJECT = env("COMPOSE_PROJECT", "dl-attention")
+PROJECT = SETTINGS.compose_project
 
 AS_ROOT = os.geteuid() == 0
 GROUP_STUDENTS = f"nbgrader-{COURSE}"
@@ -122,7 +118,7 @@ hub_request_limits.install()
 c.JupyterHub.cleanup_servers = MODE == "native"
 c.JupyterHub.hub_ip = "127.0.0.1" if MODE == "native" else "0.0.0.0"
 if MODE == "docker":
-    c.JupyterHub.hub_connect_ip = env("HUB_CONNECT_HOST", "hub")
+    c.JupyterHub.hub_connect_ip = SETTINGS.hub_connect_host
 
 # ---------------------------------------------------------------- authentication
 if AUTHENTICATOR == "native":
@@ -134,23 +130,24 @@ if AUTHENTICATOR == "native":
     c.CourseNativeAuthenticator.check_common_password = True
     c.Authenticator.allow_all = True  # who may log in is NativeAuthenticator's approval list
     # Logins created before the hub serves anything (admins first): nobody can sign up as them.
-    c.CourseNativeAuthenticator.initial_passwords_file = env("HUB_INITIAL_PASSWORDS_FILE")
-    c.CourseNativeAuthenticator.admin_initial_password = env("HUB_ADMIN_INITIAL_PASSWORD")
+    c.CourseNativeAuthenticator.initial_passwords_file = SETTINGS.hub_initial_passwords_file
+    c.CourseNativeAuthenticator.admin_initial_password = SETTINGS.hub_admin_initial_password
     # Failed logins slow down where they come from, never the account (attention_platform/hub/login_throttle.py):
     # after HUB_LOGIN_MAX_FAILURES from one (address, name), that pair waits HUB_LOGIN_WAIT_SECONDS, doubling
     # with each further failure up to HUB_LOGIN_MAX_WAIT_SECONDS; an address failing over
     # HUB_LOGIN_ADDRESS_MAX_FAILURES times, over all names, waits too.
-    c.CourseNativeAuthenticator.allowed_failed_logins = int(env("HUB_LOGIN_MAX_FAILURES", "5"))
-    c.CourseNativeAuthenticator.seconds_before_next_try = int(env("HUB_LOGIN_WAIT_SECONDS", "10"))
-    c.CourseNativeAuthenticator.login_backoff_max_seconds = int(env("HUB_LOGIN_MAX_WAIT_SECONDS", "900"))
-    c.CourseNativeAuthenticator.address_allowed_failed_logins = int(env("HUB_LOGIN_ADDRESS_MAX_FAILURES", "20"))
+    c.CourseNativeAuthenticator.allowed_failed_logins = SETTINGS.hub_login_max_failures
+    c.CourseNativeAuthenticator.seconds_before_next_try = SETTINGS.hub_login_wait_seconds
+    c.CourseNativeAuthenticator.login_backoff_max_seconds = SETTINGS.hub_login_max_wait_seconds
+    c.CourseNativeAuthenticator.address_allowed_failed_logins = SETTINGS.hub_login_address_max_failures
     # Reverse proxies in front of the hub's own proxy (TLS on the Docker host, say): a login then counts
     # against the client address they forward, not against theirs, which every client would share.
-    c.JupyterHub.trusted_downstream_ips = env_list("HUB_TRUSTED_DOWNSTREAM_IPS")
+    c.JupyterHub.trusted_downstream_ips = list(SETTINGS.hub_trusted_downstream_ips)
     # Docker and Kubernetes: what sits between the Internet and the hub's proxy (the host's reverse proxy,
     # the chart's HTTPS pod) has a private address; natively the proxy is reached from loopback only.
-    c.CourseNativeAuthenticator.trusted_proxy_networks = env_list(
-        "HUB_TRUSTED_PROXY_NETWORKS", "" if MODE == "native" else "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7")
+    c.CourseNativeAuthenticator.trusted_proxy_networks = list(
+        SETTINGS.hub_trusted_proxy_networks if SETTINGS.hub_trusted_proxy_networks is not None
+        else () if MODE == "native" else ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"))
 elif AUTHENTICATOR == "lti":
     from attention_platform.hub.lti import configure_lti
 
@@ -206,7 +203,7 @@ c.JupyterHub.load_roles = [
 _formgrader = {
     "name": COURSE,
     "url": FORMGRADER_URL,
-    "api_token": env("FORMGRADER_API_TOKEN"),  # secret shared with the formgrader process
+    "api_token": SETTINGS.formgrader_api_token,  # secret shared with the formgrader process
     "display": True,  # listed in the hub's Services menu for those who may use it
     "oauth_no_confirm": True,  # no "Authorize access" stop for TAs (it is our own service)
     # The formgrader learns the user's groups: its gate tells TAs from instructors (attention_platform/formgrader/formgrader_gate.py).
@@ -248,7 +245,7 @@ if MODE == "native":
 else:
     c.JupyterHub.spawner_class = "dockerspawner.DockerSpawner"
     # Student image: JupyterLab 4 + nbgrader's student extensions + torch (docker/student.Dockerfile).
-    c.DockerSpawner.image = env("STUDENT_IMAGE", "dl-attention/student:0.1.0")
+    c.DockerSpawner.image = SETTINGS.student_image
     c.DockerSpawner.remove = True  # containers are disposable; homes live on volumes
     c.DockerSpawner.use_internal_ip = True  # the proxy reaches students' containers on that network
     c.DockerSpawner.prefix = f"{PROJECT}-student"  # container names: <project>-student-<escaped user>
@@ -262,7 +259,7 @@ else:
     # fork bomb stops at the container's pids limit.
     c.DockerSpawner.extra_host_config = {"cap_drop": ["ALL"], "security_opt": ["no-new-privileges:true"],
                                          "pids_limit": PIDS_LIMIT, "shm_size": SHM_SIZE}
-    _host_exchange = env("EXCHANGE_HOST_DIR", str(EXCHANGE))  # same path on host and in the hub
+    _host_exchange = SETTINGS.exchange_host_dir or str(EXCHANGE)  # same path on host and in the hub
     # Docker volume names allow only [a-zA-Z0-9_.-], so the home volume uses DockerSpawner's escaped
     # name ({username}: jane.doe -> jane-2edoe). The exchange folders are created under the hub's own
     # name (prepare_exchange; the grader's collect reads the student id from them), so their bind
@@ -320,14 +317,14 @@ def prepare_exchange(username):
 
 # Uids of the Unix accounts the hub creates for its users (native, as root); a hub user whose
 # account exists outside this range (root, daemon, a person's own login) gets no server.
-HUB_UIDS = (int(env("HUB_UID_MIN", "20000")), int(env("HUB_UID_MAX", "29999")))
+HUB_UIDS = (SETTINGS.hub_uid_min, SETTINGS.hub_uid_max)
 
 
 # The course directory the grader owns (native): instructors edit its source/ from their own server.
-COURSE_DIR = Path(env("COURSE_DIR", str(STATE / "course")))
+COURSE_DIR = SETTINGS.course_dir or STATE / "course"
 # Unix group of the course's instructors (native): members write source/; the hub keeps it in
 # step with the hub group instructors-<course> at every spawn.
-INSTRUCTORS_UNIX_GROUP = env("COURSE_INSTRUCTORS_UNIX_GROUP", f"{COURSE}-instructors")
+INSTRUCTORS_UNIX_GROUP = SETTINGS.course_instructors_unix_group or f"{COURSE}-instructors"
 
 
 def prepare_native_account(spawner):
@@ -347,7 +344,7 @@ def prepare_native_account(spawner):
 
 # The validate service's socket (native, as root: attention_platform/grading/validate_service.py): students'
 # Validate runs in a warm sandbox instead of a fresh kernel. Empty: Validate starts a kernel.
-VALIDATE_SOCKET = env("VALIDATE_SOCKET", "")
+VALIDATE_SOCKET = SETTINGS.validate_socket
 # What a native server reads or writes that may lie under the machine's /tmp (a CI checkout, a test's
 # state): bound into the server's own /tmp.
 c.CourseLocalSpawner.tmp_keep = [str(REPO), sys.prefix, str(STATE), str(EXCHANGE), str(VIEWS), str(COURSE_DIR),
@@ -405,31 +402,31 @@ if MODE == "docker":
 # its own, the only privileged one (deploy/kubernetes/course.yaml); the hub's pods stay `restricted`.
 if MODE == "kubernetes":
     # Student image: JupyterLab 4 + nbgrader's student extensions + torch (docker/student.Dockerfile).
-    K8S_IMAGE = env("STUDENT_IMAGE", "dl-attention/student:0.1.0")
+    K8S_IMAGE = SETTINGS.student_image
     # Memory the scheduler reserves per student: a working student's peak while Validate runs the notebook
     # (`make load`); reserving it means a full node never OOM-kills a Validate.
-    K8S_MEM_GUARANTEE = env("STUDENT_MEM_GUARANTEE", "512M")
+    K8S_MEM_GUARANTEE = SETTINGS.student_mem_guarantee
     # CPU the scheduler reserves per student: a session costs a few CPU-seconds in all and an idle server
     # nearly none; 0.1 core packs a node by memory, and the limit (STUDENT_CPU_LIMIT) absorbs bursts.
-    K8S_CPU_GUARANTEE = float(env("STUDENT_CPU_GUARANTEE", "0.1"))
+    K8S_CPU_GUARANTEE = SETTINGS.student_cpu_guarantee
     # Size of each student's home volume (notebooks and their own experiments; the assignment is < 5 MB).
-    K8S_HOME_SIZE = env("STUDENT_HOME_SIZE", "1Gi")
+    K8S_HOME_SIZE = SETTINGS.student_home_size
     # StorageClass of the students' home volumes (ReadWriteOnce); empty: the cluster's default class.
-    K8S_HOME_CLASS = env("STUDENT_STORAGE_CLASS", "")
+    K8S_HOME_CLASS = SETTINGS.student_storage_class
     # The exchange's PersistentVolumeClaim (ReadWriteMany, deploy/kubernetes/course.yaml); the hub mounts it whole.
-    K8S_EXCHANGE_PVC = env("EXCHANGE_PVC", f"{COURSE}-exchange")
+    K8S_EXCHANGE_PVC = SETTINGS.exchange_pvc or f"{COURSE}-exchange"
     # Where the exchange appears inside students' pods (jupyter_config/student/nbgrader_config.py reads NBGRADER_EXCHANGE_ROOT).
     K8S_POD_EXCHANGE = "/srv/nbgrader/exchange"
     # The chart's proxy API Service (the chart sets the same; kept here because the common part above points it at 127.0.0.1).
-    K8S_PROXY_API = env("PROXY_API_URL", f"http://proxy-api:{env('PROXY_API_SERVICE_PORT', '8001')}")
+    K8S_PROXY_API = SETTINGS.proxy_api_url or f"http://proxy-api:{os.environ.get('PROXY_API_SERVICE_PORT', '8001')}"
 
     def _hub_connect_url():
         """Students reach the hub by its Service's cluster IP, which Kubernetes puts into the hub pod's
         environment (HUB_SERVICE_HOST/PORT): their NetworkPolicy then needs no DNS, only the hub."""
-        explicit = env("HUB_CONNECT_URL")
+        explicit = SETTINGS.hub_connect_url
         if explicit:
             return explicit
-        host, port = env("HUB_SERVICE_HOST"), env("HUB_SERVICE_PORT", str(HUB_PORT))
+        host, port = os.environ.get("HUB_SERVICE_HOST"), os.environ.get("HUB_SERVICE_PORT", str(HUB_PORT))
         if not host:
             return f"http://hub:{port}"
         return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

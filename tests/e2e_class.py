@@ -14,8 +14,7 @@ from pathlib import Path
 import nbformat
 
 from attention_platform.course.directory import nbgrader, write_submission
-from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK, with_answer
-from grader_tests.self_attention.answers import BUGGY, CORRECT
+from grader_tests.self_attention.answers import ASSIGNMENT, BUGGY, CORRECT, NOTEBOOK, with_answer
 from grader_tests.registry import GRADE_ID_PREFIX, assignment
 
 NOTEBOOK_CHECKS = assignment("self_attention").notebook_checks
@@ -65,9 +64,11 @@ def write_class(course: Path) -> None:
     nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", check=True)
     release = nbformat.read(course / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
     for student, answer in HONEST.items():
-        write_submission(course, student, with_answer(release, ANSWERS[answer].code))
-    write_submission(course, "empty", release)
-    write_submission(course, "tampered", tampered(release))
-    write_submission(course, "cheater", cheater(release))
-    write_submission(course, "notjson", b'{"cells": [ this is not json')
-    write_submission(course, "nocells", json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": []}))
+        write_submission(course, student, with_answer(release, ANSWERS[answer].code), assignment=ASSIGNMENT,
+                         name=NOTEBOOK)
+    write_submission(course, "empty", release, assignment=ASSIGNMENT, name=NOTEBOOK)
+    write_submission(course, "tampered", tampered(release), assignment=ASSIGNMENT, name=NOTEBOOK)
+    write_submission(course, "cheater", cheater(release), assignment=ASSIGNMENT, name=NOTEBOOK)
+    write_submission(course, "notjson", b'{"cells": [ this is not json', assignment=ASSIGNMENT, name=NOTEBOOK)
+    write_submission(course, "nocells", json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": []}),
+                     assignment=ASSIGNMENT, name=NOTEBOOK)

@@ -17,8 +17,7 @@ import functools
 import nbgrader.api
 from nbgrader.api import Gradebook
 
-from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK
-from grader_tests.self_attention.answers import BUGGY, CORRECT
+from grader_tests.self_attention.answers import ASSIGNMENT, BUGGY, CORRECT, NOTEBOOK
 from grader_tests.registry import GRADE_ID_PREFIX, assignment
 
 NOTEBOOK_CHECKS = assignment("self_attention").notebook_checks

@@ -11,8 +11,10 @@ import pytest
 
 from attention_platform.cli import COMMAND_GROUPS, main, parser
 from attention_platform.course.directory import copy_course, nbgrader, write_submission
-from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT, NOTEBOOK
+from attention_platform.course.notebooks import COURSE_ROOT
 from attention_platform.venv import program
+from grader_tests import registry
+from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK
 
 EXPECTED_COMMANDS = {"demo", "hub", "load-test", "autograde-batch", "bench-autograde", "report", "feedback",
                      "export-checks", "export-canvas", "feedback-on-submit", "attempts", "bench-feedback-on-submit",
@@ -115,6 +117,48 @@ def test_unknown_or_missing_command_is_a_usage_error(argv):
     assert stop.value.code == 2
 
 
+# Each command that takes an assignment, and the option naming the folder it would write to.
+ASSIGNMENT_ARGUMENTS = [(["autograde-batch"], "--course"), (["report"], "--course"), (["feedback"], "--course"),
+                        (["demo", "--assignment"], "--workdir"), (["bench-autograde", "--assignment"], "--workdir"),
+                        (["bench-submission", "--assignment"], "--workdir"),
+                        (["load-test", "--assignment"], "--state-dir"),
+                        (["bench-feedback-on-submit", "--assignment"], "--state-dir")]
+
+
+@pytest.mark.parametrize("command, folder", ASSIGNMENT_ARGUMENTS, ids=[c[0][0] for c in ASSIGNMENT_ARGUMENTS])
+def test_an_assignment_the_course_lacks_is_a_usage_error_naming_the_ones_it_has(command, folder, tmp_path, capsys):
+    """Refused before anything is read or written: the registry's message, status 2."""
+    with pytest.raises(SystemExit) as stop:
+        main([*command, "week_two", folder, str(tmp_path / "here")])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "'week_two'" in err and all(name in err for name in registry.ASSIGNMENTS), err
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("command", [["autograde-batch"], ["report"], ["feedback"]], ids=lambda command: command[0])
+def test_a_command_a_ta_grades_with_needs_the_assignment_named(command, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(command)
+    assert stop.value.code == 2
+    assert "required: assignment" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [c for c, _ in ASSIGNMENT_ARGUMENTS if len(c) == 2 and c[0] != "demo"],
+                         ids=lambda c: c[0])
+def test_a_benchmark_and_the_load_test_take_any_assignment_and_default_to_none_named(command):
+    """``--assignment`` accepts every assignment; left out, the command's run takes the first."""
+    for name in registry.ASSIGNMENTS:
+        assert parser().parse_args([*command, name]).assignment == name
+    assert parser().parse_args(command[:1]).assignment is None
+
+
+def test_the_demo_grades_every_assignment_or_those_named():
+    assert parser().parse_args(["demo"]).assignment is None  # run_demo: every assignment
+    names = sorted(registry.ASSIGNMENTS)
+    assert parser().parse_args(["demo", *(x for name in names for x in ("--assignment", name))]).assignment == names
+
+
 def _batch(course, *args: str, cwd) -> subprocess.CompletedProcess:
     """``autograde-batch`` as a TA runs it from the venv without activating it (PATH without .venv/bin)."""
     if os.geteuid() != 0:
@@ -125,7 +169,8 @@ def _batch(course, *args: str, cwd) -> subprocess.CompletedProcess:
 
 
 def _submit(course, student: str) -> None:
-    write_submission(course, student, nbformat.read(COURSE_ROOT / "release" / ASSIGNMENT / NOTEBOOK, as_version=4))
+    write_submission(course, student, nbformat.read(COURSE_ROOT / "release" / ASSIGNMENT / NOTEBOOK, as_version=4),
+                     assignment=ASSIGNMENT, name=NOTEBOOK)
 
 
 @pytest.mark.root
@@ -151,10 +196,9 @@ def released(tmp_path_factory):
 
 
 @pytest.mark.parametrize("case, args, said", [
-    ("a typo in the assignment", ["self_atention"], ["no assignment 'self_atention' in this course", f"'{ASSIGNMENT}'"]),
     ("nothing collected yet", [ASSIGNMENT], [f"no submission of '{ASSIGNMENT}'", f"nbgrader collect {ASSIGNMENT}"]),
     ("a student with no submission", [ASSIGNMENT, "--student", "nobody"], [f"no submission of '{ASSIGNMENT}' by nobody"]),
-    ("not a course", ["--course", "/nonexistent"], ["no nbgrader course at /nonexistent"]),
+    ("not a course", [ASSIGNMENT, "--course", "/nonexistent"], ["no nbgrader course at /nonexistent"]),
 ])
 @pytest.mark.root
 def test_batch_grading_nothing_says_why_in_one_line(released, tmp_path, case, args, said):

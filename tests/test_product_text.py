@@ -83,7 +83,7 @@ MEASURED_FILES = ("nbgrader_config.py",)
 
 
 def _shipped_code():
-    paths = [REPO / name for name in MEASURED_FILES] + sorted((REPO / "grader_tests").glob("*.py"))
+    paths = [REPO / name for name in MEASURED_FILES] + sorted(p for p in (REPO / "grader_tests").rglob("*.py") if "tests" not in p.parts)
     for top in MEASURED_FOLDERS:
         paths += sorted(path for path in (REPO / top).rglob("*") if path.is_file() and "node_modules" not in path.parts)
     for path in paths:

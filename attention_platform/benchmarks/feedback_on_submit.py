@@ -7,10 +7,11 @@ the grader account's feedback-on-submit grader, the sandbox broker.
 1. A fresh native hub (``attention-course hub``'s ``prepare``/``start``) with ``-n`` students and the
    policy "full feedback, no limit, the collected submission counts" (no limit: every round is
    graded; ``collected``: the TA's collect below does what it does without feedback on submit).
-2. Each student logs in, starts their server, fetches the assignment (as the load test's students).
-3. ``--rounds`` times: every student saves a different catalogue answer, then all press Submit at
-   the same moment (the Assignments tab's request); each student then asks their own server for
-   their status every 0.5 s, as the Assignments tab does while an attempt is
+2. Each student logs in, starts their server, fetches the assignment (``--assignment``, default the
+   course's first; as the load test's students).
+3. ``--rounds`` times: every student saves a different one of the assignment's wheats and chaffs,
+   then all press Submit at the same moment (the Assignments tab's request); each student then asks
+   their own server for their status every 0.5 s, as the Assignments tab does while an attempt is
    pending. A sample is from the moment their submit request started to the moment the grader
    wrote that attempt's result into the student's folder (the ``graded`` time of their status);
    the time until their own status request saw it (one more ask of the tab, at most 0.5 s) is
@@ -36,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT
+from attention_platform.course.notebooks import COURSE_ROOT
 from attention_platform.venv import program
 
 TARGET_P50 = 3.0  # s: the target, p50 submit-to-result with 5 students submitting at once
@@ -57,11 +58,12 @@ def percentile(values: list[float], q: float) -> float | None:
 class BenchStudent:
     """One student: the load test's browser steps, then submit and wait for their own result."""
 
-    def __init__(self, base: str, name: str, password: str, index: int):
+    def __init__(self, base: str, name: str, password: str, index: int, work):
         from attention_platform.benchmarks.loadtest import LoadStudent, Student
 
         self.record = Student(name, password)
-        self.browser = LoadStudent(base, self.record, index, 1, __import__("random").Random(index))
+        self.browser = LoadStudent(base, self.record, index, 1, __import__("random").Random(index), work)
+        self.assignment = work.assignment
         self.name, self.index = name, index
         self.samples: list[dict] = []
 
@@ -79,18 +81,19 @@ class BenchStudent:
             if reply.status != 200:
                 raise RuntimeError(f"status answered {reply.status}")
             body = await reply.json()
-        return body.get("assignments", {}).get(ASSIGNMENT) or {"attempts": []}
+        return body.get("assignments", {}).get(self.assignment) or {"attempts": []}
 
     async def prepare_round(self, round_no: int) -> None:
         await self.browser.save(round_no)  # a different answer each round: never an identical retry
 
     async def submit_and_wait(self, round_no: int, start: asyncio.Event) -> None:
-        from attention_platform.course.settings import course_id
+        from attention_platform.settings import course_id
 
         before = len((await self.status())["attempts"])
         await start.wait()
         started, started_wall = time.monotonic(), time.time()
-        reply = await self.browser._server_post("assignments/submit", {"course_id": course_id(), "assignment_id": ASSIGNMENT})
+        reply = await self.browser._server_post("assignments/submit",
+                                                {"course_id": course_id(), "assignment_id": self.assignment})
         submitted = time.monotonic() - started
         if not (isinstance(reply, dict) and reply.get("success")):
             self.samples.append({"round": round_no, "state": "not submitted", "detail": str(reply)[-300:]})
@@ -135,12 +138,12 @@ async def _drive(url: str, students: list[BenchStudent], rounds: int, log) -> No
         await asyncio.gather(*(h.close() for h in sessions))
 
 
-def baseline(hub, log) -> dict:
+def baseline(hub, assignment: str, log) -> dict:
     """Today's path, as the grader: collect, autograde, generate and release feedback, timed."""
     steps = {}
     for step in ("collect", "autograde", "generate_feedback", "release_feedback"):
         started = time.monotonic()
-        done = subprocess.run([program("nbgrader"), step, ASSIGNMENT], capture_output=True, text=True, timeout=3600,
+        done = subprocess.run([program("nbgrader"), step, assignment], capture_output=True, text=True, timeout=3600,
                               **hub.as_grader())
         steps[step] = time.monotonic() - started
         if done.returncode:
@@ -149,30 +152,34 @@ def baseline(hub, log) -> dict:
     return {"steps": steps, "seconds": sum(steps.values())}
 
 
-def run(n: int = 5, rounds: int = 3, state: Path | None = None, port: int = 8500, log=print) -> dict:
+def run(assignment: str, n: int = 5, rounds: int = 3, state: Path | None = None, port: int = 8500, log=print) -> dict:
     state = (state or COURSE_ROOT / "build" / "bench-feedback-on-submit").resolve()
-    os.environ["ATTENTION_FEEDBACK_ON_SUBMIT"] = json.dumps({ASSIGNMENT: BENCH_POLICY})  # the hub's processes inherit it
+    os.environ["ATTENTION_FEEDBACK_ON_SUBMIT"] = json.dumps({assignment: BENCH_POLICY})  # the hub's processes inherit it
     from attention_platform.hub import native as hub_native
+    from attention_platform.benchmarks.loadtest import Homework
+    from attention_platform.settings import settings
+
+    work = Homework.of(assignment)
 
     if state.exists():
         shutil.rmtree(state)
     log(f"preparing a hub with {n} students in {state} ...")
-    demo = hub_native.DemoClass(prefix=os.environ.get("HUB_DEMO_PREFIX", "fosbench-"), size=n)  # no clash with
+    demo = hub_native.DemoClass(prefix=settings().hub_demo_prefix or "fosbench-", size=n)  # no clash with
     hub = hub_native.prepare(state, port=port, formgrader_port=port + 99, demo=demo, log=log)  # another hub's users
     hub_native.start(hub)
     log(f"hub up on {hub.url} in {hub.start_seconds:.1f} s")
     try:
         passwords = json.loads((state / "demo-accounts.json").read_text())
         names = [name for name in passwords if "student" in name][:n]
-        students = [BenchStudent(hub.url, name, passwords[name], i) for i, name in enumerate(names)]
+        students = [BenchStudent(hub.url, name, passwords[name], i, work) for i, name in enumerate(names)]
         asyncio.run(_drive(hub.url, students, rounds, log))
-        ta = baseline(hub, log)
+        ta = baseline(hub, assignment, log)
     finally:
         hub_native.stop(hub, timeout=60)
     samples = [x for s in students for x in s.samples]
     seconds = [x["seconds"] for x in samples if x["state"] == "graded"]
     report = {
-        "students": n, "rounds": rounds, "cpus": os.cpu_count(), "policy": BENCH_POLICY,
+        "students": n, "notebook": work.path, "rounds": rounds, "cpus": os.cpu_count(), "policy": BENCH_POLICY,
         "submits": len(samples), "graded": len(seconds),
         "not_graded": [x for x in samples if x["state"] != "graded"],
         "p50": percentile(seconds, 50), "p95": percentile(seconds, 95), "max": max(seconds, default=None),
@@ -192,7 +199,7 @@ def print_report(r: dict, log=print) -> None:
         return "-" if v is None else f"{v:.2f} s"
 
     log("")
-    log(f"Feedback on submit, {r['students']} students submitting at once, {r['rounds']} rounds, "
+    log(f"Feedback on submit, {r['students']} students submitting {r['notebook']} at once, {r['rounds']} rounds, "
         f"{r['cpus']} CPUs: {r['graded']}/{r['submits']} submits graded")
     log(f"  submit -> result shown   p50 {s(r['p50'])}   p95 {s(r['p95'])}   max {s(r['max'])}   "
         f"(target: p50 <= {r['target_p50']:.0f} s: {'met' if r['p50'] is not None and r['p50'] <= r['target_p50'] else 'NOT met'})")
@@ -211,6 +218,9 @@ def main(args) -> int:
     if os.geteuid() != 0:
         print("bench-feedback-on-submit starts the native hub with real Unix users: run it as root", file=sys.stderr)
         return 2
-    report = run(n=args.students, rounds=args.rounds, state=args.state_dir, port=args.port)
+    from attention_platform.course.assignments import first_assignment
+
+    report = run(args.assignment or first_assignment(), n=args.students, rounds=args.rounds, state=args.state_dir,
+                 port=args.port)
     return 0 if report["graded"] == report["submits"] else 1
 

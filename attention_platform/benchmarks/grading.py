@@ -1,13 +1,13 @@
 """``attention-course bench-autograde``: stock nbgrader against the sandboxed batch grader.
 
-1. A scratch copy of the course (the ``self_attention`` notebook) gets a generated
-   class of N submissions, cycling through every buggy and every correct answer
-   of ``grader_tests.self_attention.answers`` plus untouched stubs.
+1. A scratch copy of the course (the assignment's first notebook alone) gets a generated
+   class of N submissions, cycling through every wheat and chaff of that notebook
+   (the assignment's proofs, course/samples.py) plus untouched releases.
 2. Identical copies of that course are graded, each by a whole command timed with
    its start-up: stock ``nbgrader autograde`` (``ATTENTION_AUTOGRADE_EXECUTE=stock``:
    nbgrader's in-kernel ``Execute``, one kernel per notebook, in series);
    ``attention-course autograde-batch`` as a machine's first batch (the teaching
-   picture measured with matplotlib, then kept: grader_tests/self_attention/picture_cache.py) and
+   picture of an assignment that draws one measured with matplotlib, then kept) and
    cold (a fresh sandbox per submission forked from a warm zygote the command starts,
    in parallel; the picture's measurement loaded); the same command on one
    submission (its start-up; the difference is the cost of each further
@@ -37,44 +37,42 @@ from pathlib import Path
 import nbformat
 
 from attention_platform.course.directory import check_scores, copy_course, nbgrader, write_submission
-from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK, with_answer
+from attention_platform.course.samples import handed_in, proofs_of
 
 
-def generated_class(n: int) -> dict[str, str | None]:
-    """``{student: answer name or None}``: buggy, correct and empty, mixed."""
-    from grader_tests.self_attention.answers import BUGGY, CORRECT
-
-    pool: list[str | None] = []
-    for i in range(max(len(BUGGY), len(CORRECT))):
-        if i < len(BUGGY):
-            pool.append(BUGGY[i].name)
-        if i < len(CORRECT):
-            pool.append(CORRECT[i].name)
+def generated_class(n: int, wheats: list, chaffs: list) -> dict:
+    """``{student: proof or None}``: chaffs, wheats and untouched releases (None), mixed."""
+    pool: list = []
+    for i in range(max(len(chaffs), len(wheats))):
+        pool += chaffs[i:i + 1] + wheats[i:i + 1]
         if i % 8 == 0:
             pool.append(None)
     return {f"student{i:03d}": pool[i % len(pool)] for i in range(n)}
 
 
-def prepare(workdir: Path, n: int, log=print) -> tuple[Path, Path, dict]:
-    from grader_tests.self_attention.answers import BUGGY, CORRECT
+def prepare(workdir: Path, n: int, assignment: str, log=print) -> tuple[dict, dict, str]:
+    """Copies of one generated class, one per way of grading it; the roster; the notebook graded."""
+    from grader_tests.registry import assignment as assignment_checks
 
-    answers = {a.name: a.code for a in BUGGY + CORRECT}
+    found = assignment_checks(assignment)
+    notebook = found.notebooks[0]
     base = copy_course(workdir / "course")
-    for other in (base / "source" / ASSIGNMENT).glob("*.ipynb"):  # the graded notebook alone
-        if other.name != NOTEBOOK:
+    for other in (base / "source" / assignment).glob("*.ipynb"):  # the first notebook alone
+        if other.stem != notebook:
             other.unlink()
-    nbgrader(base, "generate_assignment", ASSIGNMENT, "--force", check=True)
-    release = nbformat.read(base / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
-    roster = generated_class(n)
-    for student, answer in roster.items():
-        write_submission(base, student, with_answer(release, answers[answer] if answer else None))
+    nbgrader(base, "generate_assignment", assignment, "--force", check=True)
+    roster = generated_class(n, *proofs_of(found, notebook))
+    for student, proof in roster.items():
+        write_submission(base, student, handed_in(base, assignment, notebook, proof, untouched=proof is None),
+                         assignment=assignment, name=f"{notebook}.ipynb")
     copies = {label: workdir / label for label in ("stock", "first", "batch", "start-up", "hub")}
     for dest in copies.values():
         if dest.exists():
             shutil.rmtree(dest)
         shutil.copytree(base, dest)
-    log(f"{n} submissions generated ({sum(1 for a in roster.values() if a is None)} empty) in {base}")
-    return copies, roster
+    log(f"{n} submissions of {assignment}/{notebook}.ipynb generated "
+        f"({sum(1 for a in roster.values() if a is None)} untouched) in {base}")
+    return copies, roster, notebook
 
 
 def _cpu_children() -> float:
@@ -178,7 +176,8 @@ def resident_broker(workdir: Path, first_uses: tuple[str, ...] | None = None):
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def run_benchmark(workdir: Path, n: int = 100, *, jobs: int | None = None, latency_runs: int = 20, log=print) -> int:
+def run_benchmark(workdir: Path, n: int = 100, *, assignment: str, jobs: int | None = None, latency_runs: int = 20,
+                  log=print) -> int:
     """Stock ``nbgrader autograde`` and ``autograde-batch`` on the same generated class, each a whole
     command timed with its start-up, in one run: the batch as a machine's first (no teaching picture
     measured yet), the batch cold (its own sandbox zygote, started and warmed by the command; the
@@ -187,9 +186,9 @@ def run_benchmark(workdir: Path, n: int = 100, *, jobs: int | None = None, laten
     runs: the broker's CPU during the command is counted, its start before it is not)."""
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    courses, roster = prepare(workdir, n, log)
+    courses, roster, notebook = prepare(workdir, n, assignment, log)
     bindir = Path(sys.executable).parent
-    # The teaching picture's measurement (grader_tests/self_attention/picture_cache.py) in a folder of this run's:
+    # The teaching picture's kept measurement (ATTENTION_PICTURE_CACHE) in a folder of this run's:
     # the first batch finds none (a machine's first batch), the later ones find what it kept.
     picture_cache = workdir / "picture-cache"
     shutil.rmtree(picture_cache, ignore_errors=True)
@@ -198,7 +197,7 @@ def run_benchmark(workdir: Path, n: int = 100, *, jobs: int | None = None, laten
                ATTENTION_PICTURE_CACHE=str(picture_cache))
 
     def batch_command(course: Path, *extra: str) -> list[str]:
-        cmd = [str(bindir / "attention-course"), "autograde-batch", ASSIGNMENT, "--course", str(course), "--no-progress"]
+        cmd = [str(bindir / "attention-course"), "autograde-batch", assignment, "--course", str(course), "--no-progress"]
         return cmd + (["--jobs", str(jobs)] if jobs else []) + list(extra)
 
     def failed(label: str, proc: subprocess.CompletedProcess) -> int:
@@ -208,7 +207,7 @@ def run_benchmark(workdir: Path, n: int = 100, *, jobs: int | None = None, laten
 
     load_before = os.getloadavg()[0]
     log(f"stock: nbgrader autograde (in-kernel Execute, one kernel per notebook) over {n} submissions ...")
-    stock_s, stock_cpu, stock_proc = _timed([str(bindir / "nbgrader"), "autograde", ASSIGNMENT, "--force"],
+    stock_s, stock_cpu, stock_proc = _timed([str(bindir / "nbgrader"), "autograde", assignment, "--force"],
                                             courses["stock"], dict(env, ATTENTION_AUTOGRADE_EXECUTE="stock"))
     if stock_proc.returncode != 0:
         return failed("stock nbgrader autograde", stock_proc)
@@ -237,25 +236,26 @@ def run_benchmark(workdir: Path, n: int = 100, *, jobs: int | None = None, laten
     if hub_proc.returncode != 0:
         return failed("autograde-batch beside the broker", hub_proc)
 
-    stock_scores = check_scores(courses["stock"])
+    stock_scores = check_scores(courses["stock"], assignment=assignment, notebook=notebook)
     mismatches = []
     for label in ("first", "batch", "hub"):
-        scores = check_scores(courses[label])
+        scores = check_scores(courses[label], assignment=assignment, notebook=notebook)
         differ = [(s, stock_scores.get(s), scores.get(s)) for s in roster if stock_scores.get(s) != scores.get(s)]
         for student, a, b in differ[:10]:
             diff = {k: (a.get(k) if a else None, b.get(k) if b else None) for k in set(a or {}) | set(b or {})
                     if (a or {}).get(k) != (b or {}).get(k)}
-            log(f"MISMATCH {label} {student} ({roster[student]}): stock vs {label} {diff}")
+            answer = roster[student].name if roster[student] else "untouched"
+            log(f"MISMATCH {label} {student} ({answer}): stock vs {label} {diff}")
         mismatches += differ + ([("(count)", len(stock_scores), len(scores))] if len(scores) != n else [])
     identical = not mismatches and len(stock_scores) == n
 
-    latencies = measure_latency(courses["batch"], first, runs=latency_runs)
+    latencies = measure_latency(courses["batch"], first, assignment, notebook, runs=latency_runs)
     p50 = statistics.median(latencies)
     p90 = sorted(latencies)[max(0, int(round(0.9 * len(latencies))) - 1)]
     per_wall, per_cpu = (batch_s - one_s) / max(n - 1, 1), (batch_cpu - one_cpu) / max(n - 1, 1)
 
     log("")
-    log(f"submissions                     {n} (stock run: {stock_s:.0f} s wall)")
+    log(f"submissions                     {n} of {assignment}/{notebook}.ipynb (stock run: {stock_s:.0f} s wall)")
     log(f"grades identical (per check)    {'yes' if identical else f'NO: {len(mismatches)} students differ'}")
     rows = (("stock nbgrader autograde", stock_s, stock_cpu), ("autograde-batch, machine's first", first_s, first_cpu),
             ("autograde-batch, cold", batch_s, batch_cpu),
@@ -275,45 +275,45 @@ def run_benchmark(workdir: Path, n: int = 100, *, jobs: int | None = None, laten
     return 0 if identical else 2
 
 
-def measure_latency(course: Path, student: str, runs: int = 20) -> list[float]:
+def measure_latency(course: Path, student: str, assignment: str, notebook: str, runs: int = 20) -> list[float]:
     """Submit one student's notebook again and again to a warm in-process grader;
     time each from the file landing in submitted/ to grades and feedback written."""
     from attention_platform.grading.batch import autograde_batch
     from attention_platform.grading.sandbox.client import get_zygote
 
     get_zygote().wait_ready()
-    folder = course / "submitted" / student / ASSIGNMENT
-    nb = nbformat.read(folder / NOTEBOOK, as_version=4)
-    autograde_batch(course, ASSIGNMENT, students=[student], progress=False, log=None)  # warm imports and caches
+    name = f"{notebook}.ipynb"
+    nb = nbformat.read(course / "submitted" / student / assignment / name, as_version=4)
+    autograde_batch(course, assignment, students=[student], progress=False, log=None)  # warm imports and caches
     times = []
     for _ in range(runs):
         started = time.monotonic()
-        write_submission(course, student, nb)
-        outcomes = autograde_batch(course, ASSIGNMENT, students=[student], progress=False, log=None)
-        assert (course / "autograded" / student / ASSIGNMENT / NOTEBOOK).exists() and outcomes[0].status == "ok"
+        write_submission(course, student, nb, assignment=assignment, name=name)
+        outcomes = autograde_batch(course, assignment, students=[student], progress=False, log=None)
+        assert (course / "autograded" / student / assignment / name).exists() and outcomes[0].status == "ok"
         times.append(time.monotonic() - started)
     return times
 
 
-def run_submission_benchmark(workdir: Path, *, runs: int = 3, log=print) -> int:
-    """One student's full submission (all six notebooks, the instructor's answers) graded four ways,
+def run_submission_benchmark(workdir: Path, *, assignment: str, runs: int = 3, log=print) -> int:
+    """One student's full submission (every notebook of the assignment, the instructor's answers) graded four ways,
     each timed as a whole, start-up included: stock ``nbgrader autograde`` in a kernel (the
     baseline), ``nbgrader autograde`` sandboxed (a TA's command, the formgrader's button),
     ``attention-course autograde-batch``, and the warm grader (a process that graded before:
     submit to grades and feedback written, median of ``runs``). Grades must be identical."""
-    from attention_platform.course.notebooks import NOTEBOOKS, solved
+    from grader_tests.registry import assignment as assignment_checks
 
+    notebooks = assignment_checks(assignment).notebooks
     workdir = Path(workdir).resolve()
     if workdir.exists():
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
     base = copy_course(workdir / "course")
-    nbgrader(base, "generate_assignment", ASSIGNMENT, "--force", check=True)
+    nbgrader(base, "generate_assignment", assignment, "--force", check=True)
     student = "full"
-    for name in NOTEBOOKS:
-        release = nbformat.read(base / "release" / ASSIGNMENT / name, as_version=4)
-        source = nbformat.read(base / "source" / ASSIGNMENT / name, as_version=4)
-        write_submission(base, student, solved(release, source), name=name)
+    for notebook in notebooks:
+        write_submission(base, student, handed_in(base, assignment, notebook), assignment=assignment,
+                         name=f"{notebook}.ipynb")
     courses = {}
     for label in ("stock", "sandboxed", "batch", "warm"):
         courses[label] = workdir / label
@@ -322,11 +322,11 @@ def run_submission_benchmark(workdir: Path, *, runs: int = 3, log=print) -> int:
     env = dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
     load_before = os.getloadavg()[0]
     figures = {}
-    log(f"one submission of {len(NOTEBOOKS)} notebooks, graded four ways ...")
+    log(f"one submission of {assignment}, {len(notebooks)} notebooks, graded four ways ...")
     for label, cmd, extra in (
-            ("stock", [str(bindir / "nbgrader"), "autograde", ASSIGNMENT, "--force"], {"ATTENTION_AUTOGRADE_EXECUTE": "stock"}),
-            ("sandboxed", [str(bindir / "nbgrader"), "autograde", ASSIGNMENT, "--force"], {}),
-            ("batch", [str(bindir / "attention-course"), "autograde-batch", ASSIGNMENT, "--course", str(courses["batch"]),
+            ("stock", [str(bindir / "nbgrader"), "autograde", assignment, "--force"], {"ATTENTION_AUTOGRADE_EXECUTE": "stock"}),
+            ("sandboxed", [str(bindir / "nbgrader"), "autograde", assignment, "--force"], {}),
+            ("batch", [str(bindir / "attention-course"), "autograde-batch", assignment, "--course", str(courses["batch"]),
                        "--no-progress"], {})):
         wall, cpu, proc = _timed(cmd, courses[label], dict(env, **extra))
         if proc.returncode != 0:
@@ -337,18 +337,20 @@ def run_submission_benchmark(workdir: Path, *, runs: int = 3, log=print) -> int:
     from attention_platform.grading.sandbox.client import get_zygote
 
     get_zygote().wait_ready()
-    autograde_batch(courses["warm"], ASSIGNMENT, students=[student], progress=False, log=None)  # warm imports and caches
+    autograde_batch(courses["warm"], assignment, students=[student], progress=False, log=None)  # warm imports and caches
     warm = []
     for _ in range(runs):
         started = time.monotonic()
-        for name in NOTEBOOKS:  # the submission lands again
-            nb = nbformat.read(courses["warm"] / "submitted" / student / ASSIGNMENT / name, as_version=4)
-            write_submission(courses["warm"], student, nb, name=name)
-        autograde_batch(courses["warm"], ASSIGNMENT, students=[student], progress=False, log=None)
+        for notebook in notebooks:  # the submission lands again
+            name = f"{notebook}.ipynb"
+            nb = nbformat.read(courses["warm"] / "submitted" / student / assignment / name, as_version=4)
+            write_submission(courses["warm"], student, nb, assignment=assignment, name=name)
+        autograde_batch(courses["warm"], assignment, students=[student], progress=False, log=None)
         warm.append(time.monotonic() - started)
     figures["warm"] = (statistics.median(warm), None)
 
-    scores = {label: check_scores(course, notebook=None).get(student) for label, course in courses.items()}
+    scores = {label: check_scores(course, assignment=assignment, notebook=None).get(student)
+              for label, course in courses.items()}
     identical = bool(scores["stock"]) and all(scores[label] == scores["stock"] for label in scores)
     stock_wall = figures["stock"][0]
     log("")

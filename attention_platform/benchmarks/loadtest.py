@@ -1,7 +1,9 @@
 """``attention-course load-test``: the ten minutes before a deadline, on the native hub.
 
 N simulated students (default 50, each its own hub account and, as root, its own Unix
-user) do what a student's browser does, concurrently, against ``attention-course hub`` on
+user) work on one assignment (``--assignment``, default the course's first): each types one of
+the wheats and chaffs of its first notebook into the fetched notebook (course/samples.py). They
+do what a student's browser does, concurrently, against ``attention-course hub`` on
 127.0.0.1. Like JupyterHub's own traffic simulator (hubtraf), each student is an HTTP
 session with its own cookie jar, students arrive uniformly spread over a ramp period, and
 every step is timed and bounded:
@@ -10,7 +12,7 @@ every step is timed and bounded:
   spawn     POST /hub/api/users/<u>/server, then the progress event stream until ready
   open_lab  GET /user/<u>/lab (the OAuth hand-shake with the hub, as a browser does)
   fetch     POST /user/<u>/assignments/fetch          (nbgrader Assignments tab)
-  save      PUT  /user/<u>/api/contents/self_attention/self_attention.ipynb (an answer)
+  save      PUT  /user/<u>/api/contents/<assignment>/<notebook>.ipynb (an answer)
   validate  POST /user/<u>/attention/validate         (the Lab's Validate button, course_lab.py)
   submit    POST /user/<u>/assignments/submit         (some students submit 2-3 times)
 
@@ -40,14 +42,14 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
-from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT, NOTEBOOK
-from attention_platform.course.settings import course_id
+from attention_platform.course.notebooks import COURSE_ROOT
+from attention_platform.settings import course_id, settings
 from attention_platform.venv import environment, program
 
 STEPS = ("login", "spawn", "open_lab", "fetch", "save", "validate", "submit")
-NB_PATH = f"{ASSIGNMENT}/{NOTEBOOK}"
 # Upper bounds per request (seconds): generous for a loaded 2-core machine, never unbounded.
 TIMEOUTS = {"login": 120, "spawn": 300, "open_lab": 120, "fetch": 120, "save": 60, "validate": 300, "submit": 120}
 
@@ -68,17 +70,46 @@ def _utc(stamp: str) -> dt.datetime:
     return parse_utc(stamp)
 
 
-def _answer_for(i: int) -> str:
-    """A catalogue answer: most students correct, some with a classic bug (all must arrive)."""
-    from grader_tests.self_attention.answers import BUGGY, CORRECT
+@dataclass(frozen=True)
+class Homework:
+    """What the simulated students work on: an assignment's first notebook, with its wheats, then its
+    chaffs, typed in by turns (all must arrive; a notebook without proofs gets the instructor's answers)."""
 
-    pool = list(CORRECT) + list(BUGGY)
-    return pool[i % len(pool)].code
+    assignment: str
+    notebook: str  # nbgrader notebook id
+    answers: tuple  # grader_tests.proofs.Proof, or None for the instructor's answers
+
+    @classmethod
+    def of(cls, assignment: str) -> Homework:
+        from attention_platform.course.samples import proofs_of
+        from grader_tests.registry import assignment as assignment_checks
+
+        found = assignment_checks(assignment)
+        notebook = found.notebooks[0]
+        wheats, chaffs = proofs_of(found, notebook)
+        return cls(assignment, notebook, tuple(wheats + chaffs) or (None,))
+
+    @property
+    def path(self) -> str:
+        return f"{self.assignment}/{self.notebook}.ipynb"
+
+    @cached_property
+    def source(self):
+        """The instructor's notebook the answers are typed into (read once: saves are timed)."""
+        import nbformat
+
+        return nbformat.read(COURSE_ROOT / "source" / self.path, as_version=4)
+
+    def answered(self, fetched, i: int):
+        """The fetched notebook with the ``i``-th answer typed in."""
+        from attention_platform.course.samples import typed_in
+
+        return typed_in(fetched, self.source, self.answers[i % len(self.answers)])
 
 
 class LoadStudent:
-    def __init__(self, base: str, student: Student, index: int, rounds: int, rng: random.Random):
-        self.base, self.s, self.index, self.rounds, self.rng = base, student, index, rounds, rng
+    def __init__(self, base: str, student: Student, index: int, rounds: int, rng: random.Random, work: Homework):
+        self.base, self.s, self.index, self.rounds, self.rng, self.work = base, student, index, rounds, rng, work
         self.http = None
 
     async def _timed(self, step: str, coro):
@@ -146,25 +177,24 @@ class LoadStudent:
             return json.loads(text)
 
     async def fetch(self):
-        listing = await self._server_post("assignments/fetch", {"course_id": course_id(), "assignment_id": ASSIGNMENT})
-        status = [a.get("status") for a in listing.get("value", []) if a.get("assignment_id") == ASSIGNMENT]
+        assignment = self.work.assignment
+        listing = await self._server_post("assignments/fetch", {"course_id": course_id(), "assignment_id": assignment})
+        status = [a.get("status") for a in listing.get("value", []) if a.get("assignment_id") == assignment]
         if not listing.get("success") or "fetched" not in status:
             raise RuntimeError(f"fetch did not fetch: {str(listing)[:300]}")
 
     async def save(self, round_no: int) -> str:
         """Write an answer into the fetched notebook; returns the SHA-256 of the bytes saved."""
-        from attention_platform.course.notebooks import with_answer
-
         import nbformat
 
-        api = f"{self.base}/user/{self.s.name}/api/contents/{NB_PATH}"
+        api = f"{self.base}/user/{self.s.name}/api/contents/{self.work.path}"
         headers = {"X-XSRFToken": self._xsrf(f"/user/{self.s.name}/")}
         async with self.http.get(api, params={"content": "1"}, headers=headers) as reply:
             if reply.status != 200:
                 raise RuntimeError(f"open notebook answered {reply.status}")
             model = await reply.json()
         nb = nbformat.from_dict(model["content"])
-        nb = with_answer(nb, _answer_for(self.index + round_no))
+        nb = self.work.answered(nb, self.index + round_no)
         nb.metadata["load_test"] = {"student": self.s.name, "round": round_no, "nonce": self.rng.getrandbits(64)}
         async with self.http.put(api, json={"type": "notebook", "format": "json", "content": nb},
                                  headers=headers) as reply:
@@ -178,20 +208,21 @@ class LoadStudent:
         return hashlib.sha256(model["content"].encode()).hexdigest()
 
     async def validate(self):
-        out = await self._server_post("attention/validate", {"path": NB_PATH})
+        out = await self._server_post("attention/validate", {"path": self.work.path})
         if not out.get("ran"):
             raise RuntimeError(f"validate failed: {str(out.get('headline'))[-300:]}")
         return out
 
     async def submit(self, checksum: str):
         started = dt.datetime.now(dt.timezone.utc)
-        out = await self._server_post("assignments/submit", {"course_id": course_id(), "assignment_id": ASSIGNMENT})
+        assignment = self.work.assignment
+        out = await self._server_post("assignments/submit", {"course_id": course_id(), "assignment_id": assignment})
         finished = dt.datetime.now(dt.timezone.utc)
         if not (isinstance(out, dict) and out.get("success")):
             raise RuntimeError(f"submit failed: {str(out.get('value') if isinstance(out, dict) else out)[-400:]}")
         # The Assignments tab lists the student's submissions (from their local record), newest last.
         stamps = [sub.get("exact_timestamp") or sub.get("timestamp") for a in out.get("value", [])
-                  if a.get("assignment_id") == ASSIGNMENT and a.get("status") == "submitted"
+                  if a.get("assignment_id") == assignment and a.get("status") == "submitted"
                   for sub in a.get("submissions", [])]
         self.s.accepted.append({"checksum": checksum, "shown": max(filter(None, stamps), default=None),
                                 "request_start": started.isoformat(), "request_end": finished.isoformat()})
@@ -457,14 +488,14 @@ def grader_env(state: Path) -> tuple[dict, dict]:
     return env, kwargs
 
 
-def verify(state: Path, students, autograde: bool = True, log=print) -> dict:
+def verify(state: Path, students, work: Homework, autograde: bool = True, log=print) -> dict:
     """As the grader: collect, autograde, and compare with what each student was told."""
     env, kwargs = grader_env(state)
     nbgrader = program("nbgrader")
     result = {"collect_seconds": None, "autograde_seconds": None, "lost": [], "duplicated": [], "partial": [],
               "wrong_timestamp": [], "gradebook_problems": []}
     started = time.monotonic()
-    collect = subprocess.run([nbgrader, "collect", ASSIGNMENT, "--update"], env=env, capture_output=True,
+    collect = subprocess.run([nbgrader, "collect", work.assignment, "--update"], env=env, capture_output=True,
                              text=True, timeout=1800, **kwargs)
     result["collect_seconds"] = time.monotonic() - started
     if collect.returncode != 0:
@@ -484,8 +515,8 @@ def verify(state: Path, students, autograde: bool = True, log=print) -> dict:
         if len(filed) > distinct:
             result["duplicated"].append({"student": s.name, "filed": len(filed), "accepted": distinct})
         last = s.accepted[-1]
-        collected = course / "submitted" / s.name / ASSIGNMENT
-        nb_file = collected / NOTEBOOK
+        collected = course / "submitted" / s.name / work.assignment
+        nb_file = collected / f"{work.notebook}.ipynb"
         if not nb_file.exists() or hashlib.sha256(nb_file.read_bytes()).hexdigest() != last["checksum"]:
             result["lost"].append({"student": s.name, "reason": "collected notebook differs from the last accepted one"})
             continue
@@ -502,7 +533,7 @@ def verify(state: Path, students, autograde: bool = True, log=print) -> dict:
         expected[s.name] = _utc(stamp)
     if autograde and expected:
         started = time.monotonic()
-        grade = subprocess.run([nbgrader, "autograde", ASSIGNMENT], env=env, capture_output=True, text=True,
+        grade = subprocess.run([nbgrader, "autograde", work.assignment], env=env, capture_output=True, text=True,
                                timeout=3600, **kwargs)
         result["autograde_seconds"] = time.monotonic() - started
         if grade.returncode != 0:
@@ -511,7 +542,7 @@ def verify(state: Path, students, autograde: bool = True, log=print) -> dict:
 
         with Gradebook("sqlite:///" + str(course / "gradebook.db"), course_id()) as gb:
             subs = {}
-            for sub in gb.assignment_submissions(ASSIGNMENT):
+            for sub in gb.assignment_submissions(work.assignment):
                 subs.setdefault(sub.student_id, []).append(sub)
             for name, stamp in expected.items():
                 rows = subs.get(name, [])
@@ -527,12 +558,12 @@ def verify(state: Path, students, autograde: bool = True, log=print) -> dict:
 
 
 # ------------------------------------------------------------------ the command
-async def _drive(url, students, ramp, resubmit_share, seed, sampler=None, limit: float = 1800):
+async def _drive(url, students, work: Homework, ramp, resubmit_share, seed, sampler=None, limit: float = 1800):
     rng = random.Random(seed)
     tasks = []
     for i, s in enumerate(students):
         rounds = rng.choice((2, 3)) if rng.random() < resubmit_share else 1
-        sim = LoadStudent(url, s, i, rounds, random.Random(rng.getrandbits(32)))
+        sim = LoadStudent(url, s, i, rounds, random.Random(rng.getrandbits(32)), work)
         tasks.append(asyncio.create_task(sim.run(rng.uniform(0, ramp))))
     deadline = time.monotonic() + limit  # the whole run is bounded too
     while not all(t.done() for t in tasks):
@@ -548,10 +579,12 @@ def _fmt(v):
     return "-" if v is None else f"{v:6.2f}"
 
 
-def run_load(n: int = 50, state: Path | None = None, port: int = 8400, ramp: float = 60.0,
+def run_load(assignment: str, n: int = 50, state: Path | None = None, port: int = 8400, ramp: float = 60.0,
              resubmit_share: float = 0.3, seed: int = 7, autograde: bool = True, keep: bool = False,
              url: str | None = None, log=print) -> dict:
-    """Start a hub with ``n`` students (unless ``url`` names a running one), drive it, verify, report."""
+    """Start a hub with ``n`` students (unless ``url`` names a running one), drive it with ``n``
+    students working on ``assignment``, verify, report."""
+    work = Homework.of(assignment)
     state = (state or COURSE_ROOT / "build" / "load").resolve()
     from attention_platform.hub import native as hub_native
 
@@ -562,7 +595,7 @@ def run_load(n: int = 50, state: Path | None = None, port: int = 8400, ramp: flo
             shutil.rmtree(state)
         log(f"preparing a hub with {n} student accounts in {state} ...")
         # our own accounts: no clash with another hub's demo users on this machine
-        demo = hub_native.DemoClass(prefix=os.environ.get("HUB_DEMO_PREFIX", "load-"), size=n)
+        demo = hub_native.DemoClass(prefix=settings().hub_demo_prefix or "load-", size=n)
         hub = hub_native.prepare(state, port=port, formgrader_port=port + 99, demo=demo, log=log)
         with account.starting():
             hub_native.start(hub)
@@ -582,7 +615,7 @@ def run_load(n: int = 50, state: Path | None = None, port: int = 8400, ramp: flo
     try:
         started, cpu_before = time.monotonic(), account.seconds()
         load_before = os.getloadavg()
-        asyncio.run(_drive(url, students, ramp, resubmit_share, seed, sampler))
+        asyncio.run(_drive(url, students, work, ramp, resubmit_share, seed, sampler))
         if sampler.aborted:
             raise RuntimeError("load test aborted: " + sampler.aborted)
         wall = time.monotonic() - started
@@ -594,7 +627,7 @@ def run_load(n: int = 50, state: Path | None = None, port: int = 8400, ramp: flo
         idle = sampler.sample()["per_user"]
         pss = idle_pss(names)
         sampler.stop()
-        checks = verify(state, students, autograde=autograde, log=log)
+        checks = verify(state, students, work, autograde=autograde, log=log)
     finally:
         sampler.stop()
         if hub is not None and not keep:
@@ -613,7 +646,7 @@ def run_load(n: int = 50, state: Path | None = None, port: int = 8400, ramp: flo
     }
     running = [n_ for n_ in names if idle[n_] > 0]
     report = {
-        "students": n, "ramp_seconds": ramp, "wall_seconds": wall, "cpus": os.cpu_count(),
+        "students": n, "notebook": work.path, "ramp_seconds": ramp, "wall_seconds": wall, "cpus": os.cpu_count(),
         "steps": step_table(students),
         "errors": [dict(student=s.name, **e) for s in students for e in s.errors],
         "submits_accepted": sum(len(s.accepted) for s in students),
@@ -644,7 +677,8 @@ def _total_memory() -> int:
 
 def print_report(r: dict, log=print) -> None:
     log("")
-    log(f"load test: {r['students']} students on {r['cpus']} CPUs, arrivals over {r['ramp_seconds']:.0f} s, "
+    log(f"load test: {r['students']} students on {r['cpus']} CPUs working on {r['notebook']}, "
+        f"arrivals over {r['ramp_seconds']:.0f} s, "
         f"{r['wall_seconds']:.0f} s wall")
     log(f"{'step':<10}{'n':>5}{'p50 s':>9}{'p95 s':>9}{'max s':>9}{'errors':>8}")
     for row in r["steps"]:
@@ -682,9 +716,11 @@ def print_report(r: dict, log=print) -> None:
 
 
 def main(args) -> int:
-    report = run_load(n=args.students, state=args.state_dir, port=args.port, ramp=args.ramp,
-                      resubmit_share=args.resubmit_share, seed=args.seed, autograde=not args.no_autograde,
-                      keep=False, url=args.url)
+    from attention_platform.course.assignments import first_assignment
+
+    report = run_load(args.assignment or first_assignment(), n=args.students, state=args.state_dir, port=args.port,
+                      ramp=args.ramp, resubmit_share=args.resubmit_share, seed=args.seed,
+                      autograde=not args.no_autograde, keep=False, url=args.url)
     v = report["verification"]
     bad = (report["errors"] or v["lost"] or v["duplicated"] or v["partial"] or v["wrong_timestamp"]
            or v["gradebook_problems"])

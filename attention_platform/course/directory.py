@@ -13,7 +13,7 @@ from pathlib import Path
 
 import nbformat
 
-from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT, NOTEBOOK
+from attention_platform.course.notebooks import COURSE_ROOT
 from attention_platform.venv import environment, program
 
 COURSE_FILES = ("source", "nbgrader_config.py")
@@ -52,12 +52,12 @@ def nbgrader(course: Path, *args: str, check: bool = False, timeout: float = 180
                           text=True, check=check, timeout=timeout)
 
 
-def write_submission(course: Path, student: str, notebook, *, timestamp: datetime | None = None,
-                     name: str = NOTEBOOK) -> Path:
+def write_submission(course: Path, student: str, notebook, *, assignment: str, name: str,
+                     timestamp: datetime | None = None) -> Path:
     """File a submission as ``nbgrader collect`` would. ``notebook`` is a
     NotebookNode, or raw bytes/str to store verbatim (for broken files);
     ``name`` is its file name (one call per notebook of the assignment)."""
-    folder = course / "submitted" / student / ASSIGNMENT
+    folder = course / "submitted" / student / assignment
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
     if isinstance(notebook, (bytes, bytearray)):
@@ -71,10 +71,9 @@ def write_submission(course: Path, student: str, notebook, *, timestamp: datetim
     return path
 
 
-def check_scores(course: Path, course_id: str | None = None,
-                 notebook: str | None = NOTEBOOK) -> dict[str, dict[str, float | None]]:
-    """``{student: {grade_id: score}}`` for every autograded submission in the gradebook:
-    of ``notebook`` (default the core one), or of every notebook if ``notebook`` is None
+def check_scores(course: Path, *, assignment: str, notebook: str | None) -> dict[str, dict[str, float | None]]:
+    """``{student: {grade_id: score}}`` for every autograded submission of ``assignment`` in the
+    gradebook: of ``notebook`` (its id or file name), or of every notebook if ``notebook`` is None
     (grade ids of different notebooks are prefixed ``<notebook id>/`` then)."""
     from nbgrader.api import Gradebook, MissingEntry
 
@@ -84,14 +83,14 @@ def check_scores(course: Path, course_id: str | None = None,
         for student in gb.students:
             if notebook is None:
                 try:
-                    submission = gb.find_submission(ASSIGNMENT, student.id)
+                    submission = gb.find_submission(assignment, student.id)
                 except MissingEntry:
                     continue
                 table[student.id] = {f"{nb.name}/{grade.name}": grade.score
                                      for nb in submission.notebooks for grade in nb.grades}
                 continue
             try:
-                found = gb.find_submission_notebook(notebook.removesuffix(".ipynb"), ASSIGNMENT, student.id)
+                found = gb.find_submission_notebook(notebook.removesuffix(".ipynb"), assignment, student.id)
             except MissingEntry:
                 continue
             table[student.id] = {grade.name: grade.score for grade in found.grades}

@@ -1,18 +1,18 @@
-"""The graded cells of the course notebooks, written from ``grader_tests.catalogue``.
+"""The graded cells of every assignment's notebooks, written from its catalogue (``grader_tests.registry``).
 
-In every ``source/self_attention/*.ipynb`` this owns:
+In every ``source/<assignment>/*.ipynb`` this owns:
 
 * the check cells, the notebook's last cells, one per hidden check in catalogue order: grade id
   ``check_<id>``, its points, and the source ``# Hidden check (N points): <title>`` (the line
   students keep in their feedback) above the hidden ``grade("<id>", globals())``;
 * the "grading" cell right after the intro: the points the notebook is worth, the table of what
-  is graded and how, and in ``self_attention.ipynb`` the table of the assignment's parts;
+  is graded and how, and in the assignment's first notebook the table of its parts;
 * the points of the written answers a TA grades.
 
 Everything else in a notebook is written by hand. Run after changing the catalogue, then
 ``make release``::
 
-    python -m attention_platform.course.graded_cells          # rewrite the notebooks
+    python -m attention_platform.course.graded_cells          # rewrite every assignment's notebooks
     python -m attention_platform.course.graded_cells --check  # exit 1 if any notebook differs
 
 ``tests/course/test_graded_cells_in_sync.py`` runs the check.
@@ -27,9 +27,9 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell
 
-from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT
+from attention_platform.course.notebooks import COURSE_ROOT
 from grader_tests.catalogue import HiddenCheck, Part, WrittenAnswer
-from grader_tests.self_attention.catalogue import ASSIGNMENT_AUTO_POINTS, ASSIGNMENT_POINTS, ASSIGNMENT_TA_POINTS, PARTS
+from grader_tests.registry import ASSIGNMENTS, AssignmentChecks, assignment
 
 OVERVIEW_ID = "grading"
 INTRO_ID = "intro"
@@ -69,34 +69,35 @@ def _graded_table(part: Part) -> list[str]:
     return lines
 
 
-def parts_table() -> list[str]:
+def parts_table(assignment: AssignmentChecks) -> list[str]:
     lines = ["| part | notebook | autograded | graded by a TA | points |", "|---|---|---|---|---|"]
-    for part in PARTS:
+    for part in assignment.parts:
         auto = str(part.auto_points) if part.checks else "–"
         ta = str(part.ta_points) if part.written else "–"
         lines.append(f"| {part.number} | `{part.file}`: {part.summary} | {auto} | {ta} | {part.points} |")
     return lines
 
 
-def overview_markdown(part: Part) -> str:
-    first = PARTS[0]
+def overview_markdown(part: Part, assignment: AssignmentChecks) -> str:
+    parts = assignment.parts
+    first = parts[0]
     where = "" if part is first else f" (the points of every part are listed in `{first.file}`)"
     lines = [
         "## What is graded",
         "",
-        f"**This notebook (part {part.number} of {len(PARTS)}): {points_text(part.points)}**, "
+        f"**This notebook (part {part.number} of {len(parts)}): {points_text(part.points)}**, "
         f"{_how_graded(part)}{where}.",
         "",
         *_graded_table(part),
     ]
-    if part is first:
+    if part is first and len(parts) > 1:
         lines += [
             "",
-            f"**The whole assignment: {points_text(ASSIGNMENT_POINTS)}**: {ASSIGNMENT_AUTO_POINTS} autograded by "
-            f"hidden checks, {ASSIGNMENT_TA_POINTS} graded by a TA from your written answers and plots, in "
-            f"{len(PARTS)} notebooks in this folder:",
+            f"**The whole assignment: {points_text(assignment.points)}**: {assignment.auto_points} autograded by "
+            f"hidden checks, {assignment.ta_points} graded by a TA from your written answers and plots, in "
+            f"{len(parts)} notebooks in this folder:",
             "",
-            *parts_table(),
+            *parts_table(assignment),
         ]
     return "\n".join(lines)
 
@@ -129,8 +130,8 @@ def _cell(part: Part, kind, grade_id: str, source: str, old_cells: dict, **meta)
     return cell
 
 
-def synced(nb: nbformat.NotebookNode, part: Part) -> nbformat.NotebookNode:
-    """A copy of ``nb`` whose graded cells say what ``part`` defines."""
+def synced(nb: nbformat.NotebookNode, part: Part, assignment: AssignmentChecks) -> nbformat.NotebookNode:
+    """A copy of ``nb`` whose graded cells say what ``part`` of ``assignment`` defines."""
     nb = nbformat.from_dict(nb)
     old = {_grade_id(cell): cell for cell in nb.cells if _grade_id(cell)}
     check_ids = {check.grade_id for check in part.checks}
@@ -148,50 +149,53 @@ def synced(nb: nbformat.NotebookNode, part: Part) -> nbformat.NotebookNode:
         answer: WrittenAnswer | None = answers.get(_grade_id(cell))
         if answer is not None:
             cell.metadata["nbgrader"]["points"] = answer.points
-    overview = _cell(part, "markdown", OVERVIEW_ID, overview_markdown(part), old, grade=False, solution=False, locked=True)
+    overview = _cell(part, "markdown", OVERVIEW_ID, overview_markdown(part, assignment), old, grade=False,
+                     solution=False, locked=True)
     checks = [_cell(part, "code", check.grade_id, check_cell_source(check), old, grade=True, solution=False, locked=True,
                     points=check.points) for check in part.checks]
     nb.cells = [cells[0], overview, *cells[1:], *checks]
     return nb
 
 
-def notebook_path(part: Part, course_root: Path = COURSE_ROOT) -> Path:
-    return course_root / "source" / ASSIGNMENT / part.file
+def notebook_path(name: str, part: Part, course_root: Path = COURSE_ROOT) -> Path:
+    return course_root / "source" / name / part.file
 
 
-def drifted(course_root: Path = COURSE_ROOT) -> list[str]:
-    """The source notebooks whose graded cells differ from the catalogue."""
+def drifted(name: str, course_root: Path = COURSE_ROOT) -> list[str]:
+    """The source notebooks of assignment ``name`` whose graded cells differ from its catalogue."""
+    found = assignment(name)
     names = []
-    for part in PARTS:
-        path = notebook_path(part, course_root)
-        nb = nbformat.read(path, as_version=4)
-        if nbformat.writes(synced(nb, part)) != nbformat.writes(nb):
+    for part in found.parts:
+        nb = nbformat.read(notebook_path(name, part, course_root), as_version=4)
+        if nbformat.writes(synced(nb, part, found)) != nbformat.writes(nb):
             names.append(part.file)
     return names
 
 
-def sync(course_root: Path = COURSE_ROOT) -> list[str]:
-    """Rewrite the source notebooks from the catalogue; return those that changed."""
-    changed = drifted(course_root)
-    for part in PARTS:
+def sync(name: str, course_root: Path = COURSE_ROOT) -> list[str]:
+    """Rewrite assignment ``name``'s source notebooks from its catalogue; return those that changed."""
+    found = assignment(name)
+    changed = drifted(name, course_root)
+    for part in found.parts:
         if part.file in changed:
-            path = notebook_path(part, course_root)
-            path.write_text(nbformat.writes(synced(nbformat.read(path, as_version=4), part)) + "\n")
+            path = notebook_path(name, part, course_root)
+            path.write_text(nbformat.writes(synced(nbformat.read(path, as_version=4), part, found)) + "\n")
     return changed
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, course_root: Path = COURSE_ROOT) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv == ["--check"]:
-        changed = drifted()
-        for name in changed:
-            print(f"{name}: its graded cells differ from grader_tests/catalogue.py", file=sys.stderr)
+        changed = [(name, file) for name in ASSIGNMENTS for file in drifted(name, course_root)]
+        for name, file in changed:
+            print(f"source/{name}/{file}: its graded cells differ from the assignment's catalogue", file=sys.stderr)
         return 1 if changed else 0
     if argv:
         print(__doc__, file=sys.stderr)
         return 2
-    for name in sync():
-        print(f"rewrote the graded cells of {name}")
+    for name in ASSIGNMENTS:
+        for file in sync(name, course_root):
+            print(f"rewrote the graded cells of source/{name}/{file}")
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from attention_platform.course.assignments import add_assignment_option
 from attention_platform.course.notebooks import COURSE_ROOT
 
 
@@ -17,7 +18,7 @@ def register(commands) -> None:
                      help="the nbgrader course directory (its nbgrader_config.py holds the policies)")
     fos.add_argument("--exchange", type=Path, default=None,
                      help="the exchange root holding <course id>/inbound and /feedback "
-                          "(default: $NBGRADER_EXCHANGE_ROOT)")
+                          "(default: NBGRADER_EXCHANGE_ROOT)")
     fos.set_defaults(run=_serve)
 
     attempts = commands.add_parser(
@@ -36,18 +37,18 @@ def register(commands) -> None:
     bench.add_argument("--port", type=int, default=8500, help="port of the hub started for the benchmark (127.0.0.1)")
     bench.add_argument("--state-dir", type=Path, default=COURSE_ROOT / "build" / "bench-feedback-on-submit",
                        help="state directory of the hub (replaced)")
+    add_assignment_option(bench)
     bench.set_defaults(run=_bench)
 
 
 def _serve(args) -> int:
-    import os
     import sys
 
     from attention_platform.course.directory import NotACourse, require_course
 
-    exchange = args.exchange or os.environ.get("NBGRADER_EXCHANGE_ROOT")
-    if not exchange:
-        raise SystemExit("attention-course feedback-on-submit: needs --exchange or $NBGRADER_EXCHANGE_ROOT")
+    from attention_platform.settings import settings
+
+    exchange = args.exchange or str(settings().nbgrader_exchange_root)
     try:
         course = require_course(args.course)
     except NotACourse as exc:

@@ -38,6 +38,7 @@ from jinja2.ext import Extension
 from tornado import web
 
 from attention_platform import third_party_patches
+from attention_platform.settings import course_id
 
 GRADER, INSTRUCTOR, ANYONE = "grader", "instructor", "anyone"
 _ID = r"[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}"
@@ -135,10 +136,6 @@ def route_for(method: str, path: str) -> tuple[Route, str] | None:
             role = route.roles.get(method)
             return (route, role) if role else None
     return None
-
-
-def course_id() -> str:
-    return os.environ.get("NBGRADER_COURSE_ID") or os.environ.get("JUPYTERHUB_SERVICE_NAME", "")
 
 
 def role_of(user) -> str | None:

@@ -22,7 +22,7 @@ import os
 import sys
 from pathlib import Path
 
-from attention_platform.course.settings import course_id
+from attention_platform.settings import settings, settings_or_exit
 
 HUB_DIR = Path(__file__).resolve().parents[2] / "jupyter_config"
 
@@ -46,7 +46,7 @@ def service_env(*, course: str, api_token: str, hub_api_url: str, ip: str, port:
         "JUPYTERHUB_OAUTH_CLIENT_ALLOWED_SCOPES": json.dumps(["read:users:groups!user"]),
         "JUPYTERHUB_DEFAULT_URL": "/formgrader",
         # Grader-side nbgrader and server settings (jupyter_config/grader/), incl. the exchange plug-in.
-        "JUPYTER_CONFIG_PATH": os.environ.get("GRADER_CONFIG_DIR", str(HUB_DIR / "grader")),
+        "JUPYTER_CONFIG_PATH": str(settings().grader_config_dir or HUB_DIR / "grader"),
     }
 
 
@@ -56,13 +56,13 @@ def command(course_dir: str, ip: str, port: int) -> list[str]:
 
 
 def main() -> None:
-    course = course_id()
-    ip = os.environ.get("FORMGRADER_IP", "0.0.0.0")
-    port = int(os.environ.get("FORMGRADER_PORT", "9999"))
-    course_dir = os.environ.get("COURSE_DIR", "/srv/course")
+    configured = settings_or_exit("formgrader service")
+    if not configured.formgrader_api_token:
+        raise SystemExit("formgrader service: FORMGRADER_API_TOKEN is not set (the hub's token for this service)")
+    ip, port, course_dir = configured.formgrader_ip, configured.formgrader_port, str(configured.course_dir or "/srv/course")
     env = dict(os.environ, **service_env(
-        course=course, api_token=os.environ["FORMGRADER_API_TOKEN"],
-        hub_api_url=os.environ.get("HUB_API_URL", "http://hub:8081/hub/api"), ip=ip, port=port))
+        course=configured.nbgrader_course_id, api_token=configured.formgrader_api_token,
+        hub_api_url=configured.hub_api_url, ip=ip, port=port))
     os.chdir(course_dir)
     cmd = command(course_dir, ip, port)
     os.execve(cmd[0], cmd, env)

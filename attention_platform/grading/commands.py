@@ -2,10 +2,13 @@
 
 * ``autograde-batch ASSIGNMENT [--jobs N]``: grade every submission in parallel
   into the standard gradebook, with a progress bar and a summary table;
-* ``bench-autograde [-n 100]``: stock ``nbgrader autograde`` against the batch
+* ``bench-autograde [-n 100] [--assignment A]``: stock ``nbgrader autograde`` against the batch
   command on the same generated class; identical grades, both throughputs,
   their ratio and the submit-to-feedback latency of a warm grader;
-* ``bench-submission``: one full six-notebook submission, stock against sandboxed.
+* ``bench-submission [--assignment A]``: one full submission (every notebook), stock against sandboxed.
+
+The assignment is required where a TA grades (as for nbgrader's own commands: a course has several, and
+grading the wrong one is worse than being asked); the benchmarks default to the first.
 """
 
 from __future__ import annotations
@@ -14,12 +17,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT
+from attention_platform.course.assignments import add_assignment_option, assignment_name, first_assignment
+from attention_platform.course.notebooks import COURSE_ROOT
+
 
 def register(commands) -> None:
     batch = commands.add_parser("autograde-batch", help="autograde a whole class in sandboxes, in parallel, "
                                 "into the standard nbgrader gradebook")
-    batch.add_argument("assignment", nargs="?", default=ASSIGNMENT, help="assignment id (default: %(default)s)")
+    batch.add_argument("assignment", type=assignment_name, help="the assignment to grade (its nbgrader id)")
     batch.add_argument("--jobs", "-j", type=int, default=None, help="submissions graded at once (default: cores + 1)")
     batch.add_argument("--course", type=Path, default=COURSE_ROOT, help="course directory (default: this checkout)")
     batch.add_argument("--student", action="append", default=None, help="only this student (repeatable)")
@@ -33,13 +38,15 @@ def register(commands) -> None:
     bench.add_argument("--workdir", type=Path, default=COURSE_ROOT / "build" / "bench",
                        help="scratch course directory (replaced on every run)")
     bench.add_argument("--latency-runs", type=int, default=20, help="single submissions timed on the warm grader")
+    add_assignment_option(bench)
     bench.set_defaults(run=_bench_autograde)
 
-    full = commands.add_parser("bench-submission", help="one full six-notebook submission graded by stock nbgrader, "
+    full = commands.add_parser("bench-submission", help="one full submission graded by stock nbgrader, "
                                "sandboxed nbgrader, autograde-batch and a warm grader: times, grades identical")
     full.add_argument("--workdir", type=Path, default=COURSE_ROOT / "build" / "bench-submission",
                       help="scratch course directory (replaced on every run)")
     full.add_argument("--runs", type=int, default=3, help="submissions timed on the warm grader")
+    add_assignment_option(full)
     full.set_defaults(run=_bench_submission)
 
     from attention_platform.benchmarks.start_up_tricks import SCENARIOS, TRICKS
@@ -106,10 +113,11 @@ def _refused(reason: Exception) -> int:
 def _bench_autograde(args: argparse.Namespace) -> int:
     from attention_platform.benchmarks.grading import run_benchmark
 
-    return run_benchmark(args.workdir, args.submissions, jobs=args.jobs, latency_runs=args.latency_runs)
+    return run_benchmark(args.workdir, args.submissions, jobs=args.jobs, latency_runs=args.latency_runs,
+                         assignment=args.assignment or first_assignment())
 
 
 def _bench_submission(args: argparse.Namespace) -> int:
     from attention_platform.benchmarks.grading import run_submission_benchmark
 
-    return run_submission_benchmark(args.workdir, runs=args.runs)
+    return run_submission_benchmark(args.workdir, runs=args.runs, assignment=args.assignment or first_assignment())

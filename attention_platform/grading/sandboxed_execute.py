@@ -16,27 +16,19 @@ import os
 from pathlib import Path
 
 from nbgrader.preprocessors import NbGraderPreprocessor
-from traitlets import Float, Integer, Unicode
+from traitlets import Float, Integer, Unicode, default
 
 from attention_platform.grading.sandbox.client import SandboxLimits
-
-
-def _env_float(name: str, default: float) -> float:
-    try:
-        return float(os.environ.get(name, default))
-    except ValueError:
-        return default
+from attention_platform.settings import settings
 
 
 class SandboxedExecute(NbGraderPreprocessor):
     """Execute a submission in a sandbox and judge its hidden checks outside it."""
 
     cell_timeout = Float(
-        _env_float("NBGRADER_CELL_TIMEOUT", 60),
         help="Wall-clock seconds a student cell (or one check's probe) may run before the sandbox is killed.",
     ).tag(config=True)
     notebook_timeout = Float(
-        _env_float("ATTENTION_NOTEBOOK_TIMEOUT", 300),
         help="Wall-clock seconds for a whole submission, all cells and probes together.",
     ).tag(config=True)
     cpu_seconds = Integer(120, help="RLIMIT_CPU (seconds of CPU) of every process in the sandbox.").tag(config=True)
@@ -50,10 +42,21 @@ class SandboxedExecute(NbGraderPreprocessor):
     images_per_cell = Integer(8, help="Most matplotlib figures kept per cell, as PNG.").tag(config=True)
     image_bytes = Integer(500_000, help="Largest PNG figure kept, in bytes; a bigger one becomes a note.").tag(config=True)
     secret_seed = Unicode(
-        os.environ.get("ATTENTION_SECRET_SEED", ""),
         help="If set, each check's inputs and weights are drawn from a seed derived from this secret instead of "
              "Check.default_seed() (grades then differ from the stock in-kernel path only by the inputs drawn).",
     ).tag(config=True)
+
+    @default("cell_timeout")
+    def _cell_timeout_from_settings(self):
+        return float(settings().nbgrader_cell_timeout)
+
+    @default("notebook_timeout")
+    def _notebook_timeout_from_settings(self):
+        return settings().attention_notebook_timeout
+
+    @default("secret_seed")
+    def _secret_seed_from_settings(self):
+        return settings().attention_secret_seed
 
     def limits(self) -> SandboxLimits:
         return SandboxLimits(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from attention_platform.course.assignments import add_assignment_option
 from attention_platform.course.notebooks import COURSE_ROOT
 
 
@@ -43,6 +44,7 @@ def register(commands) -> None:
                       help="state directory of the hub (replaced unless --url is given)")
     load.add_argument("--url", default=None, help="drive an already running native hub (its --state-dir) instead")
     load.add_argument("--no-autograde", action="store_true", help="skip the autograde + gradebook check")
+    add_assignment_option(load)
     load.set_defaults(run=_load_test)
 
 

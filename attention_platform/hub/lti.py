@@ -122,7 +122,7 @@ from ltiauthenticator.utils import convert_request_to_dict
 from tornado.web import HTTPError
 from traitlets import Bool, Dict, Float, Integer, List, Set, Unicode, default
 
-from attention_platform.course.settings import course_id
+from attention_platform.settings import Settings, course_id, settings
 from attention_platform.hub import accounts
 from attention_platform.hub.lti_keys import KeySetUnavailable, PlatformKeys, UnknownKey
 
@@ -566,15 +566,15 @@ class CourseLTI13Authenticator(LTI13Authenticator):
         return model
 
 
-def _required(env: dict, name: str) -> str:
-    value = env.get(name, "").strip()
+def _required(configured: Settings, name: str) -> str:
+    value = getattr(configured, name.lower()).strip()
     if not value:
         raise SystemExit(f"HUB_AUTHENTICATOR=lti needs {name} (see attention_platform/hub/lti.py)")
     return value
 
 
-def _required_list(env: dict, name: str) -> list[str]:
-    items = [item.strip() for item in _required(env, name).split(",") if item.strip()]
+def _required_list(configured: Settings, name: str) -> list[str]:
+    items = list(getattr(configured, name.lower()))
     if not items:
         raise SystemExit(f"HUB_AUTHENTICATOR=lti needs {name} (see attention_platform/hub/lti.py)")
     return items
@@ -582,7 +582,7 @@ def _required_list(env: dict, name: str) -> list[str]:
 
 def configure_lti(c, environ: dict | None = None) -> None:
     """Configure JupyterHub (config object ``c``) for LTI 1.3 launches from the environment."""
-    env = dict(os.environ if environ is None else environ)
+    env = settings() if environ is None else Settings.from_environ(environ)
     c.JupyterHub.authenticator_class = CourseLTI13Authenticator
     auth = c.CourseLTI13Authenticator
     auth.issuer = _required(env, "LTI_ISSUER")
@@ -591,15 +591,15 @@ def configure_lti(c, environ: dict | None = None) -> None:
     auth.jwks_endpoint = _required(env, "LTI_JWKS_URL")
     auth.deployment_ids = set(_required_list(env, "LTI_DEPLOYMENT_IDS"))
     auth.context_ids = set(_required_list(env, "LTI_CONTEXT_IDS"))
-    auth.username_key = env.get("LTI_USERNAME_KEY", "").strip() or "sub"
-    auth.uri_scheme = env.get("LTI_URI_SCHEME", "auto") or "auto"
-    auth.tool_name = env.get("LTI_TOOL_NAME", "Self-attention course")
+    auth.username_key = env.lti_username_key.strip() or "sub"
+    auth.uri_scheme = env.lti_uri_scheme
+    auth.tool_name = env.lti_tool_name
     auth.tool_description = "Autograded self-attention assignment (nbgrader)"
-    if env.get("LTI_ROLE_GROUPS", "").strip():
-        auth.role_groups = parse_role_groups(env["LTI_ROLE_GROUPS"])
+    if env.lti_role_groups.strip():
+        auth.role_groups = parse_role_groups(env.lti_role_groups)
     else:
-        auth.role_groups = default_role_groups(env.get("NBGRADER_COURSE_ID") or None)
-    auth.allow_unmapped_roles = env.get("LTI_ALLOW_UNMAPPED_ROLES", "0").lower() in ("1", "true", "yes")
+        auth.role_groups = default_role_groups(env.nbgrader_course_id)
+    auth.allow_unmapped_roles = env.lti_allow_unmapped_roles
     # who may enter is decided by the LMS (a valid signed launch) and the role mapping above
     auth.allow_all = True
     auth.manage_groups = True

@@ -35,9 +35,9 @@ from pathlib import Path
 from attention_platform.course.directory import copy_course
 from attention_platform.hub.accounts import UidRange, ensure_account
 from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT
-from attention_platform.course.settings import DEFAULT_COURSE_ID, course_id
 from attention_platform.exchange.exchange_layout import ExchangeLayout, Ids
 from attention_platform.hub.supervisor import ServiceCgroups, Supervised, Supervisor
+from attention_platform.settings import Settings, course_id, settings
 from attention_platform.venv import environment, program
 
 HUB_CONFIG = COURSE_ROOT / "jupyter_config" / "jupyterhub_config.py"
@@ -72,8 +72,8 @@ class DemoClass:
     @classmethod
     def from_environment(cls, environ=None) -> "DemoClass":
         """HUB_DEMO_PREFIX and HUB_DEMO_STUDENTS (the class size; default 3)."""
-        environ = os.environ if environ is None else environ
-        return cls(environ.get("HUB_DEMO_PREFIX", ""), int(environ.get("HUB_DEMO_STUDENTS") or 3))
+        configured = settings() if environ is None else Settings.from_environ(environ)
+        return cls(configured.hub_demo_prefix or "", configured.hub_demo_students)
 
     @property
     def instructors(self) -> tuple[str, ...]:
@@ -113,7 +113,7 @@ class NativeHub:
     services: ServiceCgroups | None = None  # the services' memory caps (start())
     log_file: object = None  # jupyterhub.log, where every process of the hub writes
     start_seconds: float = 0.0
-    course: str = DEFAULT_COURSE_ID
+    course: str = Settings.nbgrader_course_id
     demo: DemoClass = DemoClass()
 
     @property
@@ -197,7 +197,7 @@ def share_source_with_instructors(hub: "NativeHub") -> None:
 
 def hub_uid_range() -> UidRange:
     """HUB_UID_MIN..HUB_UID_MAX: the uids of the Unix accounts the hub creates for its users."""
-    return UidRange(int(os.environ.get("HUB_UID_MIN", UidRange.first)), int(os.environ.get("HUB_UID_MAX", UidRange.last)))
+    return UidRange(settings().hub_uid_min, settings().hub_uid_max)
 
 
 def load_passwords(state: Path, accounts) -> dict:

@@ -37,6 +37,7 @@ from jupyterhub.traitlets import ByteSpecification
 from traitlets import Integer, List, Unicode
 
 from attention_platform.grading.sandbox import cgroups, linux
+from attention_platform.settings import settings
 
 PARENT = "attention-servers"  # beside the sandboxes' attention-sandbox, in the hub's own cgroup
 UNLIMITED_MEMORY = 1 << 62  # what "no mem_limit" is written as
@@ -48,7 +49,7 @@ def server_cgroups(log) -> cgroups.Cgroups | None:
     """The cgroups users' servers go in, set up on first use; None (logged once) if unavailable."""
     if "groups" not in _GROUPS:
         try:
-            _GROUPS["groups"] = cgroups.setup(os.environ.get("ATTENTION_CGROUP_ROOT", cgroups.CGROUP_ROOT),
+            _GROUPS["groups"] = cgroups.setup(str(settings().attention_cgroup_root),
                                               parent=PARENT)
         except cgroups.CgroupUnavailable as exc:
             log.warning("users' servers start without a memory cap or cgroup of their own: %s", exc)

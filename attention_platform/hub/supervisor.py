@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from attention_platform.grading.sandbox import cgroups
+from attention_platform.settings import Settings, settings
 
 PARENT = "attention-services"
 # What each service may hold (MiB) unless HUB_<SERVICE>_MEMORY_MB says otherwise: several times what
@@ -35,17 +36,10 @@ MAX_PAUSE_SECONDS = 30.0
 
 
 def memory_mb(service: str, environ=None) -> int:
-    """The memory cap of ``service``: ``HUB_<SERVICE>_MEMORY_MB`` (``-`` as ``_``) or its default."""
-    environ = os.environ if environ is None else environ
-    key = f"HUB_{service.upper().replace('-', '_')}_MEMORY_MB"
-    value = environ.get(key) or DEFAULT_MEMORY_MB.get(service) or int(_machine_mb() * BROKER_SHARE_OF_MEMORY)
-    try:
-        megabytes = int(value)
-    except ValueError:
-        raise ValueError(f"{key} must be a whole number of MiB, not {value!r}") from None
-    if megabytes < 64:
-        raise ValueError(f"{key} must be at least 64 (MiB), not {megabytes}")
-    return megabytes
+    """The memory cap of ``service``: ``HUB_<SERVICE>_MEMORY_MB`` (``-`` as ``_``) or its default;
+    SettingsError (a ValueError) naming the variable if it is no whole number of at least 64."""
+    configured = settings() if environ is None else Settings.from_environ(environ)
+    return configured.memory_mb(service) or int(_machine_mb() * BROKER_SHARE_OF_MEMORY)
 
 
 def _machine_mb() -> int:
@@ -58,12 +52,13 @@ class ServiceCgroups:
 
     def __init__(self, log=print, environ=None, parent: str = PARENT):
         self.log = log
-        self.environ = os.environ if environ is None else environ
+        self.environ = environ
         self.groups: cgroups.Cgroups | None = None
         if os.geteuid() != 0:
             return
         try:
-            self.groups = cgroups.setup(self.environ.get("ATTENTION_CGROUP_ROOT", cgroups.CGROUP_ROOT), parent=parent)
+            configured = settings() if environ is None else Settings.from_environ(environ)
+            self.groups = cgroups.setup(str(configured.attention_cgroup_root), parent=parent)
         except cgroups.CgroupUnavailable as exc:
             log(f"the hub's services run without a memory cap of their own: {exc}")
 

@@ -37,7 +37,7 @@ from tornado import web
 
 from attention_platform import third_party_patches
 from attention_platform.course.notebooks import NOTEBOOKS
-from attention_platform.course.settings import course_id
+from attention_platform.settings import course_id, settings
 
 STUDENT, TA, INSTRUCTOR = "student", "ta", "instructor"
 LAB_EXTENSION_DIR = Path(__file__).resolve().parents[1] / "lab"
@@ -144,7 +144,7 @@ def tidy_listing(result: dict) -> dict:
 
 def own_submissions(course: str, assignment: str) -> frozenset[str]:
     """The names of this user's submissions of ``assignment`` in their view of the course's inbound."""
-    root = os.environ.get("NBGRADER_EXCHANGE_ROOT", "/srv/nbgrader/exchange")
+    root = str(settings().nbgrader_exchange_root)
     student = os.environ.get("JUPYTERHUB_USER", "")
     pattern = os.path.join(glob.escape(os.path.join(root, course, "inbound")),
                            f"{glob.escape(student)}+{glob.escape(assignment)}+*")

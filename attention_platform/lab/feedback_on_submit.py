@@ -118,7 +118,7 @@ def _handlers():
     from jupyter_server.base.handlers import APIHandler, JupyterHandler
     from tornado import web
 
-    from attention_platform.course import settings  # the course id, as everywhere (the student image carries it)
+    from attention_platform import settings  # the course id, as everywhere (the student image carries it)
 
     class StatusHandler(APIHandler):
         @web.authenticated
@@ -158,7 +158,9 @@ def _handlers():
 
 
 def _exchange_root() -> str:
-    return os.environ.get("NBGRADER_EXCHANGE_ROOT", "/srv/nbgrader/exchange")
+    from attention_platform.settings import settings
+
+    return str(settings().nbgrader_exchange_root)
 
 
 def _refused_submit(assignment_list, course_id, assignment_id) -> dict | None:

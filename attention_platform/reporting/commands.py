@@ -1,5 +1,10 @@
 """``attention-course report / export-checks / export-canvas / feedback`` (kept import-light:
-torch and matplotlib load only when one of these commands runs)."""
+torch and matplotlib load only when one of these commands runs).
+
+``report`` and ``feedback`` need the assignment named (a course has several; nbgrader's own commands
+ask too), and one the course has no hidden checks for is a usage error that lists the ones there are.
+The exports read the gradebook alone: any number of its assignments, all by default (one it lacks is
+skipped and said)."""
 
 from __future__ import annotations
 
@@ -7,7 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT
+from attention_platform.course.assignments import assignment_name
+from attention_platform.course.notebooks import COURSE_ROOT
 
 
 def register(commands) -> None:
@@ -19,14 +25,14 @@ def register(commands) -> None:
 
     report = commands.add_parser("report", help="write the misconception report (self-contained HTML) "
                                                 "for an assignment from the gradebook")
-    report.add_argument("assignment", nargs="?", default=ASSIGNMENT)
+    report.add_argument("assignment", type=assignment_name, help="the assignment to report on (its nbgrader id)")
     report.add_argument("--out", type=Path, default=None,
                         help="HTML file to write (default: <course>/build/reports/<assignment>.html)")
     common(report)
     report.set_defaults(run=_with_report_errors(_report))
 
     feedback = commands.add_parser("feedback", help="nbgrader generate_feedback with progress and a summary")
-    feedback.add_argument("assignment", nargs="?", default=ASSIGNMENT)
+    feedback.add_argument("assignment", type=assignment_name, help="the assignment whose feedback to generate")
     feedback.add_argument("--course", type=Path, default=COURSE_ROOT, help="course directory (default: this repository)")
     feedback.add_argument("--student", action="append", default=[], help="only this student (repeatable)")
     feedback.set_defaults(run=_feedback)

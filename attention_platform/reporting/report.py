@@ -156,9 +156,9 @@ def _sqlite_path(db_url: str) -> Path | None:
 
 
 def default_db_url(course: Path) -> str:
-    import os
+    from attention_platform.settings import settings
 
-    return os.environ.get("NBGRADER_DB_URL") or "sqlite:///" + str(Path(course).resolve() / "gradebook.db")
+    return settings().nbgrader_db_url or "sqlite:///" + str(Path(course).resolve() / "gradebook.db")
 
 
 def open_gradebook(db_url: str):

@@ -21,6 +21,14 @@ import nbformat
 from ..proofs import Proof, edits
 from . import answers_parts
 
+# The assignment these answers prove, its main notebook (file name) and every notebook, in order:
+# for tests that type an answer into this assignment (the platform asks the registry).
+ASSIGNMENT = "self_attention"
+NOTEBOOK = "self_attention.ipynb"
+NOTEBOOKS = (NOTEBOOK, "02_by_hand.ipynb", "03_head_and_bias.ipynb", "04_shapes_and_cost.ipynb",
+             "05_experiments.ipynb", "06_explain.ipynb")
+PART_NOTEBOOKS = NOTEBOOKS[1:]
+
 # The released class cell and the methods a student writes in it.
 CLASS_CELL_ID = "self_attention_class"
 ANSWERED_METHODS = ("forward", "attention_weights")

@@ -1,6 +1,6 @@
-"""Every probe of the self-attention assignment, as the sandbox's loader wants them.
+"""Every self-attention probe, as the sandbox's loader wants them.
 
-The sandbox imports each assignment's ``probes`` module and reads its ``CHECKS``: entries with ``.id``
+The sandbox imports the ``probes`` module of every course part and reads its ``CHECKS``: entries with ``.id``
 and ``.probe``. It imports probe-side modules only, so what the grader sends into a sandbox (this
 module and what it imports from ``grader_tests``) holds no judge, no expected value and no reference.
 The names below are what the probes' own words may name; the trusted screen (``grader_tests.reasons``)

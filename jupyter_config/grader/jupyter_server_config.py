@@ -7,7 +7,10 @@ a formgrader page or API, checks the user's role on every request and sends a
 nonce-based Content-Security-Policy with every response.
 """
 
+from attention_platform.settings import settings_or_exit
+
 c = get_config()  # noqa: F821
+settings_or_exit("formgrader")  # a wrong deployment setting stops the server at start, named
 
 c.ServerApp.jpserver_extensions = {
     "nbgrader.server_extensions.formgrader": True,

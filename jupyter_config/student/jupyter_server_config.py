@@ -2,6 +2,13 @@
 
 c = get_config()  # noqa: F821
 
+try:
+    from attention_platform.settings import settings_or_exit
+except ImportError:  # an image without the course's package (see below)
+    pass
+else:
+    settings_or_exit("user's server")  # a wrong deployment setting stops the server at start, named
+
 # Students get the Assignments tab and Validate only: no formgrader, no course list.
 # Validate is the course's own (attention_platform/lab/course_lab.py): it names the answers still to
 # do and says that the hidden checks are not run; nbgrader's said "Success!" for an untouched notebook.

@@ -7,14 +7,17 @@ a feedback folder that belong to them alone (see attention_platform/exchange/exc
 
 import os
 
+from attention_platform.settings import settings_or_exit  # the student image carries it
+
 c = get_config()  # noqa: F821
+SETTINGS = settings_or_exit("student's nbgrader_config.py")  # a wrong setting stops the server, named
 
 # The course this deployment serves; the hub sets it.
-c.CourseDirectory.course_id = os.environ.get("NBGRADER_COURSE_ID", "dl-attention")
+c.CourseDirectory.course_id = SETTINGS.nbgrader_course_id
 # Who submits: the hub account name, not the Unix user (every container is jovyan).
 c.CourseDirectory.student_id = os.environ.get("JUPYTERHUB_USER", "*")
 # This student's view of the exchange (a bind mount in Docker, symlinks natively).
-c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE_ROOT", "/srv/nbgrader/exchange")
+c.Exchange.root = str(SETTINGS.nbgrader_exchange_root)
 # Fetched assignments go to ~/self_attention, not ~/dl-attention/self_attention.
 c.Exchange.path_includes_course = False
 # All-or-nothing submit, so a deadline rush loses nothing: a submission appears in the inbound complete or not at all,

@@ -24,8 +24,7 @@ from typing import Callable
 import nbformat
 from nbformat.v4 import new_code_cell
 
-from attention_platform.course.notebooks import CLASS_CELL_ID, with_answer
-from grader_tests.self_attention.answers import BUGGY, CORRECT
+from grader_tests.self_attention.answers import BUGGY, CLASS_CELL_ID, CORRECT, with_answer
 from grader_tests.registry import ALL_CHECKS, GRADE_ID_PREFIX
 
 ANSWERS = {a.name: a for a in BUGGY + CORRECT}

@@ -1,6 +1,7 @@
-"""Everything that states a check, its points or a total agrees with ``grader_tests/catalogue.py``:
-the source notebooks' graded cells (and so the release and the feedback), the instructors' page on the
-assignment (docs/instructors/assignment.md), the TA guide and the demo. Each test is shown able to fail on a drifted copy."""
+"""Everything that states a check, its points or a total agrees with the assignment's catalogue: every
+assignment's source notebooks' graded cells (and so the release and the feedback), the instructors' page on
+the self-attention assignment (docs/instructors/assignment.md), the TA guide and the demo. Each test is
+shown able to fail on a drifted copy."""
 
 from __future__ import annotations
 
@@ -12,50 +13,84 @@ import nbformat
 import pytest
 
 from attention_platform.course import demo, graded_cells
-from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT
-from grader_tests.self_attention.catalogue import ASSIGNMENT_POINTS, PARTS, Part
+from attention_platform.course.notebooks import COURSE_ROOT
+from grader_tests import registry
+from grader_tests.self_attention.answers import ASSIGNMENT
+from grader_tests.catalogue import Part
 
+ASSIGNMENTS = sorted(registry.ASSIGNMENTS)
+# The pages below describe the self-attention assignment.
+PARTS = registry.assignment(ASSIGNMENT).parts
+ASSIGNMENT_POINTS = registry.assignment(ASSIGNMENT).points
 ASSIGNMENT_PAGE = COURSE_ROOT / "docs" / "instructors" / "assignment.md"
 CHECKS_PAGE = COURSE_ROOT / "docs" / "instructors" / "hidden-checks.md"
 
 
-def test_source_notebooks_say_what_the_catalogue_defines():
-    assert graded_cells.drifted() == [], "run `python -m attention_platform.course.graded_cells`, then `make release`"
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_source_notebooks_say_what_the_catalogue_defines(name):
+    assert graded_cells.drifted(name) == [], "run `python -m attention_platform.course.graded_cells`, then `make release`"
 
 
-@pytest.fixture
-def course_copy(tmp_path) -> Path:
-    shutil.copytree(COURSE_ROOT / "source" / ASSIGNMENT, tmp_path / "source" / ASSIGNMENT)
-    return tmp_path
+def test_the_check_names_every_assignment_that_drifted(tmp_path, capsys):
+    """``--check`` (the command the docs give) reads every assignment's notebooks, not one."""
+    for name in ASSIGNMENTS:
+        shutil.copytree(COURSE_ROOT / "source" / name, tmp_path / "source" / name)
+    assert graded_cells.main(["--check"], tmp_path) == 0
+    for name in ASSIGNMENTS:
+        part = _first_graded_part(name)
+        _edit_cell(tmp_path, name, part, part.checks[0].grade_id, lambda cell: cell.metadata.nbgrader.update(points=9))
+    assert graded_cells.main(["--check"], tmp_path) == 1
+    named = capsys.readouterr().err
+    assert all(f"source/{name}/{_first_graded_part(name).file}" in named for name in ASSIGNMENTS), named
 
 
-def _edit_cell(course: Path, part: Part, grade_id: str, edit) -> None:
-    path = graded_cells.notebook_path(part, course)
+@pytest.fixture(params=ASSIGNMENTS)
+def course_copy(request, tmp_path) -> tuple[Path, str]:
+    shutil.copytree(COURSE_ROOT / "source" / request.param, tmp_path / "source" / request.param)
+    return tmp_path, request.param
+
+
+def _first_graded_part(name: str) -> Part:
+    return next(part for part in registry.assignment(name).parts if part.checks)
+
+
+def _edit_cell(course: Path, name: str, part: Part, grade_id: str, edit) -> None:
+    path = graded_cells.notebook_path(name, part, course)
     nb = nbformat.read(path, as_version=4)
     cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
     edit(cell)
     path.write_text(nbformat.writes(nb) + "\n")
 
 
-@pytest.mark.parametrize("what, grade_id, edit", [
-    ("a check's title in its cell", "check_sqrt_d_scale",
-     lambda cell: setattr(cell, "source", cell.source.replace("divided by √D", "divided by D"))),
-    ("a check's points", "check_shapes", lambda cell: cell.metadata.nbgrader.update(points=3)),
-    ("the overview's total", "grading",
-     lambda cell: setattr(cell, "source", cell.source.replace(f"{ASSIGNMENT_POINTS} points",
-                                                              f"{ASSIGNMENT_POINTS + 1} points"))),
-])
-def test_a_drifted_notebook_is_named(course_copy, what, grade_id, edit):
-    _edit_cell(course_copy, PARTS[0], grade_id, edit)
-    assert graded_cells.drifted(course_copy) == [PARTS[0].file], what
-    assert graded_cells.sync(course_copy) == [PARTS[0].file]
-    assert graded_cells.drifted(course_copy) == []
+def _retitled(cell):
+    cell.source = cell.source.replace(": ", ": not ", 1)
+
+
+def _total_raised(points: int):
+    return lambda cell: setattr(cell, "source", cell.source.replace(f"{points} points", f"{points + 1} points"))
+
+
+@pytest.mark.parametrize("what", ["a check's title in its cell", "a check's points", "the overview's total"])
+def test_a_drifted_notebook_is_named(course_copy, what):
+    course, name = course_copy
+    part = _first_graded_part(name)
+    grade_id, edit = {
+        "a check's title in its cell": (part.checks[0].grade_id, _retitled),
+        "a check's points": (part.checks[-1].grade_id,
+                             lambda cell: cell.metadata.nbgrader.update(points=part.checks[-1].points + 2)),
+        "the overview's total": (graded_cells.OVERVIEW_ID, _total_raised(part.points)),
+    }[what]
+    _edit_cell(course, name, part, grade_id, edit)
+    assert graded_cells.drifted(name, course) == [part.file], what
+    assert graded_cells.sync(name, course) == [part.file]
+    assert graded_cells.drifted(name, course) == []
 
 
 def test_written_answer_points_come_from_the_catalogue(course_copy):
-    part = next(p for p in PARTS if p.written)
-    _edit_cell(course_copy, part, part.written[0].grade_id, lambda cell: cell.metadata.nbgrader.update(points=9))
-    assert graded_cells.drifted(course_copy) == [part.file]
+    course, name = course_copy
+    part = next(p for p in registry.assignment(name).parts if p.written)
+    _edit_cell(course, name, part, part.written[0].grade_id, lambda cell: cell.metadata.nbgrader.update(points=9))
+    assert graded_cells.drifted(name, course) == [part.file]
 
 
 def _page_parts(text: str) -> tuple[int, dict[str, str]]:
@@ -97,13 +132,16 @@ def test_the_checks_page_counts_the_cheat_catalogue():
     assert f"`tests/cheats/`, {len(CHEATS)} attempts" in CHECKS_PAGE.read_text()
 
 
-def test_the_demo_states_no_point_total_of_its_own():
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_the_demo_states_no_point_total_of_its_own(name):
     """The demo's totals are computed from the catalogue, never typed."""
     source = Path(demo.__file__).read_text()
     assert not re.search(r"\b\d+ points?\b", source)
-    assert f"{sum(p.ta_points for p in PARTS)} points in all" in demo.written_answers_note()
-    table = demo.grade_table({"ada": {}})
-    assert f"0/{PARTS[0].auto_points}" in table
+    found = registry.assignment(name)
+    if found.ta_points:
+        assert f"{found.ta_points} points in all" in demo.written_answers_note(found)
+    table = demo.grade_table(found, {"ada": {}})
+    assert f"0/{found.auto_points}" in table
 
 
 TA_GUIDE = COURSE_ROOT / "docs" / "tas" / "guide.md"

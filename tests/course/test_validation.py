@@ -10,9 +10,9 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from attention_platform.course.notebooks import NOTEBOOKS, release_notebook, with_answer
+from attention_platform.course.notebooks import release_notebook
 from attention_platform.course.validation import HIDDEN_CHECKS_NOTE, READY, ValidationReport, validate_file
-from grader_tests.self_attention.answers import BUGGY, CORRECT
+from grader_tests.self_attention.answers import BUGGY, CORRECT, NOTEBOOKS, with_answer
 
 NO_SCALE = next(a for a in BUGGY if a.name == "no_scale").code
 

@@ -39,8 +39,8 @@ import nbformat
 import pytest
 import requests
 
-from attention_platform.course.notebooks import release_notebook, with_answer
-from grader_tests.self_attention.answers import BUGGY, CORRECT
+from attention_platform.course.notebooks import release_notebook
+from grader_tests.self_attention.answers import BUGGY, CORRECT, with_answer
 from hub_helpers import HubSession, free_port
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(3600)]

@@ -210,7 +210,7 @@ def test_student_image_holds_nothing_of_the_grader_side():
                     "attention_platform/grading/__init__.py", "attention_platform/grading/sandbox/__init__.py",
                     "attention_platform/grading/sandbox/protocol.py", "attention_platform/grading/sandbox/files.py",
                     "attention_platform/course/__init__.py",
-                    "attention_platform/course/notebooks.py", "attention_platform/course/settings.py",
+                    "attention_platform/course/notebooks.py", "attention_platform/settings.py",
                     "attention_platform/course/validation.py"}
     text = DOCKERFILES["student"].read_text()
     for extension in ("formgrader", "course_list", "@jupyter/nbgrader:create-assignment"):
@@ -477,9 +477,10 @@ def test_no_internet_facing_container_holds_the_docker_socket():
     assert "ports" not in guard
     assert guard["cap_drop"] == ["ALL"] and "no-new-privileges:true" in guard["security_opt"] and guard["read_only"]
     assert hub["depends_on"]["docker-guard"] == {"condition": "service_healthy"}
-    # its image holds the guard's one file and nothing else of the project
+    # its image holds the guard's one file and the settings module it reads, nothing else of the project
     copies = [rest for word, rest in instructions(REPO / "docker" / "docker-guard.Dockerfile") if word == "COPY"]
-    assert copies == ["attention_platform/docker_guard.py /opt/docker-guard/docker_guard.py"]
+    assert copies == ["attention_platform/__init__.py attention_platform/settings.py /opt/docker-guard/attention_platform/",
+                      "attention_platform/docker_guard.py /opt/docker-guard/docker_guard.py"]
 
 
 def test_the_gradebook_has_its_own_database_role():

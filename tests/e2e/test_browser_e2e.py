@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from attention_platform.course.notebooks import class_cell, release_notebook, with_methods
-from grader_tests.self_attention.answers import BUGGY, CORRECT
+from attention_platform.course.notebooks import release_notebook
+from grader_tests.self_attention.answers import BUGGY, CORRECT, class_cell, with_methods
 from grader_tests.registry import assignment
 from hub_helpers import COURSE, REPO
 

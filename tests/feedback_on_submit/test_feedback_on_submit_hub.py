@@ -33,8 +33,8 @@ from pathlib import Path
 import pytest
 
 from attention_platform.course.directory import check_scores
-from attention_platform.course.notebooks import ASSIGNMENT, class_cell, release_notebook, with_methods
-from grader_tests.self_attention.answers import BUGGY, CORRECT
+from attention_platform.course.notebooks import release_notebook
+from grader_tests.self_attention.answers import ASSIGNMENT, BUGGY, CORRECT, class_cell, with_methods
 from hub_helpers import COURSE, REPO, launch_hub
 
 pytestmark = [
@@ -163,7 +163,7 @@ def test_what_the_students_saw_equals_the_batch_grader_the_gradebook_and_the_tas
     batch = subprocess.run([str(Path(sys.executable).parent / "attention-course"), "autograde-batch", ASSIGNMENT,
                             "--course", str(copy), "--no-progress"], capture_output=True, text=True, cwd=copy)
     assert batch.returncode == 0, batch.stdout[-2000:] + batch.stderr[-2000:]
-    by_batch = check_scores(copy, notebook=None)
+    by_batch = check_scores(copy, notebook=None, assignment=ASSIGNMENT)
 
     def as_shown(scores: dict) -> tuple[float, dict]:
         from grader_tests.registry import check_for_grade_id
@@ -181,7 +181,7 @@ def test_what_the_students_saw_equals_the_batch_grader_the_gradebook_and_the_tas
         assert checks == passed_checks(attempt), user
         assert score == attempt["score"], user
     # 2. the course's gradebook holds the attempt that counts, as shown
-    in_course = check_scores(course, notebook=None)
+    in_course = check_scores(course, notebook=None, assignment=ASSIGNMENT)
     for user, attempt in shown.items():
         assert as_shown(in_course[user]) == (attempt["score"], passed_checks(attempt)), user
     # 3. the TA's own autograde of that submission, from the formgrader, gives the same
@@ -189,7 +189,8 @@ def test_what_the_students_saw_equals_the_batch_grader_the_gradebook_and_the_tas
     for user, attempt in shown.items():
         reply = ta.formgrader("POST", f"submission/{ASSIGNMENT}/{user}/autograde")
         assert reply.status_code == 200 and reply.json()["success"], reply.text[-2000:]
-        assert as_shown(check_scores(course, notebook=None)[user]) == (attempt["score"], passed_checks(attempt)), user
+        assert as_shown(check_scores(course, notebook=None, assignment=ASSIGNMENT)[user]) == (
+            attempt["score"], passed_checks(attempt)), user
 
 
 # --------------------------------------------------------------------------- the policy
@@ -405,7 +406,7 @@ def test_a_burst_of_fifty_submits_is_all_graded_in_order_none_lost(hub, students
     # fair: no student's 10th attempt was graded before every student's 1st
     assert max(burst[u][0]["graded_at"] for u in users) < min(burst[u][-1]["graded_at"] for u in users)
     # and what each student was last shown is their submission in the course (policy: the last counts)
-    in_course = check_scores(hub.state / "course", notebook=None)
+    in_course = check_scores(hub.state / "course", notebook=None, assignment=ASSIGNMENT)
     for user in users:
         last = final[user]["attempts"][-1]
         shown = sum(c["points"] for c in last["checks"] if c["passed"])

@@ -56,11 +56,13 @@ def test_a_broken_policy_says_what_to_change(raw, says):
     assert says in str(caught.value) and "self_attention" in str(caught.value)
 
 
-def test_policies_come_from_the_environment_and_broken_json_is_reported(monkeypatch):
+def test_policies_come_from_the_environment_and_broken_json_is_refused_naming_it(monkeypatch):
+    from attention_platform.settings import SettingsError
+
     monkeypatch.setenv("ATTENTION_FEEDBACK_ON_SUBMIT", json.dumps({"self_attention": {"feedback": "checks"}}))
     assert FeedbackOnSubmit().policy_for("self_attention").feedback == "checks"
     monkeypatch.setenv("ATTENTION_FEEDBACK_ON_SUBMIT", "{not json")
-    with pytest.raises(PolicyError, match="ATTENTION_FEEDBACK_ON_SUBMIT is not valid JSON"):
+    with pytest.raises(SettingsError, match="ATTENTION_FEEDBACK_ON_SUBMIT='{not json': expected a JSON object"):
         FeedbackOnSubmit().policy_for("self_attention")
 
 
@@ -428,7 +430,7 @@ def test_the_grader_warms_its_worker_for_the_assignments_with_feedback_on(tmp_pa
     from nbformat.v4 import new_code_cell, new_notebook
 
     from attention_platform.course.directory import copy_course
-    from attention_platform.course.notebooks import ASSIGNMENT
+    from grader_tests.self_attention.answers import ASSIGNMENT
     from broker_helpers import LOADED
 
     course = copy_course(tmp_path / "course")
@@ -449,7 +451,7 @@ def _flooded_service(tmp_path, monkeypatch):
     """The grader (its scan only: nothing graded) for a copy of the course with feedback on submit on,
     and the inbound folders of ann and bob."""
     from attention_platform.course.directory import copy_course
-    from attention_platform.course.notebooks import ASSIGNMENT
+    from grader_tests.self_attention.answers import ASSIGNMENT
     from attention_platform.feedback_on_submit.service import Service
 
     monkeypatch.setenv("ATTENTION_FEEDBACK_ON_SUBMIT", json.dumps({ASSIGNMENT: {"feedback": "checks"}}))
@@ -535,7 +537,7 @@ def test_an_attempt_whose_grading_ended_the_grader_twice_is_failed_not_graded_fo
     its memory cap, say): an attempt left in "grading". Graded again once; found so a second time, it
     is failed, the student is told why, and nothing of it is queued again."""
     from attention_platform.course.directory import copy_course
-    from attention_platform.course.notebooks import ASSIGNMENT
+    from grader_tests.self_attention.answers import ASSIGNMENT
     from attention_platform.feedback_on_submit.service import Service
 
     monkeypatch.setenv("ATTENTION_FEEDBACK_ON_SUBMIT", json.dumps({ASSIGNMENT: {"feedback": "checks"}}))

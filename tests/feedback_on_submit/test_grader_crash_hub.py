@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from attention_platform.course.notebooks import ASSIGNMENT, class_cell, release_notebook, with_methods
+from attention_platform.course.notebooks import release_notebook
 from attention_platform.hub import supervisor
-from grader_tests.self_attention.answers import CORRECT
+from grader_tests.self_attention.answers import ASSIGNMENT, CORRECT, class_cell, with_methods
 from hub_helpers import launch_hub
 
 pytestmark = [

@@ -10,8 +10,8 @@ import nbformat
 import pytest
 
 from attention_platform.course.directory import check_scores, copy_course, nbgrader
-from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK
 from e2e_class import ANSWERS, CHEATER_FAILS, CORE_CHECKS as ALL_CHECKS, HONEST, TAMPERED_FAILS, write_class
+from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK
 from grader_tests.registry import GRADE_ID_PREFIX
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]  # nbgrader autograde grades in real sandboxes
@@ -23,7 +23,7 @@ def graded(tmp_path_factory):
     write_class(course)
     autograde = nbgrader(course, "autograde", ASSIGNMENT, "--force")
     feedback = nbgrader(course, "generate_feedback", ASSIGNMENT, "--force")
-    return course, autograde, feedback, check_scores(course)
+    return course, autograde, feedback, check_scores(course, assignment=ASSIGNMENT, notebook=NOTEBOOK)
 
 
 def _expected(failing: set[str]) -> dict[str, float]:

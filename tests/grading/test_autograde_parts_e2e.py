@@ -11,9 +11,10 @@ import nbformat
 import pytest
 
 from attention_platform.course.directory import check_scores, copy_course, nbgrader, write_submission
-from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOKS, PART_NOTEBOOKS, solved, with_edits
+from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOKS, PART_NOTEBOOKS
 from grader_tests.self_attention.answers_parts import BUGGY
 from grader_tests.self_attention.catalogue import ASSIGNMENT_POINTS, PART_BY_NOTEBOOK, PARTS
+from grader_tests.proofs import solved, with_edits
 from grader_tests.registry import GRADE_ID_PREFIX, assignment
 
 NOTEBOOK_CHECKS = assignment("self_attention").notebook_checks
@@ -45,19 +46,20 @@ def graded(tmp_path_factory):
     release = {n: nbformat.read(course / "release" / ASSIGNMENT / n, as_version=4) for n in NOTEBOOKS}
     source = {n: nbformat.read(course / "source" / ASSIGNMENT / n, as_version=4) for n in NOTEBOOKS}
     for name in NOTEBOOKS:
-        write_submission(course, "ref", solved(release[name], source[name]), name=name)
+        write_submission(course, "ref", solved(release[name], source[name]), name=name, assignment=ASSIGNMENT)
     for name in PART_NOTEBOOKS:
-        write_submission(course, "empty", release[name], name=name)
+        write_submission(course, "empty", release[name], name=name, assignment=ASSIGNMENT)
     for student, notebooks in BUGGY_STUDENTS.items():
         for stem, bugs in notebooks.items():
             edits = [edit for bug in bugs for edit in BUGS[bug].edits]
             name = stem + ".ipynb"
-            write_submission(course, student, solved(release[name], with_edits(source[name], edits)), name=name)
+            write_submission(course, student, solved(release[name], with_edits(source[name], edits)), name=name,
+                             assignment=ASSIGNMENT)
     started = time.monotonic()
     autograde = nbgrader(course, "autograde", ASSIGNMENT, "--force")
     seconds = time.monotonic() - started
     feedback = nbgrader(course, "generate_feedback", ASSIGNMENT, "--force")
-    scores = {name: check_scores(course, notebook=name) for name in NOTEBOOKS}
+    scores = {name: check_scores(course, notebook=name, assignment=ASSIGNMENT) for name in NOTEBOOKS}
     return course, autograde, feedback, scores, source, seconds
 
 

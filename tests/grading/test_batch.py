@@ -20,7 +20,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session
 
 from attention_platform.course.directory import check_scores, copy_course, nbgrader, write_submission
-from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK, with_answer
+from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK, with_answer
 from attention_platform.grading.batch import Pipeline, autograde_batch, nesting_savepoints
 from gradebooks import ANSWERS, scores_for
 
@@ -65,7 +65,7 @@ def _course_with(tmp_path_factory, name: str, notebooks: dict) -> Path:
     nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", check=True)
     release = nbformat.read(course / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
     for student, make in notebooks.items():
-        write_submission(course, student, make(release))
+        write_submission(course, student, make(release), assignment=ASSIGNMENT, name=NOTEBOOK)
     return course
 
 
@@ -94,7 +94,7 @@ def test_a_step_that_fails_after_saving_grades_takes_back_those_grades_and_no_on
     assert outcomes["bob"].status.startswith("error: OSError")
     assert [s for s, o in outcomes.items() if o.status != "ok"] == ["bob"]
     assert set(_auto_scores(small_class, "bob").values()) == {None}, "bob's half-finished grading stayed"
-    scores = check_scores(small_class)
+    scores = check_scores(small_class, assignment=ASSIGNMENT, notebook=NOTEBOOK)
     for student in ("ada", "cyd", "dan"):
         assert scores[student] == scores_for(CLASS[student]), student
 
@@ -180,7 +180,7 @@ def test_the_gradebook_is_not_held_while_the_batch_waits_for_a_sandbox(slow_clas
         assert grading.is_alive(), "zed's notebook was meant to be still running"
     finally:
         grading.join(timeout=300)
-    assert scores_for("reference_style") == check_scores(slow_class)["ada"]
+    assert scores_for("reference_style") == check_scores(slow_class, assignment=ASSIGNMENT, notebook=NOTEBOOK)["ada"]
 
 
 def test_one_metadata_validator_serves_every_cell_while_patched_and_the_real_class_comes_back():
@@ -268,7 +268,8 @@ def test_late_penalties_are_nbgraders_computed_from_the_scores_just_saved(tmp_pa
             answers.update(ann="mask_after_softmax", bo="reference_style")
             for where in (course, twin):
                 for student in ("ann", "bo"):
-                    write_submission(where, student, with_answer(release, ANSWERS[answers[student]].code))
+                    write_submission(where, student, with_answer(release, ANSWERS[answers[student]].code),
+                                     assignment=ASSIGNMENT, name=NOTEBOOK)
         nbgrader(course, "autograde", ASSIGNMENT, "--force", check=True)
         autograde_batch(twin, ASSIGNMENT, jobs=1, progress=False, log=None)
         expected = _late_penalties(course)

@@ -28,11 +28,12 @@ import nbformat
 import pytest
 
 from attention_platform.course.directory import check_scores, copy_course, write_submission
-from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK, release_notebook, with_answer
+from attention_platform.course.notebooks import release_notebook
 from attention_platform.grading.sandbox import SandboxLimits, Zygote
 from attention_platform.grading.sandbox.grading import grade_notebook
 from broker_helpers import uid_processes
 from cheats import ANSWERS, BASE, CHEATS, Cheat, Context
+from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK, with_answer
 from grader_tests.registry import ALL_CHECKS, GRADE_ID_PREFIX
 
 pytestmark = pytest.mark.root  # every cheat runs in a real sandbox
@@ -176,9 +177,9 @@ def graded_catalogue(tmp_path_factory):
     for student, answer in VICTIMS.items():
         nb = with_answer(release, ANSWERS[answer].code)
         nb.cells.append(nbformat.v4.new_markdown_cell(f"my notes {canary}"))
-        write_submission(course, student, nb)
+        write_submission(course, student, nb, assignment=ASSIGNMENT, name=NOTEBOOK)
     for cheat in CHEATS:
-        write_submission(course, cheat.name, cheat.build(release, ctx))
+        write_submission(course, cheat.name, cheat.build(release, ctx), assignment=ASSIGNMENT, name=NOTEBOOK)
     submitted = _tree_digest(course / "submitted")
     twin = course.parent / "batch-course"  # the same class, for autograde-batch
     shutil.copytree(course, twin)
@@ -191,7 +192,8 @@ def graded_catalogue(tmp_path_factory):
     batch = subprocess.run([str(bindir / "attention-course"), "autograde-batch", ASSIGNMENT, "--course", str(twin)],
                            env=dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}", **limits),
                            capture_output=True, text=True, timeout=600)
-    yield course, ctx, autograde, feedback, elapsed, submitted, check_scores(course), server, (twin, batch)
+    scores = check_scores(course, assignment=ASSIGNMENT, notebook=NOTEBOOK)
+    yield course, ctx, autograde, feedback, elapsed, submitted, scores, server, (twin, batch)
     server.close()
 
 
@@ -237,7 +239,7 @@ def test_nbgrader_autograde_of_the_catalogue(graded_catalogue):
 def test_autograde_batch_gives_the_same_grades_as_nbgrader_autograde(graded_catalogue):
     course, ctx, _, _, _, _, scores, _, (twin, batch) = graded_catalogue
     assert batch.returncode == 0, batch.stdout[-2000:] + batch.stderr[-2000:]
-    assert check_scores(twin) == scores, "batch and nbgrader autograde disagree"
+    assert check_scores(twin, assignment=ASSIGNMENT, notebook=NOTEBOOK) == scores, "batch and nbgrader autograde disagree"
     table = batch.stdout
     assert "victim_ref" in table and "rejected" in table and "submissions" in table
     assert f"{len(CHEATS) + len(VICTIMS)}/{len(CHEATS) + len(VICTIMS)}" in batch.stderr  # the progress bar's end

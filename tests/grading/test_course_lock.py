@@ -17,10 +17,9 @@ import nbformat
 import pytest
 
 from attention_platform.course.directory import copy_course, nbgrader, write_submission
-from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK, with_answer
 from attention_platform.grading.course_lock import LOCK_FILE, course_grading_lock
 from attention_platform.venv import environment, program
-from grader_tests.self_attention.answers import CORRECT
+from grader_tests.self_attention.answers import ASSIGNMENT, CORRECT, NOTEBOOK, with_answer
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +45,7 @@ def course(generated, tmp_path) -> Path:
     copy = tmp_path / "course"
     shutil.copytree(generated, copy, symlinks=True)
     release = nbformat.read(copy / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
-    write_submission(copy, "ann", with_answer(release, CORRECT[0].code))
+    write_submission(copy, "ann", with_answer(release, CORRECT[0].code), assignment=ASSIGNMENT, name=NOTEBOOK)
     return copy
 
 

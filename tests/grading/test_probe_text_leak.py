@@ -23,7 +23,8 @@ import nbformat
 import pytest
 
 from attention_platform.course.directory import copy_course, nbgrader, write_submission
-from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK, release_notebook, with_answer
+from attention_platform.course.notebooks import release_notebook
+from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK, with_answer
 from attention_platform.grading.sandbox import SandboxLimits, Zygote
 from attention_platform.grading.sandbox.grading import GRADER_TESTS, grade_notebook, is_test_cell
 
@@ -89,7 +90,7 @@ def _hooked(code, globals=None, locals=None, *args, **kwargs):
             globals["describe_exception"] = lambda exc: _text()
         if "ProbeError" in globals:
             globals["ProbeError"].__str__ = lambda self: _text()
-    if name.endswith("sandbox_probes"):
+    if name.endswith(".probes"):
         for check in globals["CHECKS"]:
             object.__setattr__(check, "probe", _wrap(check.probe))
 
@@ -124,7 +125,7 @@ def attacked(variant: str, notebook: str = NOTEBOOK) -> nbformat.NotebookNode:
 def hidden_lines() -> list[str]:
     """Every line of 30 characters or more of the modules that probe and judge."""
     lines = set()
-    for path in GRADER_TESTS.glob("*.py"):
+    for path in GRADER_TESTS.rglob("*.py"):
         if path.stem.endswith(("_probes", "_judges")) or path.stem in ("probing", "judging"):
             lines.update(line.strip() for line in path.read_text().splitlines() if len(line.strip()) >= 30)
     return sorted(lines)
@@ -162,7 +163,7 @@ def test_nothing_the_sandbox_says_reaches_the_graded_notebook(zygote, variant, n
 
 def test_the_scan_finds_the_probes_source_where_it_is():
     """The scan above is able to fail: the source a hook steals is found by it."""
-    text = "\n".join((GRADER_TESTS / name).read_text() for name in ("probing.py", "self_attention_probes.py"))
+    text = "\n".join((GRADER_TESTS / name).read_text() for name in ("probing.py", "self_attention/self_attention_probes.py"))
     assert len(leaks(text)) > 50
 
 
@@ -178,7 +179,7 @@ def course(tmp_path_factory):
 def test_nothing_the_sandbox_says_reaches_the_feedback_pages_or_the_formgrader(course):
     """The course's own ``nbgrader autograde`` (the TA's, the formgrader's button) and ``generate_feedback``."""
     for variant in VARIANTS:
-        write_submission(course, f"leak-{variant}", attacked(variant))
+        write_submission(course, f"leak-{variant}", attacked(variant), assignment=ASSIGNMENT, name=NOTEBOOK)
     nbgrader(course, "autograde", ASSIGNMENT, "--force", check=True)
     nbgrader(course, "generate_feedback", ASSIGNMENT, "--force", check=True)
     for variant in VARIANTS:

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from attention_platform.course.notebooks import class_namespace, release_notebook, with_answer
+from attention_platform.course.notebooks import release_notebook
 from attention_platform.grading.sandbox import SandboxLimits, Zygote, first_use
 from attention_platform.grading.sandbox.grading import GRADER_TESTS, grade_notebook, is_test_cell, probe_payload, seed_function
-from grader_tests.self_attention.answers import BUGGY, CORRECT
+from grader_tests.self_attention.answers import BUGGY, CORRECT, class_namespace, with_answer
 from grader_tests.registry import CHECKS
 
 LIMITS = SandboxLimits(cell_timeout=20, notebook_timeout=60)

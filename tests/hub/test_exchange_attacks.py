@@ -160,7 +160,7 @@ def test_collect_never_follows_a_students_links_to_what_the_grader_can_read(scra
     root_only.chmod(0o600)
     links = {"grader-notes.txt": str(notes), "root-only.txt": str(root_only), "shadow": "/etc/shadow",
              "grader_tests": str(REPO / "grader_tests"), "02_by_hand.ipynb": str(notes),
-             "deep/er/reference.py": str(REPO / "grader_tests" / "reference.py")}
+             "deep/er/reference.py": str(REPO / "grader_tests" / "self_attention" / "reference.py")}
     ann = "xch-ann"
     notebook = ex.home(ann) / ASSIGNMENT / NOTEBOOK
     hand_made(ex, accounts, ann, now_claim(), copy=[str(notebook)], links=links,

@@ -24,8 +24,7 @@ import nbformat
 import pytest
 
 from attention_platform.course.directory import copy_course, write_submission
-from attention_platform.course.notebooks import NOTEBOOK, with_answer
-from grader_tests.self_attention.answers import BUGGY, CORRECT
+from grader_tests.self_attention.answers import BUGGY, CORRECT, NOTEBOOK, with_answer
 from tests.fault_helpers import ASSIGNMENT, COURSE, add_ballast, make_exchange, submission_digest, write_marker
 
 ROOT = os.geteuid() == 0
@@ -193,7 +192,7 @@ def test_two_tas_autograde_at_once_keep_the_gradebook_consistent(tmp_path):
     release = nbformat.read(course / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
     answers = {"ann": CORRECT[0], "bo": BUGGY[0], "cy": BUGGY[1]}
     for student, answer in answers.items():
-        write_submission(course, student, with_answer(release, answer.code))
+        write_submission(course, student, with_answer(release, answer.code), assignment=ASSIGNMENT, name=NOTEBOOK)
     env = dict(os.environ, PATH=str(Path(os.sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
     tas = [subprocess.Popen([str(Path(os.sys.executable).parent / "nbgrader"), "autograde", ASSIGNMENT],
                             cwd=course, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -202,7 +201,7 @@ def test_two_tas_autograde_at_once_keep_the_gradebook_consistent(tmp_path):
     for ta, log in zip(tas, logs):
         assert ta.returncode == 0, log[-4000:]
 
-    scores = check_scores(course)
+    scores = check_scores(course, assignment=ASSIGNMENT, notebook=NOTEBOOK)
     from tests.gradebooks import CELLS, scores_for  # noqa: E402 (heavy import, only here)
 
     for student, answer in answers.items():

@@ -289,7 +289,7 @@ def test_the_formgrader_runs_as_the_grader_account_not_root(gate_hub):
     import pwd
     from pathlib import Path
 
-    from attention_platform.course.settings import course_id
+    from attention_platform.settings import course_id
     from attention_platform.hub.native import grader_account
 
     grader = grader_account(course_id())

@@ -23,9 +23,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attention_platform.course.notebooks import COURSE_ROOT, class_cell, release_notebook, with_answer
+from attention_platform.course.notebooks import COURSE_ROOT, release_notebook
 from attention_platform.hub.native import DemoClass
-from grader_tests.self_attention.answers import BUGGY
+from grader_tests.self_attention.answers import BUGGY, class_cell, with_answer
 from broker_helpers import process_status
 from hub_helpers import COURSE
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from attention_platform.course.notebooks import ASSIGNMENT, class_cell, release_notebook, with_methods
-from grader_tests.self_attention.answers import BUGGY
+from attention_platform.course.notebooks import release_notebook
+from grader_tests.self_attention.answers import ASSIGNMENT, BUGGY, class_cell, with_methods
 from hub_helpers import COURSE, launch_hub
 
 pytestmark = [

@@ -22,9 +22,9 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT, class_cell, release_notebook, with_answer
+from attention_platform.course.notebooks import COURSE_ROOT, release_notebook
 from broker_helpers import GRADER, LOADED, STRANGER, as_user, ensure_user, start_broker
-from grader_tests.self_attention.answers import BUGGY, CORRECT
+from grader_tests.self_attention.answers import ASSIGNMENT, BUGGY, CORRECT, class_cell, with_answer
 
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="the broker and the hub users need root (CI is root)")]

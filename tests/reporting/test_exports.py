@@ -15,8 +15,8 @@ from attention_platform.cli import main as cli
 from attention_platform.reporting.exports import (
     CANVAS_IDENTITY, CHECK_COLUMNS, CanvasExportPlugin, CheckBreakdownExportPlugin, run_export,
 )
-from attention_platform.course.notebooks import ASSIGNMENT
 from attention_platform.reporting.report import UNKNOWN_CHECK_NOTE
+from grader_tests.self_attention.answers import ASSIGNMENT
 from grader_tests.registry import CHECKS, GRADE_ID_PREFIX
 
 CLASS = {"ana": "reference_style", "bo": "no_scale", "ed": "inverted_mask", "hu": None}

@@ -19,9 +19,9 @@ import nbformat
 import pytest
 
 from attention_platform.course.directory import copy_course, nbgrader, write_submission
-from attention_platform.course.notebooks import ASSIGNMENT, NOTEBOOK, PART_NOTEBOOKS, solved, with_answer
-from grader_tests.self_attention.answers import BUGGY
+from grader_tests.self_attention.answers import ASSIGNMENT, BUGGY, NOTEBOOK, PART_NOTEBOOKS, with_answer
 from grader_tests.self_attention.catalogue import ASSIGNMENT_POINTS, ASSIGNMENT_TA_POINTS, BY_HAND
+from grader_tests.proofs import solved
 from grader_tests.registry import assignment
 
 NOTEBOOK_CHECKS = assignment("self_attention").notebook_checks
@@ -83,13 +83,13 @@ def feedback(tmp_path_factory):
     nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", check=True)
     release = course / "release" / ASSIGNMENT
     core = nbformat.read(release / NOTEBOOK, as_version=4)
-    write_submission(course, "ben", with_answer(core, NO_SCALE.code))
-    write_submission(course, "finn", with_answer(core, None))
+    write_submission(course, "ben", with_answer(core, NO_SCALE.code), assignment=ASSIGNMENT, name=NOTEBOOK)
+    write_submission(course, "finn", with_answer(core, None), assignment=ASSIGNMENT, name=NOTEBOOK)
     for student, answer in PAIRING_BUGS.items():
-        write_submission(course, student, with_answer(core, answer.code))
+        write_submission(course, student, with_answer(core, answer.code), assignment=ASSIGNMENT, name=NOTEBOOK)
     for name in PART_NOTEBOOKS:  # ben also hands in every part, answered as the instructor would
         part = solved(nbformat.read(release / name, as_version=4), nbformat.read(course / "source" / ASSIGNMENT / name, as_version=4))
-        write_submission(course, "ben", part, name=name)
+        write_submission(course, "ben", part, name=name, assignment=ASSIGNMENT)
     nbgrader(course, "autograde", ASSIGNMENT, "--force", check=True)
     nbgrader(course, "generate_feedback", ASSIGNMENT, "--force", check=True)
     return course / "feedback"

@@ -150,6 +150,9 @@ def run(path: str, allowed_uids: set[int], gid: int | None, caps: SandboxLimits,
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    from attention_platform.settings import settings, settings_or_exit
+
+    settings_or_exit("sandbox broker")  # every wrong setting named before the clean re-execution drops them
     if not is_worker_environment(os.environ):
         # Before anything is read: every sandbox is a fork of this process and can read its memory,
         # the environment it was started with included (a deployment's tokens and passwords).
@@ -176,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.first_uses is None:
         try:
-            args.first_uses = _first_uses(os.environ.get(FIRST_USES_ENV) or "all")
+            args.first_uses = _first_uses(settings().attention_sandbox_first_uses)
         except argparse.ArgumentTypeError as exc:
             parser.error(f"{FIRST_USES_ENV}: {exc}")
     caps = SandboxLimits(**{k: getattr(args, k) for k in asdict(BROKER_CAPS)})

@@ -259,7 +259,9 @@ def get_zygote(first_uses: tuple[str, ...] | None = None) -> Zygote:
     global _ZYGOTE
     with _ZYGOTE_LOCK:
         if _ZYGOTE is None or not _ZYGOTE.alive():
-            path = os.environ.get(SOCKET_ENV)
+            from attention_platform.settings import settings
+
+            path = settings().attention_sandbox_socket
             if path:
                 _ZYGOTE = Zygote.connect(path, first_uses=first_use.ALL if first_uses is None else first_uses)
             elif os.geteuid() == 0:

@@ -845,7 +845,9 @@ def sandbox_root_dir() -> str:
 def limit_groups() -> tuple[cgroups.Cgroups | None, str | None]:
     """(cgroups, None), or (None, why the sandbox's memory/pids limits cannot be applied)."""
     try:  # ATTENTION_CGROUP_ROOT: another cgroup mount, for tests of the refusal
-        groups = cgroups.setup(os.environ.get("ATTENTION_CGROUP_ROOT", cgroups.CGROUP_ROOT))
+        from attention_platform.settings import settings
+
+        groups = cgroups.setup(str(settings().attention_cgroup_root))
     except cgroups.CgroupUnavailable as exc:
         return None, f"the grading sandbox cannot limit memory and processes: {exc}"
     except OSError as exc:
