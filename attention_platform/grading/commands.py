@@ -53,7 +53,6 @@ def register(commands) -> None:
 
     tricks = commands.add_parser("bench-start-up-tricks", help="what each start-up trick buys of a TA's autograde of "
                                  "one submission and of a student's server start: A/B, interleaved, medians")
-    tricks.add_argument("assignment", nargs="?", default=ASSIGNMENT, help="assignment id (default: %(default)s)")
     tricks.add_argument("--course", type=Path, default=COURSE_ROOT, help="course directory (default: this checkout)")
     tricks.add_argument("--rounds", type=int, default=5, help="runs of each arm (default: %(default)s)")
     tricks.add_argument("--scenario", action="append", choices=tuple(SCENARIOS), default=None,
@@ -63,6 +62,7 @@ def register(commands) -> None:
                              f"{', '.join(TRICKS)})")
     tricks.add_argument("--workdir", type=Path, default=COURSE_ROOT / "build" / "bench-start-up-tricks",
                         help="scratch course directory (replaced on every run)")
+    add_assignment_option(tricks)
     tricks.set_defaults(run=_bench_start_up_tricks)
 
 
@@ -99,7 +99,7 @@ def _bench_start_up_tricks(args: argparse.Namespace) -> int:
         print(f"attention-course bench-start-up-tricks: no trick {', '.join(sorted(unknown))}; "
               f"the tricks: {', '.join(TRICKS)}", file=sys.stderr)
         return 1
-    run(args.course, args.assignment, args.workdir, rounds=args.rounds, scenarios=tuple(args.scenario or SCENARIOS),
+    run(args.course, args.assignment or first_assignment(), args.workdir, rounds=args.rounds, scenarios=tuple(args.scenario or SCENARIOS),
         tricks=tuple(args.trick or TRICKS))
     return 0
 
