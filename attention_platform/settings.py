@@ -15,7 +15,9 @@ where it is the empty list.
 
 Not here, because no deployment sets them: what one of our processes sets for a child it starts.
 ``JUPYTERHUB_*`` (the hub, for a spawned server or a hub-managed service), ``ATTENTION_COURSE_ROLE``
-and ``ATTENTION_VALIDATE_SOCKET`` (the hub's pre-spawn hook, for each user's server), the sandbox's
+and ``ATTENTION_VALIDATE_SOCKET`` (the hub's pre-spawn hook, for each user's server),
+``ATTENTION_NOTEBOOK_ORDER`` (the native launcher, for the hub, which hands it on to each user's
+server: each assignment's notebook order, which a student's server cannot read), the sandbox's
 worker environment (attention_platform/grading/sandbox/environment.py: the worker gets only what it
 needs, by design of its own), ``JUPYTER_CONFIG_PATH`` and ``PATH`` (the launchers, for their
 children), ``ATTENTION_PICTURE_CACHE`` (grader_tests', which cannot import this package), and the
@@ -43,6 +45,7 @@ PREFIXES = ("ATTENTION_", "HUB_", "FORMGRADER_")
 # Variables our processes set for their children, and others' (see the module docstring).
 SET_BY_OUR_PROCESSES = frozenset({
     "ATTENTION_COURSE_ROLE", "ATTENTION_VALIDATE_SOCKET", "ATTENTION_PICTURE_CACHE", "HUB_TEST_COURSE_ROOT",
+    "ATTENTION_NOTEBOOK_ORDER",
 })
 # Kubernetes' service links (HUB_SERVICE_HOST, HUB_PORT_8081_TCP_ADDR, ...) in the hub's pod.
 _SERVICE_LINK = re.compile(r"^[A-Z0-9_]+_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT(_\d+_(TCP|UDP|SCTP)(_[A-Z]+)?)?)$")
@@ -117,7 +120,7 @@ PORT = Kind("port", lambda text: _port(_whole(text)), "a port number from 1 to 6
 NUMBER = Kind("number", lambda text: float(text.strip()), "a number, e.g. 1.5")
 FLAG = Kind("flag", _flag, "1 or 0 (or true/false, yes/no)")
 LIST = Kind("comma-separated list", _items, "a comma-separated list")
-JSON_OBJECT = Kind("JSON object", _json_object, 'a JSON object, e.g. {"self_attention": {"feedback": "checks"}}')
+JSON_OBJECT = Kind("JSON object", _json_object, 'a JSON object, e.g. {"week_1": {"feedback": "checks"}}')
 MEGABYTES = _whole_at_least(64)
 
 

@@ -26,17 +26,18 @@ RUN jupyter server extension disable --sys-prefix nbgrader.server_extensions.for
  && jupyter labextension disable --level=sys_prefix @jupyter/nbgrader:course-list \
  && jupyter labextension disable --level=sys_prefix @jupyter/nbgrader:create-assignment
 
-# Whole packages of ours: the student's server (lab: the course's Lab, its extensions, Validate's client,
+# Whole packages of ours (tests/deploy/test_compose_static.py checks that they hold everything the
+# server reaches): the student's server (lab: the course's Lab, its extensions, Validate's client,
 # feedback on submit's reading side, the body limits), the exchange whose submit
-# jupyter_config/student/nbgrader_config.py names, and the attempts' policy and status it reads.
+# jupyter_config/student/nbgrader_config.py names, the attempts' policy and status it reads, what
+# Validate says (course), the frames and files Validate's client sends (grading), and the deployment's
+# settings. Never the hidden checks (grader_tests/) or the course directory.
 COPY attention_platform/__init__.py attention_platform/third_party_patches.py attention_platform/start_up_gc.py attention_platform/bounded_json.py attention_platform/settings.py /opt/dl-attention/student-lib/attention_platform/
 COPY attention_platform/lab/ /opt/dl-attention/student-lib/attention_platform/lab/
 COPY attention_platform/exchange/ /opt/dl-attention/student-lib/attention_platform/exchange/
 COPY attention_platform/attempts/ /opt/dl-attention/student-lib/attention_platform/attempts/
-# Validate's client (warm_validate.executed_for_validate): the frames and the folder's files, nothing of the sandbox itself
-COPY attention_platform/grading/__init__.py /opt/dl-attention/student-lib/attention_platform/grading/
-COPY attention_platform/grading/sandbox/__init__.py attention_platform/grading/sandbox/protocol.py attention_platform/grading/sandbox/files.py /opt/dl-attention/student-lib/attention_platform/grading/sandbox/
-COPY attention_platform/course/__init__.py attention_platform/course/notebooks.py attention_platform/course/validation.py /opt/dl-attention/student-lib/attention_platform/course/
+COPY attention_platform/course/ /opt/dl-attention/student-lib/attention_platform/course/
+COPY attention_platform/grading/ /opt/dl-attention/student-lib/attention_platform/grading/
 # The .pth puts that library on sys.path, then defers jsonschema's IRI parser (slow to build,
 # paid by every server start otherwise; attention_platform/third_party_patches.py).
 RUN pth=$(python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/dl-attention-student.pth \

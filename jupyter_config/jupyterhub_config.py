@@ -368,6 +368,9 @@ def pre_spawn_hook(spawner):
         # This user's view of the exchange (docker: the mount points above).
         "NBGRADER_EXCHANGE_ROOT": str(VIEWS / name) if MODE == "native" else "/srv/nbgrader/exchange",
         "NBGRADER_COURSE_ID": COURSE,
+        # Each assignment's notebooks in order, as JSON (the native launcher sets it for the hub from the
+        # hidden checks' registry; unset, the Lab lists an assignment's own notebook first, then by name).
+        "ATTENTION_NOTEBOOK_ORDER": os.environ.get("ATTENTION_NOTEBOOK_ORDER", ""),
     })
     if MODE == "native" and VALIDATE_SOCKET:
         spawner.environment["ATTENTION_VALIDATE_SOCKET"] = VALIDATE_SOCKET

@@ -5,6 +5,9 @@
 - ``security_hub`` (session): a second hub, released, for the attacks on the formgrader
   (tests/hub/test_formgrader_gate.py, tests/reporting/test_hostile_submission.py), so what they leave
   behind never meets the walk-through's expectations.
+- ``autograded_e2e_class`` (session): the end-to-end class (``e2e_class``) graded once by a real
+  ``nbgrader autograde``, for tests/grading/test_autograde_e2e.py and tests/reporting/test_report.py;
+  each grades nothing again and works on its own copy (``e2e_class.graded_copy``).
 
 Helpers (plain modules, imported by name): ``hub_helpers`` (launch a hub, log in, sessions),
 ``e2e_class`` (a graded sample class), ``fault_helpers``, ``gradebooks``, ``broker_helpers`` (a
@@ -14,27 +17,30 @@ Where each part's tests are: one folder per package of ``attention_platform/`` (
 the folders and this list whole, tests/test_test_map.py); the hidden checks' own proofs are in
 grader_tests/tests/.
 
+- authoring/ (the new-assignment scaffold, prove-checks): test_scaffold, test_prove_checks
 - course/ (notebooks, graded cells, settings, demo): test_release_in_sync, test_graded_cells_in_sync,
   test_validation, test_demo_table, test_settings
 - grading/ (preprocessors, sandbox, batch, the course's grading lock): test_sandbox_grading,
   test_sandbox_isolation, test_sandbox_broker, test_cheats, test_autograde_e2e, test_autograde_parts_e2e,
+  test_autograde_multi_head_e2e,
   test_autograde_progress, test_course_lock, test_batch, test_huge_pages, test_first_use, test_sandbox_protocol,
   test_probe_text_leak, test_generated_classes
 - hub/ (native hub, accounts, LTI; and what is tested on its live hub: exchange/, formgrader/, lab/,
   the load test): test_hub_native, test_hub_api, test_hub_accounts, test_hub_culler, test_lti, test_exchange_attacks, test_exchange_hub,
   test_faults_exchange, test_faults_hub, test_formgrader_gate, test_instructor_source, test_course_lab,
   test_validate_service, test_intra_hub_http, test_hub_request_limits, test_student_request_limits,
-  test_service_supervisor, test_student_lab_browser
+  test_service_supervisor, test_student_lab_browser, test_every_assignment_hub
 - feedback_on_submit/ (intake, fair queue, grader, pages; attempts/: policy, ledger, status; its Lab and formgrader sides):
-  test_feedback_on_submit_units, test_feedback_on_submit_hub, test_grader_crash_hub
+  test_feedback_on_submit_units, test_feedback_on_submit_hub, test_grader_crash_hub,
+  test_feedback_on_submit_every_assignment
 - reporting/ (report, exports, feedback page, safe HTML): test_report, test_exports, test_feedback_page,
-  test_hostile_submission
+  test_hostile_submission, test_feedback_every_assignment
 - deploy/ (not a package: the Docker and Kubernetes deployments): test_compose_static, test_docker_guard,
   test_compose_roundtrip (marker docker), test_kubernetes (marker kubernetes; golden files in z2jh/)
 - e2e/ (not a package: the whole walk in a browser, marker browser): test_browser_e2e; it runs before
   the hub API tests (hub/), which check the protections on the same hub and then stop it
 - here, the command line and the repository as a whole: test_cli, test_product_text, test_lockfile,
-  test_test_map, test_third_party_patches, test_deferred_iri_syntax, test_start_up_gc, test_docs
+  test_test_map, test_third_party_patches, test_deferred_iri_syntax, test_start_up_gc, test_docs, test_package_layers
 """
 
 
@@ -68,3 +74,16 @@ def security_hub():
                                          "HUB_LOGIN_MAX_WAIT_SECONDS": "4",
                                          "HUB_LOGIN_ADDRESS_MAX_FAILURES": "100"}) as hub:
         yield hub
+
+
+@pytest.fixture(scope="session")
+def autograded_e2e_class(tmp_path_factory):
+    """The course of tests/e2e_class.py's class after one real ``nbgrader autograde``, and that
+    command's completed process. Read only: a test that writes copies it (e2e_class.graded_copy)."""
+    from attention_platform.course.directory import copy_course, nbgrader
+    from e2e_class import write_class
+    from grader_tests.self_attention.answers import ASSIGNMENT
+
+    course = copy_course(tmp_path_factory.mktemp("e2e-class"))
+    write_class(course)
+    return course, nbgrader(course, "autograde", ASSIGNMENT, "--force")

@@ -2,13 +2,15 @@
 break grading, written as nbgrader's ``submitted/`` tree of a course copy.
 
 ``write_class(course)`` generates the assignment and writes every submission;
-``HONEST`` maps each honest student to the catalogue answer it submits. Shared by
-tests/grading/test_autograde_e2e.py (scores, feedback) and tests/reporting/test_report.py (the report
-and exports of the same class)."""
+``HONEST`` maps each honest student to the catalogue answer it submits; ``graded_copy`` gives a test
+its own copy of the class as one ``nbgrader autograde`` graded it (tests/conftest.py's
+``autograded_e2e_class``, graded once per run). Shared by tests/grading/test_autograde_e2e.py (scores,
+feedback) and tests/reporting/test_report.py (the report and exports of the same class)."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import nbformat
@@ -72,3 +74,11 @@ def write_class(course: Path) -> None:
     write_submission(course, "notjson", b'{"cells": [ this is not json', assignment=ASSIGNMENT, name=NOTEBOOK)
     write_submission(course, "nocells", json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": []}),
                      assignment=ASSIGNMENT, name=NOTEBOOK)
+
+
+def graded_copy(autograded_class: tuple, dest: Path):
+    """``dest``: a copy of the graded course of ``autograded_class`` (the course and its autograde's
+    completed process), for a test that writes to it (feedback, exports); and that process."""
+    course, autograde = autograded_class
+    shutil.copytree(course, dest, symlinks=True)
+    return dest, autograde

@@ -64,3 +64,30 @@ def empty(path: Path) -> str:
     os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")  # alembic
     Gradebook(url).close()
     return url
+
+
+def build_assignment(path: Path, name: str, submissions: dict[str, set[str]]) -> str:
+    """A gradebook of the registry's assignment ``name``: a notebook per part holding its checks (the
+    parts added last first, so no order comes from the gradebook); ``submissions`` maps a student
+    to the check ids they failed (every other check passed)."""
+    from grader_tests.registry import assignment
+
+    url = "sqlite:///" + str(path)
+    os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")  # alembic
+    parts = assignment(name).notebook_checks
+    with Gradebook(url) as gb:
+        gb.add_assignment(name)
+        for notebook in reversed(list(parts)):
+            gb.add_notebook(notebook, name)
+            for check in parts[notebook]:
+                gb.add_grade_cell(GRADE_ID_PREFIX + check.id, notebook, name, max_score=float(check.points),
+                                  cell_type="code")
+        for student, failed in submissions.items():
+            gb.add_student(student)
+            gb.add_submission(name, student)
+            for notebook, checks in parts.items():
+                for check in checks:
+                    grade = gb.find_grade(GRADE_ID_PREFIX + check.id, notebook, name, student)
+                    grade.auto_score = 0.0 if check.id in failed else float(check.points)
+            gb.db.commit()
+    return url

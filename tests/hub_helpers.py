@@ -280,15 +280,20 @@ class RunningHub:
         return self.log_path.read_text(errors="replace")
 
     def students_with(self, assignment: str, count: int) -> dict[str, HubSession]:
-        """Sessions of student1..``count``, each with their server started and ``assignment`` fetched."""
-        sessions = {}
-        for n in range(1, count + 1):
-            user = f"student{n}"
-            sessions[user] = self.session(user)
-            sessions[user].spawn()
-            fetched = sessions[user].assignment_action("fetch", assignment)
+        """Sessions of student1..``count``, each with their server started and ``assignment`` fetched:
+        the students log in and start at once, as a class does."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        def ready(user: str) -> HubSession:
+            session = self.session(user)
+            session.spawn()
+            fetched = session.assignment_action("fetch", assignment)
             assert fetched["success"], fetched
-        return sessions
+            return session
+
+        users = [f"student{n}" for n in range(1, count + 1)]
+        with ThreadPoolExecutor(max_workers=count) as pool:
+            return dict(zip(users, pool.map(ready, users)))
 
     def ctrl_c(self, timeout: float = 60) -> float:
         """What Ctrl-C in the terminal does: SIGINT to the whole foreground process group."""

@@ -18,7 +18,8 @@ from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK
 
 EXPECTED_COMMANDS = {"demo", "hub", "load-test", "autograde-batch", "bench-autograde", "report", "feedback",
                      "export-checks", "export-canvas", "feedback-on-submit", "attempts", "bench-feedback-on-submit",
-                     "validate-service", "bench-submission", "bench-start-up-tricks"}
+                     "validate-service", "bench-submission", "new-assignment", "prove-checks",
+                     "bench-start-up-tricks"}
 
 
 def _subcommands():

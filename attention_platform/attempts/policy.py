@@ -3,7 +3,7 @@
 Set per assignment in the course's ``nbgrader_config.py``::
 
     c.FeedbackOnSubmit.policies = {
-        "self_attention": {
+        "<assignment>": {              # the nbgrader assignment id
             "feedback": "checks",      # off (default: nothing until the TA releases feedback),
                                        # checks (each check's title, passed or not, and the points),
                                        # full (the feedback page the TA would release)

@@ -6,6 +6,7 @@ submissions into ``submitted/``, run nbgrader, read scores from the gradebook.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from datetime import datetime, timezone
@@ -44,6 +45,16 @@ def copy_course(dest: Path, course_root: Path = COURSE_ROOT) -> Path:
         else:
             shutil.copy2(src, dest / name)
     return dest
+
+
+def source_assignments(course: Path) -> list[str]:
+    """The assignments of ``course``: the folders of its ``source/`` (nbgrader's assignment ids), by
+    name. Links are not followed, and hidden folders (``.ipynb_checkpoints``) are none."""
+    try:
+        entries = list(os.scandir(Path(course) / "source"))
+    except FileNotFoundError:
+        return []
+    return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False) and not e.name.startswith("."))
 
 
 def nbgrader(course: Path, *args: str, check: bool = False, timeout: float = 1800) -> subprocess.CompletedProcess:

@@ -116,8 +116,9 @@ def _fsync_tree(folder: str) -> None:
 class ExchangeLimits(LoggingConfigurable):
     """What a student may keep in the exchange, and what collect copies from one submission.
 
-    Here because the student's image carries this module (and only a few others). Read by both sides: ``AtomicSubmit`` refuses a submission over a per-submission limit
-    and prunes the student's own oldest submissions beyond the per-student quota;
+    Here, in the exchange's student half, because the student's image carries this package. Read by
+    both sides: ``AtomicSubmit`` refuses a submission over a per-submission limit and prunes the
+    student's own oldest submissions beyond the per-student quota;
     ``PerStudentCollect`` enforces the same numbers on whatever is actually in the
     student's folder, which the student can also write by hand. Configure as
     ``c.ExchangeLimits.<name>`` in the grader's and the students' nbgrader config.

@@ -1,12 +1,9 @@
-"""``attention-course feedback-on-submit`` (the grader account's process that grades on submit),
-``attempts`` (every attempt as CSV) and ``bench-feedback-on-submit`` (its latency on a real hub)."""
+"""``attention-course feedback-on-submit`` (the grader account's process that grades on submit) and
+``attempts`` (every attempt as CSV)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-
-from attention_platform.course.assignments import add_assignment_option
-from attention_platform.course.notebooks import COURSE_ROOT
 
 
 def register(commands) -> None:
@@ -27,18 +24,6 @@ def register(commands) -> None:
     attempts.add_argument("--course", type=Path, default=Path.cwd(), help="the nbgrader course directory")
     attempts.add_argument("--assignment", default=None, help="only this assignment")
     attempts.set_defaults(run=_attempts)
-
-    bench = commands.add_parser(
-        "bench-feedback-on-submit",
-        help="N students submit at once on a fresh native hub (as root): p50/p95 submit-to-result latency of "
-             "feedback on submit against the TA's collect, autograde and feedback on the same submissions")
-    bench.add_argument("-n", "--students", type=int, default=5, help="students submitting at once (default 5)")
-    bench.add_argument("--rounds", type=int, default=3, help="times they all submit (default 3)")
-    bench.add_argument("--port", type=int, default=8500, help="port of the hub started for the benchmark (127.0.0.1)")
-    bench.add_argument("--state-dir", type=Path, default=COURSE_ROOT / "build" / "bench-feedback-on-submit",
-                       help="state directory of the hub (replaced)")
-    add_assignment_option(bench)
-    bench.set_defaults(run=_bench)
 
 
 def _serve(args) -> int:
@@ -76,9 +61,3 @@ def _attempts(args) -> int:
     coursedir = CourseDirectory(config=load_config(course), root=str(course))
     export_csv(coursedir.db_url, sys.stdout, args.assignment)
     return 0
-
-
-def _bench(args) -> int:
-    from attention_platform.benchmarks.feedback_on_submit import main
-
-    return main(args)

@@ -34,6 +34,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from attention_platform.course.assignment_checks import by_notebook_order, checks_by_grade_id
+
 from .intake import Intake
 from attention_platform.attempts.policy import Policy
 
@@ -80,11 +82,11 @@ class GradebookRouter:
     def opened(self, db_url: str, course_id: str):
         """This thread's gradebook for ``db_url`` until the block ends: yields the gradebook (whose
         own commits only flush) and its session (commit/rollback the real transaction)."""
-        from attention_platform.grading.batch import _SharedGradebook
+        from attention_platform.grading.batch import SharedGradebook
 
         gb = self.real(db_url, course_id)
         session = gb.db
-        shared = _SharedGradebook(gb)
+        shared = SharedGradebook(gb)
         gb.db = shared.db
         opened = self.local.__dict__.setdefault("opened", {})
         opened[db_url] = shared
@@ -293,7 +295,7 @@ class Engine:
             notebook_ids = [nb.name for nb in gb.find_assignment(assignment).notebooks]
             pipeline.stage(gb, student, assignment, src, dest, timestamp=_naive(attempt.timestamp))
             session.commit()
-            for notebook_id in sorted(notebook_ids, key=_notebook_order):
+            for notebook_id in sorted(notebook_ids, key=by_notebook_order(assignment)):
                 path = src / f"{notebook_id}.ipynb"
                 if not path.exists():
                     pipeline.missing(gb, student, assignment, notebook_id)
@@ -328,12 +330,11 @@ class Engine:
         return result
 
     def _read_result(self, gb, attempt: Attempt, result: Result) -> None:
-        from grader_tests.registry import check_for_grade_id
-
+        checks, order = checks_by_grade_id(attempt.assignment), by_notebook_order(attempt.assignment)
         submission = gb.find_submission(attempt.assignment, attempt.student)
-        for notebook in sorted(submission.notebooks, key=lambda n: _notebook_order(n.name)):
+        for notebook in sorted(submission.notebooks, key=lambda n: order(n.name)):
             for grade in sorted(notebook.grades, key=lambda g: g.name):
-                check = check_for_grade_id(grade.name)
+                check = checks.get(grade.name)
                 max_score = float(grade.max_score or 0)
                 if check is None:  # a written answer: the course staff grade it
                     result.manual_max += max_score
@@ -482,13 +483,6 @@ def _naive(value):
     from attention_platform.attempts.ledger import naive
 
     return naive(value)
-
-
-def _notebook_order(name: str):
-    from attention_platform.course.notebooks import NOTEBOOKS
-
-    order = [n.removesuffix(".ipynb") for n in NOTEBOOKS]
-    return (order.index(name), name) if name in order else (len(order), name)
 
 
 def _put(dir_fd: int, name: str, data: bytes, mode: int = 0o640) -> None:

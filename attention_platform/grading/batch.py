@@ -91,8 +91,9 @@ class _Session:
         return getattr(self._session, name)
 
 
-class _SharedGradebook:
-    """What ``Gradebook(url)`` returns inside the batch: one open gradebook, never closed early."""
+class SharedGradebook:
+    """What ``Gradebook(url)`` returns inside the batch (and inside feedback on submit's grading): one
+    open gradebook, never closed early."""
 
     # Read-only look-ups of the instructor's (source) notebook: the same for every student.
     CACHED = ("find_notebook", "find_source_cell", "find_grade_cell", "find_solution_cell", "find_task_cell",
@@ -215,7 +216,7 @@ def gradebook_patched(replacement):
 def _shared_gradebook(gradebook):
     """Point every ``Gradebook`` name nbgrader's preprocessors use at one open gradebook,
     and build nbgrader's metadata validator once."""
-    with gradebook_patched(_SharedGradebook(gradebook, flush_on_commit=False)) as shared:
+    with gradebook_patched(SharedGradebook(gradebook, flush_on_commit=False)) as shared:
         yield shared
 
 

@@ -45,7 +45,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from attention_platform import bounded_json
-from attention_platform.lab.warm_validate import MAX_REQUEST_FILES
+from attention_platform.grading.sandbox.files import MAX_REQUEST_FILES
 
 MAX_REQUEST_BYTES = 24 << 20  # a notebook and its folder's files (submission_files keeps 16 MB)
 # A uid's connections open at once: its Validate and a second press to be told it is busy. Each is

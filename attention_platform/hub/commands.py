@@ -1,13 +1,11 @@
-"""``attention-course hub`` (the course's JupyterHub on this machine), ``validate-service`` (the
-students' Validate in warm sandboxes, which the hub starts) and ``load-test`` (the deadline rush
-against the hub)."""
+"""``attention-course hub`` (the course's JupyterHub on this machine) and ``validate-service`` (the
+students' Validate in warm sandboxes, which the hub starts)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from attention_platform.course.assignments import add_assignment_option
 from attention_platform.course.notebooks import COURSE_ROOT
 
 
@@ -33,32 +31,12 @@ def register(commands) -> None:
                           help="Validates running at once (default: the number of cores)")
     validate.set_defaults(run=_validate_service)
 
-    load = commands.add_parser("load-test", help="N simulated students log in, spawn, fetch, validate and submit "
-                                                 "at once; per-step latency, then a lost/duplicate check")
-    load.add_argument("-n", "--students", type=int, default=50, help="simulated students (default 50)")
-    load.add_argument("--ramp", type=float, default=60.0, help="seconds over which students arrive (default 60)")
-    load.add_argument("--resubmit-share", type=float, default=0.3, help="share of students submitting 2-3 times")
-    load.add_argument("--seed", type=int, default=7, help="seed of the students' random choices")
-    load.add_argument("--port", type=int, default=8400, help="port of the hub started for the test (127.0.0.1)")
-    load.add_argument("--state-dir", type=Path, default=COURSE_ROOT / "build" / "load",
-                      help="state directory of the hub (replaced unless --url is given)")
-    load.add_argument("--url", default=None, help="drive an already running native hub (its --state-dir) instead")
-    load.add_argument("--no-autograde", action="store_true", help="skip the autograde + gradebook check")
-    add_assignment_option(load)
-    load.set_defaults(run=_load_test)
-
 
 def _hub(args) -> int:
     from attention_platform.hub.native import run
 
     return run(args.state_dir, port=args.port, formgrader_port=args.formgrader_port, release=not args.no_release,
                course_root=args.course_root)
-
-
-def _load_test(args) -> int:
-    from attention_platform.benchmarks.loadtest import main
-
-    return main(args)
 
 
 def _validate_service(args) -> int:

@@ -32,9 +32,10 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from attention_platform.course.directory import copy_course
+from attention_platform.course.assignment_checks import notebook_order
+from attention_platform.course.directory import copy_course, source_assignments
 from attention_platform.hub.accounts import UidRange, ensure_account
-from attention_platform.course.notebooks import ASSIGNMENT, COURSE_ROOT
+from attention_platform.course.notebooks import COURSE_ROOT
 from attention_platform.exchange.exchange_layout import ExchangeLayout, Ids
 from attention_platform.hub.supervisor import ServiceCgroups, Supervised, Supervisor
 from attention_platform.settings import Settings, course_id, settings
@@ -272,6 +273,12 @@ def _copy_grader_tests(dest: Path) -> None:
                     ignore=shutil.ignore_patterns("tests", "__pycache__", "*.pyc"))
 
 
+def notebook_order_setting(course_root: Path = COURSE_ROOT) -> str:
+    """``ATTENTION_NOTEBOOK_ORDER``: each assignment's notebook ids in the order students work through
+    them, as JSON, for the students' Lab (which cannot read the hidden checks that say it)."""
+    return json.dumps({name: notebook_order(name) for name in source_assignments(course_root)})
+
+
 def prepare(state: Path, *, port: int = 8000, formgrader_port: int = 9999, release: bool = True,
             course_root: Path = COURSE_ROOT, demo: DemoClass | None = None, log=print) -> NativeHub:
     """Everything before the hub starts: accounts, course directory, exchange. ``demo``
@@ -326,6 +333,7 @@ def prepare(state: Path, *, port: int = 8000, formgrader_port: int = 9999, relea
         HUB_INITIAL_PASSWORDS_FILE=str(state / "demo-accounts.json"),
         # Validate in warm sandboxes (as root: the grader's validate service and the broker exist)
         VALIDATE_SOCKET=str(state / "run" / "validate" / "validate.sock") if as_root else "",
+        ATTENTION_NOTEBOOK_ORDER=notebook_order_setting(course_root),
     )
     env.pop("JUPYTER_CONFIG_PATH", None)
     hub = NativeHub(state=state, url=url, env=env, passwords=passwords, grader_user=grader,
@@ -351,12 +359,19 @@ def prepare(state: Path, *, port: int = 8000, formgrader_port: int = 9999, relea
         share_source_with_instructors(hub)
     nbgrader = program("nbgrader")
     as_grader = hub.as_grader()
-    _run([nbgrader, "generate_assignment", ASSIGNMENT, "--force"], **as_grader)
+    # The assignments the course ships (the checkout's source/); one an instructor adds in the hub's
+    # course directory is theirs to release from the formgrader, never released by a restart.
+    assignments = [a for a in source_assignments(course_root) if a in source_assignments(hub.course_dir)]
+    for missing in sorted(set(source_assignments(course_root)) - set(assignments)):
+        log(f"assignment {missing!r} is not in {hub.course_dir / 'source'} (made before it shipped): not released")
+    for assignment in assignments:
+        _run([nbgrader, "generate_assignment", assignment, "--force"], **as_grader)
     _run([nbgrader, "db", "student", "import", str(write_demo_roster(hub))], **as_grader)
     if release:
-        if not (course_x / "outbound" / ASSIGNMENT).is_dir():
-            _run([nbgrader, "release_assignment", ASSIGNMENT], **as_grader)
-        log(f"assignment {ASSIGNMENT!r} released to {course_x / 'outbound'}")
+        for assignment in assignments:
+            if not (course_x / "outbound" / assignment).is_dir():
+                _run([nbgrader, "release_assignment", assignment], **as_grader)
+        log(f"released to {course_x / 'outbound'}: {', '.join(assignments) or 'no assignment (source/ is empty)'}")
     return hub
 
 
@@ -457,9 +472,10 @@ def start(hub: NativeHub) -> NativeHub:
     if hub.grader_user:
         start_broker(hub, log)
         start_validate(hub, log)  # students' Validate, in sandboxes of the broker, as the grader account
-    wait_for_hub(hub.url, hub.process)
-    # The formgrader after the hub answers: it asks the hub's API for its version at start and gives
-    # up after 5 tries; with 100 accounts to create on a loaded machine the hub took longer than that.
+    # The formgrader once the hub's own server answers: it asks the hub's API for its version at start
+    # and gives up after 5 tries (with 100 accounts to create on a loaded machine the hub took longer than
+    # that), and the hub, before its proxy routes a first page, waits for the formgrader to answer.
+    wait_for_hub(f"http://127.0.0.1:{hub.env['HUB_INTERNAL_PORT']}", hub.process)
     start_formgrader(hub, log)
     start_feedback_on_submit(hub, log)
     deadline = time.monotonic() + 90
@@ -475,6 +491,7 @@ def start(hub: NativeHub) -> NativeHub:
             if time.monotonic() > deadline:
                 raise TimeoutError("the formgrader did not start within 90 s")
         time.sleep(0.25)
+    wait_for_hub(hub.url, hub.process)
     hub.start_seconds = time.monotonic() - started
     return hub
 

@@ -11,9 +11,11 @@ the Lab extension in ``attention_platform/lab/`` (plain JavaScript, no build ste
   instructors, who are not enrolled;
 * ``POST <base>attention/validate`` (``path``, a form field or JSON) runs a notebook and answers
   :meth:`attention_platform.course.validation.ValidationReport.to_json`;
-* nbgrader's assignment list is answered with the notebooks in the assignment's order (the
-  core notebook, part 1, first) and submission times to the second (``exact_timestamp`` keeps
-  nbgrader's own value); after a submit that filed nothing new (the exchange's submit files
+* nbgrader's assignment list is answered with each assignment's notebooks in its order (its main
+  notebook, part 1, first: ``ATTENTION_NOTEBOOK_ORDER``, which the hub sets from the hidden checks'
+  registry, the student's server being unable to read them; without it, the notebook named like the
+  assignment, then the others by name) and submission times to the second (``exact_timestamp``
+  keeps nbgrader's own value); after a submit that filed nothing new (the exchange's submit files
   nothing for files identical to the newest submission, see :mod:`attention_platform.exchange.submit`)
   the assignment's submitted entry says so (``nothing_new_filed``), and the Lab tells the student.
 
@@ -36,7 +38,6 @@ from jupyter_server.utils import url_path_join
 from tornado import web
 
 from attention_platform import third_party_patches
-from attention_platform.course.notebooks import NOTEBOOKS
 from attention_platform.settings import course_id, settings
 
 STUDENT, TA, INSTRUCTOR = "student", "ta", "instructor"
@@ -65,7 +66,7 @@ def course_info(root_dir: str) -> dict:
         "course": course,
         "formgraderUrl": url_path_join(base, "services", course, "formgrader") if role() != STUDENT else "",
         "courseSource": "course-source" if role() == INSTRUCTOR and (Path(root_dir) / "course-source").exists() else "",
-        "notebookOrder": list(NOTEBOOKS),
+        "notebookOrder": notebook_orders(),
     }
 
 
@@ -116,7 +117,23 @@ def _nbgrader_config():
 
 # --------------------------------------------------------------------------- assignment list
 
-_PART_ORDER = {name: i for i, name in enumerate(NOTEBOOKS)}
+def notebook_orders() -> dict[str, list[str]]:
+    """Each assignment's notebook ids in order, as the hub said them (``ATTENTION_NOTEBOOK_ORDER``)."""
+    try:
+        said = json.loads(os.environ.get("ATTENTION_NOTEBOOK_ORDER") or "{}")
+    except ValueError:
+        return {}
+    if not isinstance(said, dict):
+        return {}
+    return {str(a): [str(n) for n in names] for a, names in said.items() if isinstance(names, list)}
+
+
+def _in_order(assignment: str, orders: dict[str, list[str]]):
+    """A sort key for the assignment's notebook ids."""
+    order = {name: i for i, name in enumerate(orders.get(assignment) or [assignment])}
+    return lambda notebook_id: (order.get(notebook_id, len(order)), notebook_id)
+
+
 _STAMP = re.compile(r"^(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})\.\d+(.*)$")
 
 
@@ -130,10 +147,11 @@ def tidy_listing(result: dict) -> dict:
     """nbgrader's assignment listing, notebooks in the assignment's order, times to the second."""
     if not result.get("success") or not isinstance(result.get("value"), list):
         return result
+    orders = notebook_orders()
     for assignment in result["value"]:
         if isinstance(assignment.get("notebooks"), list):
-            assignment["notebooks"].sort(key=lambda nb: (_PART_ORDER.get(str(nb.get("notebook_id", "")) + ".ipynb",
-                                                                          len(_PART_ORDER)), str(nb.get("notebook_id"))))
+            order = _in_order(str(assignment.get("assignment_id", "")), orders)
+            assignment["notebooks"].sort(key=lambda nb: order(str(nb.get("notebook_id", ""))))
         for submission in assignment.get("submissions") or ():
             if isinstance(submission.get("timestamp"), str):
                 # nbgrader's list shows "timestamp" as it is; the exact value stays for tools

@@ -24,11 +24,10 @@ from traitlets import List, Unicode
 
 from attention_platform import bounded_json
 from attention_platform.grading.sandbox import protocol
-from attention_platform.grading.sandbox.files import submission_files
+from attention_platform.grading.sandbox.files import MAX_REQUEST_FILES, submission_files
 
 SOCKET_ENV = "ATTENTION_VALIDATE_SOCKET"  # where a hub user's server finds the validate service
 MAX_REPLY_BYTES = 64 << 20  # the executed notebook: outputs are bounded per cell by the limits
-MAX_REQUEST_FILES = 1000  # the folder's files a request carries (ExchangeLimits' entries per submission)
 REPLY_SHAPE = bounded_json.Bounds(max_bytes=MAX_REPLY_BYTES, max_depth=2, max_containers=2, max_items=8)
 EXECUTED_SHAPE = dataclasses.replace(bounded_json.NOTEBOOK, max_bytes=MAX_REPLY_BYTES)
 

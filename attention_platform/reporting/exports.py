@@ -37,9 +37,10 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.plugins import ExportPlugin
 from traitlets import Enum, Unicode
 
-from grader_tests.registry import GRADE_ID_PREFIX, check_for_grade_id
+from grader_tests.registry import GRADE_ID_PREFIX
 
 from attention_platform.console import track
+from attention_platform.course.assignment_checks import checks_by_grade_id
 from attention_platform.reporting.report import NOT_A_CHECK_NOTE, UNKNOWN_CHECK_NOTE
 
 CHECK_COLUMNS = [
@@ -98,6 +99,7 @@ class CheckBreakdownExportPlugin(_Selecting):
             out.writeheader()
             for assignment in assignments:
                 cells = [(cell.name, cell.max_score) for nb in assignment.notebooks for cell in nb.grade_cells]
+                registered = checks_by_grade_id(assignment.name)
                 label = f"exporting {assignment.name} checks"
                 for student in track(students, len(students), label):
                     base = {"assignment": assignment.name, "student_id": student.id,
@@ -123,7 +125,7 @@ class CheckBreakdownExportPlugin(_Selecting):
                                           else "passed" if score >= g.max_score else "failed")
                                 grades.append((g.name, g.max_score, score, status))
                     for name, max_score, score, status in grades:
-                        check = check_for_grade_id(name)
+                        check = registered.get(name)
                         if check is None:
                             unknown.add(name)
                         note = "" if check else (UNKNOWN_CHECK_NOTE if name.startswith(GRADE_ID_PREFIX)

@@ -15,8 +15,8 @@ runs after nbgrader's ``GetGrades`` in ``generate_feedback``) gathers what the p
 * an answer still holding its stub reads "not answered", without a traceback; a written
   answer a TA has not graded yet reads "waiting for a TA".
 
-Titles and misconceptions come from ``grader_tests.registry`` (the grader's copy); messages
-are the judges' own, which name shapes and ideas, never the hidden inputs.
+Titles and misconceptions come from the assignment's checks in ``grader_tests.registry`` (the
+grader's copy); messages are the judges' own, which name shapes and ideas, never the hidden inputs.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from nbgrader.utils import is_grade, is_solution
 from traitlets import Unicode
 
-from attention_platform.course.notebooks import NOTEBOOKS
+from attention_platform.course.assignment_checks import by_notebook_order, checks_by_grade_id
 from attention_platform.grading.preprocessors import is_check_cell
 
 PASSED, FAILED, NOT_ANSWERED, WAITING, GRADED = "passed", "failed", "not answered", "waiting for a TA", "graded"
@@ -80,10 +80,10 @@ class FeedbackSummary(NbGraderPreprocessor):
     ).tag(config=True)
 
     def preprocess(self, nb, resources):
-        from grader_tests.registry import check_for_grade_id
         from nbgrader.api import Gradebook
 
         info = resources["nbgrader"]
+        checks = checks_by_grade_id(info["assignment"])
         stubs_left = any(is_solution(c) and is_unanswered(c) for c in nb.cells)
         rows = []
         for cell in nb.cells:
@@ -102,7 +102,7 @@ class FeedbackSummary(NbGraderPreprocessor):
                 grade = gb.find_grade(grade_id, info["notebook"], info["assignment"], info["student"])
                 max_score = float(grade.max_score or 0)
                 if is_check_cell(cell):
-                    row = self._check_row(cell, grade, max_score, check_for_grade_id(grade_id), stubs_left)
+                    row = self._check_row(cell, grade, max_score, checks.get(grade_id), stubs_left)
                 else:
                     row = self._answer_row(nb, index, cell, grade, max_score)
                 row.update(grade_id=grade_id, points=points(max_score), mark=MARKS[row["state"]],
@@ -155,9 +155,9 @@ class FeedbackSummary(NbGraderPreprocessor):
 
     def _totals(self, gb, info, folder: str) -> dict:
         submission = gb.find_submission(info["assignment"], info["student"])
-        order = {name.removesuffix(".ipynb"): i for i, name in enumerate(NOTEBOOKS)}
+        order = by_notebook_order(info["assignment"])
         notebooks, waiting = [], 0.0
-        for notebook in sorted(submission.notebooks, key=lambda n: (order.get(n.name, len(order)), n.name)):
+        for notebook in sorted(submission.notebooks, key=lambda n: order(n.name)):
             pending = sum(float(g.max_score or 0) for g in notebook.grades
                           if g.needs_manual_grade and g.manual_score is None)
             waiting += pending
@@ -176,15 +176,14 @@ class FormgradeSummary(NbGraderPreprocessor):
     read from the autograded notebook's check cells (``resources["attention_formgrade"]``)."""
 
     def preprocess(self, nb, resources):
-        from grader_tests.registry import check_for_grade_id
-
+        checks = checks_by_grade_id(str(resources.get("assignment_id", "")))  # nbgrader's submission view sets it
         rows = []
         stubs_left = any(is_solution(c) and is_unanswered(c) for c in nb.cells)
         for cell in nb.cells:
             if not is_check_cell(cell):
                 continue
             grade_id = cell.metadata.nbgrader.get("grade_id", "")
-            check = check_for_grade_id(grade_id)
+            check = checks.get(grade_id)
             message = _failure_message(cell)
             ran = any(o.get("output_type") in ("stream", "error") for o in cell.get("outputs", []))
             if not ran:

@@ -31,7 +31,8 @@ from typing import Callable, TextIO
 
 from attention_platform import venv
 from attention_platform.console import track
-from grader_tests.registry import ALL_CHECKS, GRADE_ID_PREFIX, check_for_grade_id
+from attention_platform.course.assignment_checks import by_notebook_order, checks_by_grade_id
+from grader_tests.registry import GRADE_ID_PREFIX
 
 
 UNKNOWN_CHECK_NOTE = "not in the current check registry: renamed or removed since grading"
@@ -177,18 +178,18 @@ def open_gradebook(db_url: str):
         raise ReportError(f"cannot open the gradebook {db_url}: {type(exc).__name__}: {exc}") from None
 
 
-def _check_meta(grade_id: str, max_score: float) -> CheckStat:
-    check = check_for_grade_id(grade_id)
+def _check_meta(grade_id: str, max_score: float, registered: dict) -> CheckStat:
+    check = registered.get(grade_id)
     if check is not None:
         return CheckStat(grade_id, check.misconception, check.title, max_score, True)
     note = UNKNOWN_CHECK_NOTE if grade_id.startswith(GRADE_ID_PREFIX) else NOT_A_CHECK_NOTE
     return CheckStat(grade_id, grade_id, grade_id, max_score, False, note)
 
 
-def _order(grade_id: str, checks: dict | None = None, nb_order: dict | None = None) -> tuple[int, int, str]:
-    """Notebook order, then registry order, then name."""
-    order = {GRADE_ID_PREFIX + c.id: i for i, c in enumerate(ALL_CHECKS)}
-    nb = (nb_order or {}).get(checks[grade_id].notebook, 0) if checks and grade_id in checks else 0
+def _order(grade_id: str, registered: dict, checks: dict, nb_order: dict) -> tuple[int, int, str]:
+    """Notebook order, then the assignment's check order, then name."""
+    order = {name: i for i, name in enumerate(registered)}
+    nb = nb_order.get(checks[grade_id].notebook, 0) if grade_id in checks else 0
     return (nb, order.get(grade_id, len(order)), grade_id)
 
 
@@ -237,7 +238,9 @@ class CheckTable:
     def __init__(self, assignment_row):
         self.checks: dict[str, CheckStat] = {}
         self.others: set[str] = set()
-        self.nb_order = {nb.name: i for i, nb in enumerate(assignment_row.notebooks)}
+        self.registered = checks_by_grade_id(assignment_row.name)  # the assignment's, in its order
+        in_order = sorted((nb.name for nb in assignment_row.notebooks), key=by_notebook_order(assignment_row.name))
+        self.nb_order = {name: i for i, name in enumerate(in_order)}
         for notebook in assignment_row.notebooks:
             for cell in notebook.grade_cells:
                 self.stat_for(cell.name, notebook.name, float(cell.max_score))
@@ -247,12 +250,12 @@ class CheckTable:
             self.others.add(name)
             return None
         if name not in self.checks:
-            self.checks[name] = _check_meta(name, max_score)
+            self.checks[name] = _check_meta(name, max_score, self.registered)
             self.checks[name].notebook = notebook
         return self.checks[name]
 
     def order(self, grade_id: str) -> tuple[int, int, str]:
-        return _order(grade_id, self.checks, self.nb_order)
+        return _order(grade_id, self.registered, self.checks, self.nb_order)
 
     def ordered(self) -> list[CheckStat]:
         return [self.checks[k] for k in sorted(self.checks, key=self.order)]
@@ -379,11 +382,11 @@ def _notes(assignment: str, table: CheckTable, ordered: list[CheckStat], rows: l
     if others:
         notes.append(f"{len(others)} graded cell(s) are not hidden checks (e.g. written answers) and count in the "
                      f"scores only: {', '.join(sorted(others)[:6])}{' …' if len(others) > 6 else ''}.")
-    ungraded = [GRADE_ID_PREFIX + c.id for c in ALL_CHECKS if GRADE_ID_PREFIX + c.id not in table.checks]
+    ungraded = [grade_id for grade_id in table.registered if grade_id not in table.checks]
     if table.checks and ungraded:
         shown = ", ".join(ungraded[:6]) + (f" and {len(ungraded) - 6} more" if len(ungraded) > 6 else "")
         notes.append(f"{len(ungraded)} check(s) of the registry have no grade cell in this assignment "
-                     f"(another assignment's, or added since grading): {shown}.")
+                     f"(added since grading): {shown}.")
     if not any(r.status in GRADED for r in rows):
         notes.insert(0, f"No submission of {assignment} has been autograded yet: this report is empty.")
     for row in rows:
@@ -521,7 +524,7 @@ def render_html(data: ReportData) -> str:
         out.append("<table id='checks'><tr><th>misconception</th><th>check (grade id)</th><th>points</th>"
                    "<th>failing</th><th>graded</th><th>share</th><th>students failing</th><th>notebook</th>"
                    "<th>not attempted</th><th>did not run</th></tr>")
-        for c in sorted(data.checks, key=lambda c: (not c.graded, -c.fail_share, _order(c.grade_id))):
+        for c in sorted(data.checks, key=lambda c: (not c.graded, -c.fail_share)):  # ties: the table's order
             label = e(c.label) if c.known else f"<span class='unknown'>{e(c.grade_id)}</span> — {e(c.note)}"
             out.append(
                 f"<tr data-grade-id='{e(c.grade_id)}'><td>{label}</td><td><code>{e(c.grade_id)}</code></td>"
@@ -584,7 +587,7 @@ def summary_text(data: ReportData, out: Path | None = None) -> str:
     if n["graded"]:
         lines.append(f"  scores       mean {n['mean']:g}, median {n['median']:g} of {data.max_score:g}; "
                      f"{n['full_marks']} with full marks")
-        worst = sorted((c for c in data.checks if c.failed), key=lambda c: (-c.fail_share, _order(c.grade_id)))
+        worst = sorted((c for c in data.checks if c.failed), key=lambda c: -c.fail_share)  # ties: the table's order
         if worst:
             lines.append("  most missed")
             for c in worst[:6]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import textwrap
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import nbformat
 
@@ -28,6 +29,18 @@ NOTEBOOK = "self_attention.ipynb"
 NOTEBOOKS = (NOTEBOOK, "02_by_hand.ipynb", "03_head_and_bias.ipynb", "04_shapes_and_cost.ipynb",
              "05_experiments.ipynb", "06_explain.ipynb")
 PART_NOTEBOOKS = NOTEBOOKS[1:]
+# The course directory this package sits in (grader_tests/ lies at its top).
+COURSE_ROOT = Path(__file__).resolve().parents[2]
+
+
+def release_notebook(course_root: Path = COURSE_ROOT, notebook: str = NOTEBOOK) -> nbformat.NotebookNode:
+    """A notebook of this assignment as students receive it."""
+    return nbformat.read(course_root / "release" / ASSIGNMENT / notebook, as_version=4)
+
+
+def source_notebook(course_root: Path = COURSE_ROOT, notebook: str = NOTEBOOK) -> nbformat.NotebookNode:
+    """A notebook of this assignment as the instructor wrote it (solutions in)."""
+    return nbformat.read(course_root / "source" / ASSIGNMENT / notebook, as_version=4)
 
 # The released class cell and the methods a student writes in it.
 CLASS_CELL_ID = "self_attention_class"

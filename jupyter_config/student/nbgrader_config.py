@@ -18,7 +18,7 @@ c.CourseDirectory.course_id = SETTINGS.nbgrader_course_id
 c.CourseDirectory.student_id = os.environ.get("JUPYTERHUB_USER", "*")
 # This student's view of the exchange (a bind mount in Docker, symlinks natively).
 c.Exchange.root = str(SETTINGS.nbgrader_exchange_root)
-# Fetched assignments go to ~/self_attention, not ~/dl-attention/self_attention.
+# Fetched assignments go to ~/<assignment>, not ~/<course>/<assignment>.
 c.Exchange.path_includes_course = False
 # All-or-nothing submit, so a deadline rush loses nothing: a submission appears in the inbound complete or not at all,
 # a retry of an identical submission files nothing new, and a full/read-only exchange says so.

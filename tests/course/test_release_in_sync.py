@@ -7,25 +7,40 @@ import pytest
 
 from attention_platform.course.directory import copy_course, nbgrader
 from attention_platform.course.notebooks import COURSE_ROOT
-from grader_tests import registry
 from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK, NOTEBOOKS
 
 
+# Every assignment of the course: a folder of source/.
+ASSIGNMENTS = sorted(path.name for path in (COURSE_ROOT / "source").iterdir() if path.is_dir())
+
+
+def _files(folder: Path) -> dict[str, Path]:
+    return {str(path.relative_to(folder)): path for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(registry.ASSIGNMENTS))
-def test_committed_release_matches_a_fresh_generation(tmp_path: Path, name):
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_committed_release_matches_a_fresh_generation(tmp_path: Path, assignment: str):
     course = copy_course(tmp_path / "course")
-    result = nbgrader(course, "generate_assignment", name, "--force")
+    result = nbgrader(course, "generate_assignment", assignment, "--force")
     assert result.returncode == 0, result.stderr[-2000:]
-    fresh_files = sorted(p.relative_to(course / "release") for p in (course / "release" / name).rglob("*") if p.is_file())
-    committed_files = sorted(p.relative_to(COURSE_ROOT / "release") for p in (COURSE_ROOT / "release" / name).rglob("*")
-                             if p.is_file())
-    assert fresh_files == committed_files, "release/ is stale: run `make release` and commit it"
-    for path in fresh_files:
-        fresh, committed = (course / "release" / path).read_bytes(), (COURSE_ROOT / "release" / path).read_bytes()
-        if path.suffix == ".ipynb":
-            fresh, committed = json.loads(fresh), json.loads(committed)
-        assert committed == fresh, f"release/ is stale ({path}): run `make release` and commit it"
+    fresh, committed = _files(course / "release" / assignment), _files(COURSE_ROOT / "release" / assignment)
+    assert sorted(committed) == sorted(fresh), f"release/{assignment} is stale: run `make release` and commit it"
+    for name, path in fresh.items():
+        if name.endswith(".ipynb"):
+            same = json.loads(committed[name].read_text()) == json.loads(path.read_text())
+        else:
+            same = committed[name].read_bytes() == path.read_bytes()
+        assert same, f"release/{assignment}/{name} is stale: run `make release` and commit it"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_no_release_holds_a_solution_rubric_or_hidden_check(assignment: str):
+    for name, path in _files(COURSE_ROOT / "release" / assignment).items():
+        if name.endswith(".ipynb"):
+            text = path.read_text()
+            for secret in ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS", "grader_tests", "MARK SCHEME"):
+                assert secret not in text, f"release/{assignment}/{name} holds {secret!r}"
 
 
 def test_release_contains_no_solution_or_hidden_check():

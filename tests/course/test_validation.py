@@ -10,7 +10,7 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from attention_platform.course.notebooks import release_notebook
+from grader_tests.self_attention.answers import release_notebook
 from attention_platform.course.validation import HIDDEN_CHECKS_NOTE, READY, ValidationReport, validate_file
 from grader_tests.self_attention.answers import BUGGY, CORRECT, NOTEBOOKS, with_answer
 

@@ -39,7 +39,7 @@ import nbformat
 import pytest
 import requests
 
-from attention_platform.course.notebooks import release_notebook
+from grader_tests.self_attention.answers import release_notebook
 from grader_tests.self_attention.answers import BUGGY, CORRECT, with_answer
 from hub_helpers import HubSession, free_port
 

@@ -199,19 +199,14 @@ def test_student_image_holds_nothing_of_the_grader_side():
                for p in [p for p in shlex.split(rest) if not p.startswith("--")][:-1]}
     for secret in ("grader_tests", "source", "nbgrader_config.py", "jupyter_config/grader"):
         assert not any(p.startswith(secret) for p in sources), secret
-    # of our package only the student's submit, the course's Lab (its server side, Validate's words and
-    # its client of the validate service with the frames it speaks, the notebooks' order, the Lab
-    # extension), feedback on submit's reading side, the third-party patches, the collector's pause (the
-    # server's start-up), the server's body limits, the JSON shape check and the package markers
+    # of our package whole packages (the student's server, the exchange of its submit, the attempts it
+    # reads, what Validate says, the sandbox's frames Validate's client speaks), the third-party patches,
+    # the collector's pause (the server's start-up), the JSON shape check, the settings and the package marker
     ours = {p for p in sources if p.startswith("attention_platform")}
     assert ours == {"attention_platform/__init__.py", "attention_platform/third_party_patches.py",
                     "attention_platform/start_up_gc.py", "attention_platform/bounded_json.py",
                     "attention_platform/lab/", "attention_platform/exchange/", "attention_platform/attempts/",
-                    "attention_platform/grading/__init__.py", "attention_platform/grading/sandbox/__init__.py",
-                    "attention_platform/grading/sandbox/protocol.py", "attention_platform/grading/sandbox/files.py",
-                    "attention_platform/course/__init__.py",
-                    "attention_platform/course/notebooks.py", "attention_platform/settings.py",
-                    "attention_platform/course/validation.py"}
+                    "attention_platform/course/", "attention_platform/grading/", "attention_platform/settings.py"}
     text = DOCKERFILES["student"].read_text()
     for extension in ("formgrader", "course_list", "@jupyter/nbgrader:create-assignment"):
         assert re.search(rf"disable .*{re.escape(extension)}", text)
@@ -579,7 +574,8 @@ def test_each_student_is_on_a_network_of_their_own(monkeypatch, tmp_path):
 
 
 def _our_imports(path: Path) -> set[str]:
-    """Every attention_platform module a file imports, at its top or inside a function."""
+    """Every module of ours (attention_platform, grader_tests) a file imports, at its top or inside a
+    function, with the package of each on the way."""
     import ast
 
     package = ".".join(path.relative_to(REPO).with_suffix("").parts[:-1])
@@ -590,27 +586,41 @@ def _our_imports(path: Path) -> set[str]:
             if node.level:  # relative: from .client import ..., from ..hub import ...
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
                 module = ".".join(base + ([module] if module else []))
-            if module.startswith("attention_platform"):
-                found.add(module)
-                found |= {f"{module}.{alias.name}" for alias in node.names}
+            found.add(module)
+            found |= {f"{module}.{alias.name}" for alias in node.names}
         elif isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names if alias.name.startswith("attention_platform")}
-    return {name for name in found if (REPO / (name.replace(".", "/") + ".py")).exists()}
+            found |= {alias.name for alias in node.names}
+    found |= {".".join(name.split(".")[:i]) for name in found for i in range(1, name.count(".") + 1)}
+    return {name for name in found if name.split(".")[0] in ("attention_platform", "grader_tests")
+            and (module_file(name) is not None)}
 
 
-def test_student_image_holds_every_module_its_copied_modules_import():
-    """The student image copies single modules of our package; each imports others, some only inside a
-    function that runs when a student presses a button (Validate's shape check, submit's refusal). Every
-    module reached that way must be copied too, or that button fails in Docker and Kubernetes alone."""
-    copied = {p for p in student_image_files() if p.startswith("attention_platform")}
-    files = {REPO / p for p in copied if p.endswith(".py")}
-    missing, seen = set(), set()
-    while files - seen:
-        path = (files - seen).pop()
-        seen.add(path)
-        for module in _our_imports(path):
-            target = module.replace(".", "/") + ".py"
-            if target not in copied:
-                missing.add(f"{path.relative_to(REPO)} imports {module}")
-            files.add(REPO / target)
+def module_file(module: str) -> Path | None:
+    path = REPO / module.replace(".", "/")
+    return next((p for p in (path.with_suffix(".py"), path / "__init__.py") if p.is_file()), None)
+
+
+def test_student_image_holds_whole_packages_with_everything_its_server_imports():
+    """The student image copies whole packages of ours and a few top-level modules, not single files of
+    a package. Every module the student's server reaches from what its configs name -- some only
+    inside a function that runs when a student presses a button (Validate's shape check, submit's
+    refusal) -- must be in it, or that button fails in Docker and Kubernetes alone; and nothing it
+    reaches may be the hidden checks, which the image never holds."""
+    sources = {p for word, rest in instructions(DOCKERFILES["student"]) if word == "COPY"
+               for p in [p for p in shlex.split(rest) if not p.startswith("--")][:-1] if p.startswith("attention_platform")}
+    single = {p for p in sources if not (p.count("/") == 1 and p.endswith(".py") or p.count("/") == 2 and p.endswith("/"))}
+    assert not single, f"single files of a package: {sorted(single)}"
+    runs = " ".join(rest for word, rest in instructions(DOCKERFILES["student"]) if word == "RUN")
+    entries = {name.strip() for names in re.findall(r'python -c "import ([\w., ]+)"', runs) for name in names.split(",")}
+    launcher = (REPO / "jupyter_config" / "student" / "jupyterhub-singleuser").read_text()
+    entries |= {f"attention_platform.{name.strip()}" for names in
+                re.findall(r"^from attention_platform import ([\w, ]+)", launcher, re.M) for name in names.split(",")}
+    assert "attention_platform.lab.course_lab" in entries and "attention_platform.exchange.submit" in entries, entries
+    reached, todo = set(), set(entries)
+    while todo:
+        module = todo.pop()
+        reached.add(module)
+        todo |= _our_imports(module_file(module)) - reached
+    held = student_image_files()
+    missing = {module for module in reached if str(module_file(module).relative_to(REPO)) not in held}
     assert missing == set()

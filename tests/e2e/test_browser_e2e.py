@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from attention_platform.course.notebooks import release_notebook
+from grader_tests.self_attention.answers import release_notebook
 from grader_tests.self_attention.answers import BUGGY, CORRECT, class_cell, with_methods
 from grader_tests.registry import assignment
 from hub_helpers import COURSE, REPO

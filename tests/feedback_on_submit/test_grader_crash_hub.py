@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from attention_platform.course.notebooks import release_notebook
+from grader_tests.self_attention.answers import release_notebook
 from attention_platform.hub import supervisor
 from grader_tests.self_attention.answers import ASSIGNMENT, CORRECT, class_cell, with_methods
 from hub_helpers import launch_hub

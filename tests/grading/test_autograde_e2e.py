@@ -9,8 +9,8 @@ import re
 import nbformat
 import pytest
 
-from attention_platform.course.directory import check_scores, copy_course, nbgrader
-from e2e_class import ANSWERS, CHEATER_FAILS, CORE_CHECKS as ALL_CHECKS, HONEST, TAMPERED_FAILS, write_class
+from attention_platform.course.directory import check_scores, nbgrader
+from e2e_class import ANSWERS, CHEATER_FAILS, CORE_CHECKS as ALL_CHECKS, HONEST, TAMPERED_FAILS, graded_copy
 from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK
 from grader_tests.registry import GRADE_ID_PREFIX
 
@@ -18,10 +18,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.root]  # nbgrader autograde grades i
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    course = copy_course(tmp_path_factory.mktemp("course"))
-    write_class(course)
-    autograde = nbgrader(course, "autograde", ASSIGNMENT, "--force")
+def graded(autograded_e2e_class, tmp_path_factory):
+    course, autograde = graded_copy(autograded_e2e_class, tmp_path_factory.mktemp("graded") / "course")
     feedback = nbgrader(course, "generate_feedback", ASSIGNMENT, "--force")
     return course, autograde, feedback, check_scores(course, assignment=ASSIGNMENT, notebook=NOTEBOOK)
 

@@ -28,7 +28,7 @@ import nbformat
 import pytest
 
 from attention_platform.course.directory import check_scores, copy_course, write_submission
-from attention_platform.course.notebooks import release_notebook
+from grader_tests.self_attention.answers import release_notebook
 from attention_platform.grading.sandbox import SandboxLimits, Zygote
 from attention_platform.grading.sandbox.grading import grade_notebook
 from broker_helpers import uid_processes

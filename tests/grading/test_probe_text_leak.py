@@ -23,7 +23,7 @@ import nbformat
 import pytest
 
 from attention_platform.course.directory import copy_course, nbgrader, write_submission
-from attention_platform.course.notebooks import release_notebook
+from grader_tests.self_attention.answers import release_notebook
 from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK, with_answer
 from attention_platform.grading.sandbox import SandboxLimits, Zygote
 from attention_platform.grading.sandbox.grading import GRADER_TESTS, grade_notebook, is_test_cell

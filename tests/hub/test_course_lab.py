@@ -7,7 +7,9 @@ import json
 
 import pytest
 
+from attention_platform.hub import native
 from attention_platform.lab import course_lab
+from grader_tests.registry import ASSIGNMENTS, assignment
 
 
 class FakeHandler:  # only what the hook reads of a request handler
@@ -32,7 +34,7 @@ def test_each_role_sees_its_own_tools(monkeypatch, tmp_path, role, hidden, shown
     assert info["role"] == role
     assert info["formgraderUrl"] == ("" if role == "student" else "/services/dl-attention/formgrader")
     assert info["courseSource"] == ("course-source" if role == "instructor" else "")
-    assert info["notebookOrder"][0] == "self_attention.ipynb"
+    assert info["notebookOrder"] == {}  # the hub said no order (below: the order it says)
 
 
 def test_an_unknown_role_is_a_student(monkeypatch, tmp_path):
@@ -51,6 +53,30 @@ def test_the_assignment_list_puts_part_one_first_and_times_to_the_second():
     assert [s["timestamp"] for s in tidy["submissions"]] == ["2026-11-23 18:25:17 UTC", "odd"]
     assert tidy["submissions"][0]["exact_timestamp"] == "2026-11-23 18:25:17.480123 UTC"  # for tools
     assert course_lab.tidy_listing({"success": False, "value": "boom"}) == {"success": False, "value": "boom"}
+
+
+@pytest.mark.parametrize("name", sorted(ASSIGNMENTS))
+def test_each_assignment_is_listed_in_its_own_order(monkeypatch, name):
+    """The order the native launcher hands the hub (from the registry) sorts the Lab's listing of
+    every assignment; the student's server never reads the hidden checks to know it."""
+    monkeypatch.setenv("ATTENTION_NOTEBOOK_ORDER", native.notebook_order_setting())
+    expected = list(assignment(name).notebooks)
+    listing = {"success": True, "value": [{"assignment_id": name, "status": "released",
+                                           "notebooks": [{"notebook_id": n} for n in sorted(expected, reverse=True)]}]}
+    tidy = course_lab.tidy_listing(listing)["value"][0]
+    assert [n["notebook_id"] for n in tidy["notebooks"]] == expected
+    assert course_lab.page_config_hook(FakeHandler("/nowhere"), {})["attentionCourse"]["notebookOrder"][name] == expected
+
+
+def test_any_assignment_is_listed_in_the_order_the_hub_says(monkeypatch):
+    monkeypatch.setenv("ATTENTION_NOTEBOOK_ORDER", json.dumps({"week_two": ["intro", "attention", "explain"]}))
+    listing = {"success": True, "value": [
+        {"assignment_id": "week_two", "notebooks": [{"notebook_id": n} for n in ("explain", "extra", "attention", "intro")]},
+        # an assignment the hub said nothing about: its own notebook first, then by name
+        {"assignment_id": "week_three", "notebooks": [{"notebook_id": n} for n in ("b", "week_three", "a")]}]}
+    tidy = course_lab.tidy_listing(listing)["value"]
+    assert [n["notebook_id"] for n in tidy[0]["notebooks"]] == ["intro", "attention", "explain", "extra"]
+    assert [n["notebook_id"] for n in tidy[1]["notebooks"]] == ["week_three", "a", "b"]
 
 
 def test_the_lab_extension_is_where_jupyterlab_looks_for_it():

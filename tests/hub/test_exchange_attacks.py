@@ -547,10 +547,10 @@ def _our_imports(module: str) -> set[str]:
 
 
 def test_the_student_image_carries_every_module_its_submit_imports():
-    """The student image carries a few files of our package, named one by one in
-    docker/student.Dockerfile: whatever the exchange's submit imports from our package, directly or
-    not (feedback on submit's refusal, for a terminal's ``nbgrader submit``), must be among them,
-    with the ``__init__.py`` of each package on the way."""
+    """The student image carries some packages of ours, named in docker/student.Dockerfile: whatever
+    the exchange's submit imports from our package, directly or not (feedback on submit's refusal,
+    for a terminal's ``nbgrader submit``), must be among them, with the ``__init__.py`` of each
+    package on the way."""
     import re
 
     dockerfile = (REPO / "docker" / "student.Dockerfile").read_text()

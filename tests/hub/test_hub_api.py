@@ -23,7 +23,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attention_platform.course.notebooks import COURSE_ROOT, release_notebook
+from attention_platform.course.notebooks import COURSE_ROOT
+from grader_tests.self_attention.answers import release_notebook
 from attention_platform.hub.native import DemoClass
 from grader_tests.self_attention.answers import BUGGY, class_cell, with_answer
 from broker_helpers import process_status
@@ -93,7 +94,7 @@ def test_submit_over_http_and_the_protections(hub, record_property):
 
     # fetch, answer, validate, submit through the Assignments tab's endpoints
     statuses = {a["assignment_id"]: a["status"] for a in s3.assignments()}
-    assert statuses == {ASSIGNMENT: "released"}, statuses
+    assert statuses[ASSIGNMENT] == "released" and set(statuses.values()) == {"released"}, statuses
     assert s3.assignment_action("fetch", ASSIGNMENT)["success"]
     s3.save_notebook(NOTEBOOK, nbformat.from_dict(with_answer(release_notebook(), BUGGY_ANSWER.code)))
     validated = s3.post("/user/student3/attention/validate", data={"path": NOTEBOOK})
@@ -253,6 +254,15 @@ def test_a_students_server_is_capped_and_takes_every_process_it_started_when_it_
     status = process_status(sleeper)
     assert status is None or status["State"].strip().startswith("Z"), "the detached process outlived the server"
     assert not os.path.exists(memory), "the server's cgroup was left behind"
+
+
+def test_the_hub_finds_its_formgrader_up_when_it_starts(hub):
+    """The hub checks its external service, the formgrader, before it serves its first page, and waits
+    for it up to the service's timeout: the launcher starts the formgrader once the hub's own server
+    answers, so that check finds it up instead of waiting out the timeout at every start."""
+    log = (hub.state / "jupyterhub.log").read_text(errors="replace")
+    assert "JupyterHub is now running" in log
+    assert [line for line in log.splitlines() if "Cannot connect to" in line] == []
 
 
 def test_ctrl_c_stops_everything_within_seconds_and_keeps_submissions(hub, record_property):

@@ -1,12 +1,13 @@
 """The native hub's preparation: ``hide_course_secrets`` (students lose access to the checkout's
 secrets, its owner keeps it), the ports it needs (a busy one is named before anything starts), the
 cgroup each server gets and what its own /tmp shows of the machine's (the spawner's caps and /tmp on
-a real hub: tests/hub/test_hub_api.py)."""
+a real hub: tests/hub/test_hub_api.py), and every assignment of the course generated and released."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import stat
 import subprocess
@@ -15,10 +16,11 @@ from hashlib import sha256
 
 import pytest
 
-from attention_platform.hub.native import SECRET_PATHS, hide_course_secrets
+from attention_platform.hub.native import SECRET_PATHS, DemoClass, hide_course_secrets, prepare
 from attention_platform.hub.native_spawner import TmpKeepRefused, cgroup_name, check_tmp_keep, kept_under_tmp
 from attention_platform.venv import environment, program
-from hub_helpers import free_hub_port
+from grader_tests.registry import ASSIGNMENTS, assignment
+from hub_helpers import REPO, free_hub_port, free_port
 
 OWNER = 4242  # a developer's uid: not root, not a student
 
@@ -124,3 +126,21 @@ def test_a_servers_own_tmp_shows_only_what_it_needs_of_the_machines(tmp_path):
     assert seen["size"] == 8 << 20 and seen["tmp"] == [tmp_path.relative_to("/tmp").parts[0]]
     assert (tmp_path / "course" / "state" / "written.txt").read_text() == "through the bind"
     assert not os.path.exists(scratch)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the launcher prepares real accounts as root")
+@pytest.mark.root
+@pytest.mark.hub
+@pytest.mark.slow
+def test_the_launcher_releases_every_assignment_and_tells_the_lab_its_order():
+    state = REPO / "build" / "release-every-assignment"  # the grader's nbgrader reaches it (tmp_path: root's 0700)
+    if state.exists():
+        shutil.rmtree(state)
+    said = []
+    hub = prepare(state, port=free_hub_port(), formgrader_port=free_port(), demo=DemoClass(size=1), log=said.append)
+    outbound = hub.exchange / hub.course / "outbound"
+    for name in sorted(ASSIGNMENTS):
+        assert sorted(path.stem for path in (outbound / name).glob("*.ipynb")) == sorted(assignment(name).notebooks)
+    assert json.loads(hub.env["ATTENTION_NOTEBOOK_ORDER"]) == {name: list(assignment(name).notebooks)
+                                                               for name in sorted(ASSIGNMENTS)}
+    assert any(line.startswith("released to ") and all(name in line for name in ASSIGNMENTS) for line in said), said

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from attention_platform.course.notebooks import release_notebook
+from grader_tests.self_attention.answers import release_notebook
 from grader_tests.self_attention.answers import ASSIGNMENT, BUGGY, class_cell, with_methods
 from hub_helpers import COURSE, launch_hub
 

@@ -22,8 +22,11 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from attention_platform.course.notebooks import COURSE_ROOT, release_notebook
+from attention_platform.course.notebooks import COURSE_ROOT
+from grader_tests.self_attention.answers import release_notebook
 from broker_helpers import GRADER, LOADED, STRANGER, as_user, ensure_user, start_broker
+from grader_tests.proofs import solved
+from grader_tests.registry import ASSIGNMENTS, assignment
 from grader_tests.self_attention.answers import ASSIGNMENT, BUGGY, CORRECT, class_cell, with_answer
 
 pytestmark = [pytest.mark.root,
@@ -89,21 +92,22 @@ def service():
         yield socket_path, student, stranger
 
 
-def student_folder(student, notebooks: dict[str, nbformat.NotebookNode]) -> Path:
-    """An assignment folder of the student's own, as in their home: the notebooks and data/."""
+def student_folder(student, notebooks: dict[str, nbformat.NotebookNode], assignment: str = ASSIGNMENT) -> Path:
+    """An assignment folder of the student's own, as in their home: the notebooks and data/ (if any)."""
     folder = Path(tempfile.mkdtemp(prefix="attention-validate-nb-"))
-    shutil.copytree(COURSE_ROOT / "release" / ASSIGNMENT / "data", folder / "data")
+    if (COURSE_ROOT / "release" / assignment / "data").is_dir():
+        shutil.copytree(COURSE_ROOT / "release" / assignment / "data", folder / "data")
     for name, nb in notebooks.items():
         nbformat.write(nb, folder / name)
     subprocess.run(["chown", "-R", f"{student.pw_uid}:{student.pw_gid}", str(folder)], check=True)
     return folder
 
 
-def both_validates(student, socket_path: Path, folder: Path, names: list[str]) -> dict:
+def both_validates(student, socket_path: Path, folder: Path, names: list[str], kernel_timeout: int = CELL_TIMEOUT) -> dict:
     """As the student, on each notebook: nbgrader's own Validate (``nbgrader validate``'s
     ``Validator``, a kernel) and the warm one, each as nbgrader's result and as the course's
     report (``course.validation.validate_file``, what the Lab's Validate shows). The kernel gets
-    the same per-cell time limit as the service's sandboxes (CELL_TIMEOUT)."""
+    the same per-cell time limit as the service's sandboxes (CELL_TIMEOUT) unless told otherwise."""
     code = f"""
         import json, os
         from traitlets.config import Config
@@ -111,7 +115,7 @@ def both_validates(student, socket_path: Path, folder: Path, names: list[str]) -
         from attention_platform.course.validation import validate_file
         from attention_platform.lab.warm_validate import WarmValidator
         config = Config()
-        config.Execute.timeout = {CELL_TIMEOUT}
+        config.Execute.timeout = {kernel_timeout}
         out = {{}}
         for name in {names!r}:
             path = os.path.join({str(folder)!r}, name)
@@ -208,6 +212,24 @@ def test_the_warm_validate_answers_as_nbgraders_own(service):
     assert results["changed.ipynb"]["warm"]["changed"] == [{"source": "assert add(2, 0) == 2"}]
     assert [line.split(":")[0] for _, line in failed_cells(results["looping.ipynb"]["warm"])] == ["CellTimeoutError"]
     assert "CellTimeoutError" in str(results["looping.ipynb"]["warm_report"]["problems"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(ASSIGNMENTS))
+def test_each_assignment_answered_as_the_instructor_would_is_ready_warm_and_in_a_kernel(service, name):
+    socket_path, student, _ = service
+    release, source = COURSE_ROOT / "release" / name, COURSE_ROOT / "source" / name
+    notebooks = {f"{nb}.ipynb": solved(nbformat.read(release / f"{nb}.ipynb", as_version=4),
+                                       nbformat.read(source / f"{nb}.ipynb", as_version=4))
+                 for nb in assignment(name).notebooks}
+    folder = student_folder(student, notebooks, name)
+    try:
+        # a kernel imports torch cold, and the experiments train longer than the sandboxes' limit there
+        results = both_validates(student, socket_path, folder, list(notebooks), kernel_timeout=300)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    for notebook, r in results.items():
+        assert verdicts(r["warm_report"]) == verdicts(r["kernel_report"]) == (True, True, []), (notebook, r["kernel_report"])
 
 
 def test_each_validate_runs_in_a_fresh_sandbox(service):

@@ -17,7 +17,7 @@ from attention_platform.reporting.exports import (
 )
 from attention_platform.reporting.report import UNKNOWN_CHECK_NOTE
 from grader_tests.self_attention.answers import ASSIGNMENT
-from grader_tests.registry import CHECKS, GRADE_ID_PREFIX
+from grader_tests.registry import ASSIGNMENTS, CHECKS, GRADE_ID_PREFIX, assignment
 
 CLASS = {"ana": "reference_style", "bo": "no_scale", "ed": "inverted_mask", "hu": None}
 NAMES = {"ana": ("Ana", "Lopez", "ana@x.test"), "bo": ("Bo", "Kim", "bo@x.test")}
@@ -131,3 +131,14 @@ def test_empty_gradebook_and_unknown_assignment_export_cleanly(tmp_path, capsys)
     assert "not in the gradebook, skipped: week9" in printed.err and "Traceback" not in printed.err
     assert cli(["export-checks", "--db-url", "sqlite:///" + str(tmp_path / "none.db")]) == 1
     assert "no gradebook at" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", sorted(ASSIGNMENTS))
+def test_each_assignments_breakdown_names_its_own_misconceptions(tmp_path, name):
+    checks = assignment(name).checks
+    url = gradebooks.build_assignment(tmp_path / "gb.db", name, {"ana": {checks[0].id}})
+    run_export(CheckBreakdownExportPlugin, url, to=str(tmp_path / "c.csv"), stream=io.StringIO())
+    rows = list(csv.DictReader(open(tmp_path / "c.csv", newline="")))
+    assert sorted((r["check_id"], r["misconception"], r["note"]) for r in rows) == \
+        sorted((c.id, c.misconception, "") for c in checks)
+    assert [r["check_id"] for r in rows if r["status"] == "failed"] == [checks[0].id]

@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attention_platform.course.notebooks import release_notebook
+from grader_tests.self_attention.answers import release_notebook
 from hub_helpers import COURSE
 
 pytestmark = [

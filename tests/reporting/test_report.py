@@ -19,14 +19,14 @@ from pathlib import Path
 import pytest
 
 import gradebooks
-from e2e_class import CHEATER_FAILS, HONEST, TAMPERED_FAILS, UNREADABLE, write_class
+from e2e_class import CHEATER_FAILS, HONEST, TAMPERED_FAILS, UNREADABLE, graded_copy
 from attention_platform.cli import main as cli
-from attention_platform.course.directory import check_scores, copy_course, nbgrader
+from attention_platform.course.directory import check_scores, nbgrader
 from attention_platform.reporting.report import (
     FAILED_EVERYTHING, UNKNOWN_CHECK_NOTE, collect, read_report_data, summary_text, write_report,
 )
 from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK
-from grader_tests.registry import CHECKS, GRADE_ID_PREFIX, assignment
+from grader_tests.registry import ASSIGNMENTS, CHECKS, GRADE_ID_PREFIX, assignment
 
 NOTEBOOK_CHECKS = assignment("self_attention").notebook_checks
 
@@ -218,6 +218,29 @@ def test_missing_gradebook_and_unknown_assignment_are_one_line_errors(tmp_path, 
     assert usage.value.code == 2 and "'week9'" in err and ASSIGNMENT in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("name", sorted(ASSIGNMENTS))
+def test_a_report_for_each_assignment_counts_its_own_checks_in_its_order(tmp_path, name):
+    checks = assignment(name).checks
+    first = checks[0].id
+    url = gradebooks.build_assignment(tmp_path / "gb.db", name, {"ana": {first}, "bo": set()})
+    data = collect(url, name, stream=io.StringIO())
+    assert [c.grade_id for c in data.checks] == [GRADE_ID_PREFIX + c.id for c in checks]
+    assert [(c.label, c.title, c.notebook) for c in data.checks] == [(c.misconception, c.title, c.notebook) for c in checks]
+    assert data.checks[0].failed == ["ana"] and data.checks[0].passed == ["bo"]
+    # another assignment's checks are no part of this one's report
+    assert not [note for note in data.notes if "of the registry" in note], data.notes
+
+
+def test_an_assignment_without_hidden_checks_is_reported_by_its_grade_ids(tmp_path):
+    cells = {"check_own_idea": 2.0, "check_next_idea": 1.0}
+    url = gradebooks.build(tmp_path / "gb.db", cells, {"ana": {"check_own_idea": 0.0, "check_next_idea": 1.0}},
+                           assignment="week_two")
+    data = collect(url, "week_two", stream=io.StringIO())
+    assert [(c.grade_id, c.known, c.failed) for c in data.checks] == [("check_next_idea", False, []),
+                                                                       ("check_own_idea", False, ["ana"])]
+    assert not [note for note in data.notes if "of the registry" in note], data.notes
+
+
 def test_summary_fits_one_screen(built):
     url, _ = built
     text = summary_text(collect(url, ASSIGNMENT, stream=io.StringIO()), Path("r.html"))
@@ -228,11 +251,9 @@ def test_summary_fits_one_screen(built):
 # ---------------------------------------------------------------- slow: a real nbgrader autograde
 
 @pytest.fixture(scope="module")
-def e2e_class(tmp_path_factory):
+def e2e_class(autograded_e2e_class, tmp_path_factory):
     """The end-to-end test's class (tests/e2e_class.py), graded by a real ``nbgrader autograde``."""
-    course = copy_course(tmp_path_factory.mktemp("report-course"))
-    write_class(course)
-    nbgrader(course, "autograde", ASSIGNMENT, "--force")
+    course, _ = graded_copy(autograded_e2e_class, tmp_path_factory.mktemp("report") / "course")
     expected = {s: set(gradebooks.ANSWERS[a].fails) for s, a in HONEST.items()}
     expected.update(empty={c.id for c in SA_CHECKS}, tampered=TAMPERED_FAILS, cheater=CHEATER_FAILS)
     # a submission nbgrader could not grade has no autograded notebook: the report must say "not graded";

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# The folder's files one Validate request carries (ExchangeLimits' entries per submission): the
+# student's client sends no more, the validate service refuses a request with more.
+MAX_REQUEST_FILES = 1000
+
 
 def submission_files(folder, notebook_name: str, max_bytes: int = 16 << 20) -> dict[str, bytes]:
     """The non-notebook files of a submission folder (its data), up to ``max_bytes`` in all."""

@@ -12,7 +12,7 @@ Order of events inside the sandbox:
 2. phase 2, at the first check cell: the probe code is sent into the sandbox (its
    sources, and the same compiled here), and only that: every assignment's ``probes`` and the probe-side modules it
    imports (``probing``, the ``*_probes``), never a judge, an expected value or
-   the reference (``grader_tests.self_attention.reference`` is an empty stub in there). From then
+   the reference (every assignment's ``reference`` is an empty stub in there). From then
    on nothing the sandbox prints reaches the notebook: student cells placed after
    a check still run (same grades as the stock kernel) but their output is withheld;
 3. for each check cell, this process builds the request from a seed it chose,

@@ -13,7 +13,7 @@ import warnings
 
 import pytest
 
-from attention_platform.course.notebooks import class_namespace, release_notebook, with_answer
+from grader_tests.self_attention.answers import class_namespace, release_notebook, with_answer
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ answers written in other idioms."""
 import pytest
 import torch
 
-from attention_platform.course.notebooks import class_namespace, source_notebook
+from grader_tests.self_attention.answers import class_namespace, source_notebook
 from grader_tests.self_attention import reference
 from grader_tests.self_attention.answers import BUGGY, CORRECT
 from grader_tests.registry import assignment
