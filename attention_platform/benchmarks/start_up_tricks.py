@@ -206,10 +206,10 @@ def child(scenario: str, off: set[str], pictures: str, argv: list[str]) -> None:
         return
     if "picture-redraw" in off:
         _when_imported(pictures, lambda module: setattr(module, "draw", _rendered_by_matplotlib(module)))
-    from attention_platform import cli
+    import runpy
 
     sys.argv = ["attention-course", *argv]
-    cli.run()
+    runpy.run_module("attention_platform.cli", run_name="__main__", alter_sys=True)  # the program, as its script runs it
 
 
 if __name__ == "__main__":
