@@ -11,12 +11,12 @@ export PATH := $(BIN):$(PATH)
 
 ## .venv: every package from requirements.lock, each pinned with its hashes (CPython 3.11 on Linux
 ## x86-64; torch is the CPU build), then this project itself, editable, and the .pth that defers
-## jsonschema's IRI parser (attention_platform/deferred_iri_syntax.py: a venv built before it gets it).
-$(VENV)/.installed: requirements.lock pyproject.toml attention_platform/deferred_iri_syntax.py
+## jsonschema's IRI parser (attention_platform/third_party_patches.py: a venv built before it gets it).
+$(VENV)/.installed: requirements.lock pyproject.toml attention_platform/third_party_patches.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --require-hashes -r requirements.lock
 	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
-	$(BIN)/python -c 'from attention_platform import deferred_iri_syntax as d; d.main([])'
+	$(BIN)/python -c 'from attention_platform import third_party_patches as p; p.main([])'
 	touch $@
 
 venv: $(VENV)/.installed

@@ -8,17 +8,14 @@ Those modules import nothing heavy: torch, nbgrader and the hub load only when t
 from __future__ import annotations
 
 import argparse
-import atexit
-import os
 import sys
-import threading
 
-from attention_platform import deferred_iri_syntax, venv
+from attention_platform import third_party_patches, venv
 from attention_platform.settings import settings_or_exit
 
 # Before nbformat or nbgrader import jsonschema (whose IRI parser is slow to build, paid by every
 # command otherwise; the venv's .pth does the same, this covers an install without it).
-deferred_iri_syntax.install()
+third_party_patches.defer_iri_syntax()
 
 from attention_platform.authoring import commands as authoring_commands  # noqa: E402
 from attention_platform.benchmarks import commands as benchmarks_commands  # noqa: E402
@@ -54,31 +51,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run() -> None:
-    """The ``attention-course`` script: :func:`main`, then :func:`exit_without_teardown` once it
-    returned a status. An exception takes the ordinary exit, and so does a thread still running that
-    the ordinary exit would wait for (a daemon thread, such as a progress bar's monitor, it would not)."""
-    code = main()
-    if any(thread.is_alive() and not thread.daemon for thread in threading.enumerate()
-           if thread is not threading.main_thread()):
-        sys.exit(code)
-    exit_without_teardown(code)
-
-
-def exit_without_teardown(code: int) -> None:
-    """End the process after everything an ordinary exit does that someone could notice -- the atexit
-    handlers (the teaching picture's measurement kept, logging flushed, temporary folders removed)
-    and stdout/stderr flushed -- but without the interpreter's teardown, which frees every object
-    of every module one by one (torch, nbgrader, SQLAlchemy: a noticeable share of a short grading
-    command's wall clock and CPU) when the operating system frees the whole process at once."""
-    try:
-        atexit._run_exitfuncs()  # what sys.exit would run; the handlers report their own errors
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):  # a closed pipe: nothing more can reach it either way
-                pass
-    os._exit(code)
+    """The ``attention-course`` script: :func:`main`'s status is the process's."""
+    sys.exit(main())
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ COPY attention_platform/ attention_platform/
 COPY grader_tests/ grader_tests/
 RUN --mount=type=bind,source=docker/build,target=/build --mount=type=secret,id=extra_ca \
     /build/run pip install --no-cache-dir --no-deps . \
- && python -c 'from attention_platform import deferred_iri_syntax as d; d.main([])' \
+ && python -c 'from attention_platform import third_party_patches as p; p.main([])' \
  && site=$(python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])") \
  && rm -rf "$site/grader_tests" build *.egg-info \
  && mkdir -p /opt/dl-attention/checks \

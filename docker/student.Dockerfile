@@ -32,17 +32,17 @@ RUN jupyter server extension disable --sys-prefix nbgrader.server_extensions.for
 # jupyter_config/student/nbgrader_config.py names, the attempts' policy and status it reads, what
 # Validate says (course), the frames and files Validate's client sends (grading), and the deployment's
 # settings. Never the hidden checks (grader_tests/) or the course directory.
-COPY attention_platform/__init__.py attention_platform/deferred_iri_syntax.py attention_platform/start_up_gc.py attention_platform/bounded_json.py attention_platform/settings.py /opt/dl-attention/student-lib/attention_platform/
+COPY attention_platform/__init__.py attention_platform/third_party_patches.py attention_platform/start_up_gc.py attention_platform/bounded_json.py attention_platform/settings.py /opt/dl-attention/student-lib/attention_platform/
 COPY attention_platform/lab/ /opt/dl-attention/student-lib/attention_platform/lab/
 COPY attention_platform/exchange/ /opt/dl-attention/student-lib/attention_platform/exchange/
 COPY attention_platform/attempts/ /opt/dl-attention/student-lib/attention_platform/attempts/
 COPY attention_platform/course/ /opt/dl-attention/student-lib/attention_platform/course/
 COPY attention_platform/grading/ /opt/dl-attention/student-lib/attention_platform/grading/
 # The .pth puts that library on sys.path, then defers jsonschema's IRI parser (slow to build,
-# paid by every server start otherwise; attention_platform/deferred_iri_syntax.py).
+# paid by every server start otherwise; attention_platform/third_party_patches.py).
 RUN pth=$(python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/dl-attention-student.pth \
  && echo /opt/dl-attention/student-lib > "$pth" \
- && python -c 'from attention_platform import deferred_iri_syntax as d; d.main(["--line"])' >> "$pth" \
+ && python -c 'from attention_platform import third_party_patches as p; p.main(["--line"])' >> "$pth" \
  && python -c "import attention_platform.exchange.submit, attention_platform.lab.course_lab, attention_platform.lab.student_request_limits, attention_platform.lab.feedback_on_submit, attention_platform.lab.warm_validate, attention_platform.course.validation"
 
 # Student-side nbgrader + server settings; the hub sets JUPYTER_CONFIG_PATH to this folder.

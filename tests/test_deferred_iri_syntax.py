@@ -1,4 +1,4 @@
-"""jsonschema's IRI parser built on its first use, not at import (attention_platform/deferred_iri_syntax.py):
+"""jsonschema's IRI parser built on its first use, not at import (attention_platform/third_party_patches.py, defer_iri_syntax):
 processes of the environment start without it, and an IRI format check still answers as the real
 parser does. Each case runs in a fresh interpreter, as the .pth acts at start-up."""
 
@@ -10,7 +10,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from attention_platform import deferred_iri_syntax
+from attention_platform import third_party_patches
 
 PARSER = "rfc3987_syntax.syntax_helpers"  # the module that builds the parser when imported
 WITHOUT_DEFERRING = "sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != '_DeferredImport']"
@@ -23,8 +23,8 @@ def python(code: str) -> str:
 
 
 def test_the_environment_holds_the_pth_line():
-    pth = Path(sysconfig.get_paths()["purelib"]) / deferred_iri_syntax.PTH_FILE
-    assert pth.read_text() == deferred_iri_syntax.pth_line()
+    pth = Path(sysconfig.get_paths()["purelib"]) / third_party_patches.PTH_FILE
+    assert pth.read_text() == third_party_patches.pth_line()
 
 
 def test_a_new_process_imports_nbgrader_without_building_the_parser():
@@ -66,9 +66,9 @@ def test_the_package_still_imports_its_submodules_and_names():
 
 def test_install_is_idempotent_and_leaves_an_imported_package_alone():
     before = list(sys.meta_path)
-    deferred_iri_syntax.install()
+    third_party_patches.defer_iri_syntax()
     assert sys.meta_path == before  # this test process already has the finder (the .pth) or the package
     out = python(f"import sys; {WITHOUT_DEFERRING}; import rfc3987_syntax; "
-                 "from attention_platform import deferred_iri_syntax as d; d.install(); "
+                 "from attention_platform import third_party_patches as p; p.defer_iri_syntax(); "
                  "print(sum(type(f).__name__ == '_DeferredImport' for f in sys.meta_path))")
     assert out == "0"

@@ -5,7 +5,9 @@
   their ratio and the submit-to-feedback latency of a warm grader;
 * ``bench-submission [--assignment A]``: one full submission (every notebook), stock against sandboxed;
 * ``bench-feedback-on-submit``: feedback on submit's latency on a real hub;
-* ``load-test``: the deadline rush against the hub.
+* ``load-test``: the deadline rush against the hub;
+* ``bench-start-up-tricks [--assignment A]``: what each start-up trick buys of a TA's autograde of one
+  submission and of a student's server start.
 
 Each takes the assignment as an option and defaults to the course's first.
 """
@@ -13,6 +15,7 @@ Each takes the assignment as an option and defaults to the course's first.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from attention_platform.course.assignments import add_assignment_option, first_assignment
@@ -64,6 +67,22 @@ def register(commands) -> None:
     add_assignment_option(load)
     load.set_defaults(run=_load_test)
 
+    from attention_platform.benchmarks.start_up_tricks import SCENARIOS, TRICKS
+
+    tricks = commands.add_parser("bench-start-up-tricks", help="what each start-up trick buys of a TA's autograde of "
+                                 "one submission and of a student's server start: A/B, interleaved, medians")
+    tricks.add_argument("--course", type=Path, default=COURSE_ROOT, help="course directory (default: this checkout)")
+    tricks.add_argument("--rounds", type=int, default=5, help="runs of each arm (default: %(default)s)")
+    tricks.add_argument("--scenario", action="append", choices=tuple(SCENARIOS), default=None,
+                        help="only this scenario (repeatable; default: both)")
+    tricks.add_argument("--trick", action="append", default=None, metavar="TRICK[+TRICK]",
+                        help=f"only this trick off in turn, or these together (repeatable; default: each of "
+                             f"{', '.join(TRICKS)})")
+    tricks.add_argument("--workdir", type=Path, default=COURSE_ROOT / "build" / "bench-start-up-tricks",
+                        help="scratch course directory (replaced on every run)")
+    add_assignment_option(tricks)
+    tricks.set_defaults(run=_bench_start_up_tricks)
+
 
 def _bench_autograde(args: argparse.Namespace) -> int:
     from attention_platform.benchmarks.grading import run_benchmark
@@ -88,3 +107,16 @@ def _load_test(args) -> int:
     from attention_platform.benchmarks.loadtest import main
 
     return main(args)
+
+
+def _bench_start_up_tricks(args: argparse.Namespace) -> int:
+    from attention_platform.benchmarks.start_up_tricks import SCENARIOS, TRICKS, run
+
+    unknown = {trick for arm in args.trick or () for trick in arm.split("+")} - set(TRICKS)
+    if unknown:
+        print(f"attention-course bench-start-up-tricks: no trick {', '.join(sorted(unknown))}; "
+              f"the tricks: {', '.join(TRICKS)}", file=sys.stderr)
+        return 1
+    run(args.course, args.assignment or first_assignment(), args.workdir, rounds=args.rounds,
+        scenarios=tuple(args.scenario or SCENARIOS), tricks=tuple(args.trick or TRICKS))
+    return 0

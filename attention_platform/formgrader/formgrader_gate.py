@@ -37,6 +37,7 @@ from urllib.parse import urlencode
 from jinja2.ext import Extension
 from tornado import web
 
+from attention_platform import third_party_patches
 from attention_platform.settings import course_id
 
 GRADER, INSTRUCTOR, ANYONE = "grader", "instructor", "anyone"
@@ -358,13 +359,12 @@ def install(web_app, base_url: str) -> None:
     from attention_platform.formgrader import feedback_on_submit
     from attention_platform.formgrader import formgrader_extras
 
-    original = web_app.find_handler
     files_handler, images_handler = _image_files_handler()
     replaced = {files_handler: images_handler, AutogradeHandler: formgrader_extras.threaded_autograde(AutogradeHandler)}
     web_app.add_handlers(".*$", formgrader_extras.handlers(base_url))
     web_app.add_handlers(".*$", feedback_on_submit.handlers(base_url))
 
-    def find_handler(request, **kwargs):
+    def find_handler(original, request, **kwargs):
         relative = relative_path(request.path, base_url)
         if relative is None or route_for(request.method, relative) is None:
             return web_app.get_handler_delegate(request, NotInTheFormgrader)
@@ -374,7 +374,7 @@ def install(web_app, base_url: str) -> None:
         delegate.handler_class = gated(replaced.get(handler, handler))
         return delegate
 
-    web_app.find_handler = find_handler
+    third_party_patches.route_through(web_app, "formgrader gate", find_handler)
 
 
 def _jupyter_server_extension_points():

@@ -36,7 +36,6 @@ import contextlib
 import json
 import os
 import shutil
-import sys
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -47,7 +46,7 @@ from pathlib import Path
 import nbformat
 from nbformat.v4.rwbase import rejoin_lines
 
-from attention_platform import bounded_json, start_up_gc
+from attention_platform import bounded_json, start_up_gc, third_party_patches
 from attention_platform.console import progress_bar
 from attention_platform.course.directory import NotACourse, require_course
 
@@ -200,32 +199,17 @@ class _CachedJsonschema:
         return getattr(self._real, name)
 
 
-@contextlib.contextmanager
 def gradebook_patched(replacement):
     """Point every ``Gradebook`` name nbgrader's preprocessors use at ``replacement`` (called as
     ``Gradebook(db_url, course_id)``), and build nbgrader's metadata validator once: OverwriteCells
     and CheckCellMetadata make a ``MetadataValidator`` per cell, which reads and parses its schema
-    file each time, for every submission; it keeps nothing but that schema, so one serves them all."""
-    import nbgrader.api
+    file each time, for every submission; it keeps nothing but that schema, so one serves them all
+    (``third_party_patches.grade_into``)."""
     import nbgrader.nbgraderformat.common as nbgrader_format
-    import nbgrader.preprocessors  # noqa: F401 - loads every preprocessor module
-    from nbgrader.preprocessors import checkcellmetadata, overwritecells
+    from nbgrader.preprocessors import overwritecells
 
-    validator = overwritecells.MetadataValidator()
-    patched = [(nbgrader.api, "Gradebook", replacement),
-               (nbgrader_format, "jsonschema", _CachedJsonschema(nbgrader_format.jsonschema))]
-    patched += [(module, "MetadataValidator", lambda: validator) for module in (overwritecells, checkcellmetadata)]
-    for module_name, module in list(sys.modules.items()):
-        if module_name.startswith("nbgrader.preprocessors.") and hasattr(module, "Gradebook"):
-            patched.append((module, "Gradebook", replacement))
-    saved = [(module, attr, getattr(module, attr)) for module, attr, _ in patched]
-    try:
-        for module, attr, value in patched:
-            setattr(module, attr, value)
-        yield replacement
-    finally:
-        for module, attr, value in saved:
-            setattr(module, attr, value)
+    return third_party_patches.grade_into(replacement, overwritecells.MetadataValidator(),
+                                          _CachedJsonschema(nbgrader_format.jsonschema))
 
 
 @contextlib.contextmanager

@@ -30,13 +30,13 @@ def register(commands) -> None:
 
 
 def _autograde_batch(args: argparse.Namespace) -> int:
-    from attention_platform import deferred_iri_syntax, start_up_gc
+    from attention_platform import start_up_gc, third_party_patches
     from attention_platform.course.directory import NotACourse, require_course
     from attention_platform.grading.sandbox import first_use
     from attention_platform.grading.sandbox.client import SandboxUnavailable, get_zygote
 
     start_up_gc.pause()  # until the first notebook is finished (_BatchRun._finish)
-    deferred_iri_syntax.install()  # before nbgrader imports jsonschema, for callers not from the CLI
+    third_party_patches.defer_iri_syntax()  # before nbgrader imports jsonschema, for callers not from the CLI
     try:
         require_course(args.course)  # a mistyped --course is named at once, not after the worker's start
         # The warm worker imports torch (and pays the first uses the notebooks need) while this

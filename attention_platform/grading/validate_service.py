@@ -245,9 +245,9 @@ class ValidateService:
 # --------------------------------------------------------------------------- the command
 
 def main(args) -> int:
-    from attention_platform import deferred_iri_syntax
+    from attention_platform import third_party_patches
 
-    deferred_iri_syntax.install()  # before nbformat imports jsonschema
+    third_party_patches.defer_iri_syntax()  # before nbformat imports jsonschema
     logging.basicConfig(level=logging.INFO, format="[ValidateService %(asctime)s] %(message)s")
     service = ValidateService(Path(args.course), Path(args.socket), (args.uid_min, args.uid_max),
                               workers=args.workers)

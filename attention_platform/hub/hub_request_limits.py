@@ -9,13 +9,16 @@ users); none comes near 1 MB. Notebooks never pass through the hub itself: the p
 each user's server.
 
 ``install()`` (jupyter_config/jupyterhub_config.py, in the hub's process, before JupyterHub makes its server)
-replaces ``tornado.httpserver.HTTPServer`` by a subclass whose limits default to ``MAX_BODY_BYTES``;
-JupyterHub looks the class up when it makes the server. A limit a caller passes wins.
+replaces ``tornado.httpserver.HTTPServer`` by a subclass whose limits default to ``MAX_BODY_BYTES``
+(``third_party_patches.serve_http_with``); JupyterHub looks the class up when it makes the server.
+A limit a caller passes wins.
 """
 
 from __future__ import annotations
 
 import tornado.httpserver
+
+from attention_platform import third_party_patches
 
 MAX_BODY_BYTES = 1 << 20
 
@@ -29,4 +32,4 @@ class LimitedHTTPServer(tornado.httpserver.HTTPServer):
 
 
 def install() -> None:
-    tornado.httpserver.HTTPServer = LimitedHTTPServer
+    third_party_patches.serve_http_with(LimitedHTTPServer)

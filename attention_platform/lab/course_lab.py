@@ -37,6 +37,7 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
+from attention_platform import third_party_patches
 from attention_platform.settings import course_id, settings
 
 STUDENT, TA, INSTRUCTOR = "student", "ta", "instructor"
@@ -180,26 +181,24 @@ def mark_nothing_new(result: dict, assignment_id: str) -> dict:
 
 def _tidy_manager(web_app) -> None:
     manager = web_app.settings.get("assignment_list_manager")
-    if manager is None or getattr(manager, "_tidied", False):
+    if manager is None:
         return
-    list_assignments, submit_assignment = manager.list_assignments, manager.submit_assignment
     unchanged = []  # the submit nbgrader's handler lists right after, if it filed nothing new
 
-    def submit(course_id, assignment_id):
+    def submit(submit_assignment, course_id, assignment_id):
         before = own_submissions(course_id, assignment_id)
         result = submit_assignment(course_id, assignment_id)
         if result.get("success") and before and own_submissions(course_id, assignment_id) == before:
             unchanged.append(assignment_id)
         return result
 
-    def listing(course_id=None):
+    def listing(list_assignments, course_id=None):
         result = tidy_listing(list_assignments(course_id=course_id))
         while unchanged:
             mark_nothing_new(result, unchanged.pop())
         return result
 
-    manager.submit_assignment, manager.list_assignments = submit, listing
-    manager._tidied = True
+    third_party_patches.wrap_assignment_list(manager, submit, listing)
 
 
 # --------------------------------------------------------------------------- loading
@@ -229,12 +228,10 @@ def _load_jupyter_server_extension(serverapp):
     # Extensions load in name order, and later ones set up what we extend (nbgrader's assignment
     # list its manager, jupyterhub-singleuser its page config hook): do it before the first
     # request is routed, once everything has loaded.
-    find_handler = web_app.find_handler
-
-    def tidying_find_handler(request, **kwargs):
+    def tidying_find_handler(find_handler, request, **kwargs):
         _tidy_manager(web_app)
         _chain_page_config_hook(web_app)
         return find_handler(request, **kwargs)
 
-    web_app.find_handler = tidying_find_handler
+    third_party_patches.route_through(web_app, "course Lab", tidying_find_handler)
     serverapp.log.info("course Lab: role %s, hiding %d of nbgrader's Lab plugins", role(), len(HIDDEN_PLUGINS[role()]))

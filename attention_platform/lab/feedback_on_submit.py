@@ -114,21 +114,17 @@ def _exchange_root() -> str:
     return str(settings().nbgrader_exchange_root)
 
 
-def _refusing_submit(original):
-    """nbgrader's ``AssignmentList.submit_assignment`` that first asks :func:`~attention_platform.attempts.refusal.submit_refusal`."""
-
-    def submit_assignment(self, course_id, assignment_id):
-        student = os.environ.get("JUPYTERHUB_USER", "")
-        root = _exchange_root()
-        if student and ASSIGNMENT.match(course_id or "") and ASSIGNMENT.match(assignment_id or ""):
-            refusal = submit_refusal(root, course_id, assignment_id, os.path.join(root, course_id, "inbound"), student)
-            if refusal:
-                self.log.info("feedback on submit: %s", refusal)
-                return {"success": False, "value": refusal}
-        return original(self, course_id, assignment_id)
-
-    submit_assignment.__wrapped__ = original
-    return submit_assignment
+def _refused_submit(assignment_list, course_id, assignment_id) -> dict | None:
+    """What nbgrader's ``AssignmentList.submit_assignment`` answers instead of submitting when
+    :func:`~attention_platform.attempts.refusal.submit_refusal` refuses; None lets it submit."""
+    student = os.environ.get("JUPYTERHUB_USER", "")
+    root = _exchange_root()
+    if student and ASSIGNMENT.match(course_id or "") and ASSIGNMENT.match(assignment_id or ""):
+        refusal = submit_refusal(root, course_id, assignment_id, os.path.join(root, course_id, "inbound"), student)
+        if refusal:
+            assignment_list.log.info("feedback on submit: %s", refusal)
+            return {"success": False, "value": refusal}
+    return None
 
 
 def _jupyter_server_extension_points():
@@ -137,10 +133,10 @@ def _jupyter_server_extension_points():
 
 def _load_jupyter_server_extension(serverapp):
     from jupyter_server.utils import url_path_join
-    from nbgrader.server_extensions.assignment_list.handlers import AssignmentList
 
-    if not hasattr(AssignmentList.submit_assignment, "__wrapped__"):
-        AssignmentList.submit_assignment = _refusing_submit(AssignmentList.submit_assignment)
+    from attention_platform import third_party_patches
+
+    third_party_patches.ask_before_submit(_refused_submit)
 
     status_handler, page_handler = _handlers()
     base = serverapp.web_app.settings["base_url"]

@@ -22,7 +22,8 @@ base64, larger ones in 1 MB pieces). A larger body is read and thrown away piece
 held, and answered 413 with a message that says what to do; Lab shows it where the save failed.
 
 ``install()`` (the student's Jupyter Server config) replaces ``tornado.httpserver.HTTPServer`` by
-``CredentialLimitedHTTPServer``, as attention_platform/hub/hub_request_limits.py does for the hub.
+``CredentialLimitedHTTPServer`` (``third_party_patches.serve_http_with``), as
+attention_platform/hub/hub_request_limits.py does for the hub.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ import json
 import tornado.httpserver
 from tornado import httputil
 from tornado.web import decode_signed_value
+
+from attention_platform import third_party_patches
 
 UNAUTHENTICATED_MAX_BODY_BYTES = 64 << 10
 MAX_BODY_BYTES = 32 << 20
@@ -126,4 +129,4 @@ class CredentialLimitedHTTPServer(tornado.httpserver.HTTPServer):
 
 
 def install() -> None:
-    tornado.httpserver.HTTPServer = CredentialLimitedHTTPServer
+    third_party_patches.serve_http_with(CredentialLimitedHTTPServer)

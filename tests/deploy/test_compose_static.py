@@ -200,10 +200,10 @@ def test_student_image_holds_nothing_of_the_grader_side():
     for secret in ("grader_tests", "source", "nbgrader_config.py", "jupyter_config/grader"):
         assert not any(p.startswith(secret) for p in sources), secret
     # of our package whole packages (the student's server, the exchange of its submit, the attempts it
-    # reads, what Validate says, the sandbox's frames Validate's client speaks), the deferred IRI parser,
+    # reads, what Validate says, the sandbox's frames Validate's client speaks), the third-party patches,
     # the collector's pause (the server's start-up), the JSON shape check, the settings and the package marker
     ours = {p for p in sources if p.startswith("attention_platform")}
-    assert ours == {"attention_platform/__init__.py", "attention_platform/deferred_iri_syntax.py",
+    assert ours == {"attention_platform/__init__.py", "attention_platform/third_party_patches.py",
                     "attention_platform/start_up_gc.py", "attention_platform/bounded_json.py",
                     "attention_platform/lab/", "attention_platform/exchange/", "attention_platform/attempts/",
                     "attention_platform/course/", "attention_platform/grading/", "attention_platform/settings.py"}

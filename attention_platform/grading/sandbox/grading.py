@@ -35,11 +35,9 @@ computation into the numbers a right one gives without doing that computation.
 from __future__ import annotations
 
 import ast
-import atexit
 import base64
 import copy
 import functools
-import gc
 import hashlib
 import json
 import logging
@@ -71,11 +69,6 @@ from .files import submission_files  # noqa: F401 - part of this module's interf
 GRADER_TESTS = Path(grader_tests.__file__).resolve().parent
 # Empty modules inside a sandbox, so that a notebook importing a reference finds nothing in it.
 STUB_MODULES = REFERENCE_MODULES
-# This module brings torch, matplotlib and the checks into a grading process; at exit the
-# interpreter's last garbage collections walk every object they made (a sizeable share of a short
-# `nbgrader autograde`). Frozen at exit, they are left to the operating system; objects that
-# are not in a reference cycle are still finalised (files flushed, connections closed).
-atexit.register(gc.freeze)
 # The judges work on tensors of a few hundred values, from several grading threads at once: torch's
 # intra-op threads (one per core) cannot speed such operations up, they only spin while waiting for
 # them, burning CPU time that a class's judgements do not need.
