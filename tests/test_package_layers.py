@@ -10,6 +10,7 @@ left out."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,17 @@ def test_the_hidden_checks_import_nothing_of_the_platform():
 def test_the_graph_holds_the_packages_it_is_about(package):
     """A renamed root or a parser that finds nothing would make every other test here pass."""
     assert package in package_graph()
+
+
+def test_the_platform_names_no_assignment_or_notebook():
+    """What a feature needs of an assignment it asks the registry or the course directory for, with the
+    assignment as an argument: no file of the platform names one of the course's assignments or notebooks."""
+    from grader_tests.registry import ASSIGNMENTS
+
+    names = {name for found in ASSIGNMENTS.values() for name in (found.name, *found.notebooks)}
+    pattern = re.compile(rf"(?<![A-Za-z0-9_])(?:{'|'.join(map(re.escape, sorted(names)))})(?![A-Za-z0-9_])")
+    platform = REPO / "attention_platform"
+    named = [f"{path.relative_to(platform)}: {match.group()}" for path in sorted(platform.rglob("*"))
+             if path.is_file() and "node_modules" not in path.parts and path.suffix != ".pyc"
+             for match in pattern.finditer(path.read_text(errors="replace"))]
+    assert named == []

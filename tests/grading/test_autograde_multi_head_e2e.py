@@ -5,6 +5,7 @@ each chaff loses exactly its checks) and feedback pages that teach without showi
 
 from __future__ import annotations
 
+import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -94,3 +95,18 @@ def test_feedback_names_the_misconception_without_check_code(graded):
             text = page.read_text()
             for leak in ("grader_tests", "BEGIN HIDDEN TESTS", "MARK SCHEME", "JudgeFailure"):
                 assert leak not in text, f"{page} shows {leak!r}"
+
+
+def test_the_batch_grader_grades_the_class_as_nbgrader_did(graded, tmp_path):
+    """``attention-course autograde-batch`` (the batch grader, in its own sandboxes) gives every student
+    of the class the grades nbgrader's autograde gave."""
+    from attention_platform.grading.batch import autograde_batch
+
+    course, _, _ = graded
+    again = copy_course(tmp_path / "course")
+    nbgrader(again, "generate_assignment", ASSIGNMENT, "--force", check=True)
+    shutil.copytree(course / "submitted", again / "submitted")
+    students = [*STUDENTS, "empty"]
+    outcomes = {o.student: o.status for o in autograde_batch(again, ASSIGNMENT, progress=False, log=None)}
+    assert outcomes == {student: "ok" for student in students}
+    assert {s: _scores(again, s) for s in students} == {s: _scores(course, s) for s in students}
