@@ -94,7 +94,7 @@ def overview_markdown(part: Part, assignment: AssignmentChecks) -> str:
         lines += [
             "",
             f"**The whole assignment: {points_text(assignment.points)}**: {assignment.auto_points} autograded by "
-            f"hidden checks, {assignment.ta_points} graded by a TA from your written answers and plots, in "
+            f"hidden checks, {assignment.ta_points} graded by a TA from your written answers, in "
             f"{len(parts)} notebooks in this folder:",
             "",
             *parts_table(assignment),
