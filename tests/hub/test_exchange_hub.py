@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from attention_platform.exchange.exchange_layout import Ids
+from grader_tests.registry import ASSIGNMENTS
 from tests.fault_helpers import SWAP_FOR_LINK, run_as, snapshot
 from tests.hub_helpers import COURSE, launch_hub
 
@@ -77,6 +78,6 @@ def test_a_student_cannot_make_the_hubs_root_step_follow_their_link(hub):
             assert stat.S_ISDIR(st.st_mode) and st.st_uid == 0 and stat.S_IMODE(st.st_mode) == 0o750, (left_by, path)
         assert os.readlink(view / "inbound") == str(hub.state / "exchange" / COURSE / "inbound" / user)
         # the student's Assignments tab still works through the repaired view
-        assert {a["assignment_id"] for a in session.assignments()} == {"self_attention"}
+        assert {a["assignment_id"] for a in session.assignments()} == set(ASSIGNMENTS)  # the hub released each
     hub_log = (hub.state / "jupyterhub.log").read_text(errors="replace")
     assert "was a symbolic link where a folder belongs: removed (not followed)" in hub_log
