@@ -375,8 +375,12 @@ def fingerprint(target: str) -> str:
         with open(find_spec(module_name).origin, encoding="utf-8") as source:
             return hashlib.sha256(source.read().encode()).hexdigest()
     value = importlib.import_module(module_name)
-    for part in qualname.split("."):
+    for depth, part in enumerate(qualname.split(".")):
         value = inspect.getattr_static(value, part)
+        if depth == 0 and isinstance(value, type) and value.__module__ != module_name:
+            # replaced in this process by a patch here (serve_http_with): what it replaced is the target
+            value = next((base for base in value.__mro__ if (base.__module__, base.__qualname__) == (module_name, part)),
+                         value)
         value = getattr(value, "__func__", getattr(value, "fget", value))  # the function of a method or property
     return hashlib.sha256(inspect.getsource(value).encode()).hexdigest()
 
