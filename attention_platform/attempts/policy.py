@@ -99,14 +99,17 @@ class Policy:
             wait.append(earlier[-1] + self.cooldown)
         return max(wait) if wait else None
 
-    def refusal(self, graded: list[dt.datetime], at: dt.datetime, next_at: dt.datetime) -> str:
-        """Why an attempt received at ``at`` is not graded, and when the next one would be."""
+    def refusal_reason(self, graded: list[dt.datetime], at: dt.datetime) -> str:
+        """Why an attempt received at ``at`` is not graded (a clause, without the next time)."""
         recent = [t for t in graded if at - self.window < t <= at]
         if self.attempts is not None and len(recent) >= self.attempts:
-            why = (f"you have had {plural(len(recent), 'graded attempt')} in the last {hours(self.window_hours)}, "
-                   f"the most this assignment allows")
-        else:
-            why = f"graded attempts must be at least {minutes(self.cooldown_minutes)} apart"
+            return (f"you have had {plural(len(recent), 'graded attempt')} in the last {hours(self.window_hours)}, "
+                    f"the most this assignment allows")
+        return f"graded attempts must be at least {minutes(self.cooldown_minutes)} apart"
+
+    def refusal(self, graded: list[dt.datetime], at: dt.datetime, next_at: dt.datetime) -> str:
+        """Why an attempt received at ``at`` is not graded, and when the next one would be."""
+        why = self.refusal_reason(graded, at)
         return (f"{why}. Your next graded attempt is possible at {clock(next_at)} "
                 f"({until(next_at, at)} from the time of this attempt)")
 

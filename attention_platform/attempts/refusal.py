@@ -10,9 +10,10 @@ import datetime as dt
 import glob
 import os
 import stat
+from dataclasses import dataclass
 
 from attention_platform.attempts import status as status_file
-from attention_platform.attempts.policy import UTC, Policy, PolicyError, from_iso, now
+from attention_platform.attempts.policy import UTC, Policy, PolicyError, from_iso, iso, now
 
 COUNTING = status_file.COUNTING
 
@@ -22,8 +23,28 @@ def feedback_folder(exchange_root: str, course_id: str) -> str:
     return os.path.join(exchange_root, course_id, "feedback")
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """A submit the policy refuses: why, when the next graded attempt is possible, and the sentence
+    that says both (in UTC, for a terminal; the Lab shows ``next_at`` in the student's own zone)."""
+
+    reason: str  # a clause: "you have had 2 graded attempts in the last 24 hours, the most this assignment allows"
+    next_at: dt.datetime
+    sentence: str
+
+    def to_json(self) -> dict:
+        return {"reason": self.reason[:1].upper() + self.reason[1:] + ".", "next_graded_attempt": iso(self.next_at),
+                "handed_in": False}
+
+
 def submit_refusal(exchange_root: str, course_id: str, assignment: str, inbound: str, student: str) -> str | None:
-    """The sentence that refuses this submit, or None to hand it in.
+    """The sentence that refuses this submit, or None to hand it in (see :func:`refused_submit`)."""
+    refused = refused_submit(exchange_root, course_id, assignment, inbound, student)
+    return refused.sentence if refused else None
+
+
+def refused_submit(exchange_root: str, course_id: str, assignment: str, inbound: str, student: str) -> Refusal | None:
+    """The :class:`Refusal` of this submit, or None to hand it in.
 
     Only when the attempt would count for nothing: the policy counts the last or best *graded*
     attempt and the grader would not grade this one (too many or too soon). Under ``collected``
@@ -60,5 +81,6 @@ def submit_refusal(exchange_root: str, course_id: str, assignment: str, inbound:
     next_at = policy.next_allowed(times, at)
     if next_at is None:
         return None
-    return (f"Not submitted: {policy.refusal(times, at, next_at)}. Under this assignment's policy only graded "
-            f"attempts count, so nothing was handed in and your files are unchanged.")
+    return Refusal(policy.refusal_reason(times, at), next_at,
+                   f"Not submitted: {policy.refusal(times, at, next_at)}. Under this assignment's policy only graded "
+                   f"attempts count, so nothing was handed in and your files are unchanged.")

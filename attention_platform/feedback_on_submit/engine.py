@@ -59,10 +59,20 @@ class Result:
     score: float = 0.0
     max_score: float = 0.0
     manual_max: float = 0.0  # written answers the course staff grade
-    checks: list = field(default_factory=list)  # [{id, notebook, title, passed, points}]
+    checks: list = field(default_factory=list)  # [{id, notebook, title, passed, points, started}]
+    not_started: set = field(default_factory=set)  # notebooks whose every answer cell is as released
     notes: list = field(default_factory=list)  # per notebook: stopped, missing, not a notebook
     seconds: float = 0.0
     pages: dict = field(default_factory=dict)  # notebook -> feedback page file name in the student's folder
+
+
+def _untouched(nb) -> bool:
+    """Every answer cell of the submitted notebook is as released: nbgrader's own test for "No
+    response." (the released cell's checksum, which its sanitising wrote into each cell)."""
+    from nbgrader.utils import compute_checksum, is_solution
+
+    answers = [cell for cell in nb.cells if is_solution(cell)]
+    return bool(answers) and all(cell.metadata.nbgrader.get("checksum") == compute_checksum(cell) for cell in answers)
 
 
 class GradebookRouter:
@@ -318,6 +328,8 @@ class Engine:
                     result.notes.append(f"{notebook_id}.ipynb could not be read as a notebook "
                                         f"({unreadable(exc)}): its checks score 0")
                     continue
+                if _untouched(nb):
+                    result.not_started.add(notebook_id)
                 graded = grade_notebook(nb, zygote=get_zygote(needed), limits=pipeline.limits, seed_for=pipeline.seed_for,
                                         filename=f"{notebook_id}.ipynb",
                                         extra_files=submission_files(dest, notebook_id))
@@ -331,9 +343,10 @@ class Engine:
 
     def _read_result(self, gb, attempt: Attempt, result: Result) -> None:
         checks, order = checks_by_grade_id(attempt.assignment), by_notebook_order(attempt.assignment)
+        catalogue = {grade_id: i for i, grade_id in enumerate(checks)}  # the order the notebook shows them in
         submission = gb.find_submission(attempt.assignment, attempt.student)
         for notebook in sorted(submission.notebooks, key=lambda n: order(n.name)):
-            for grade in sorted(notebook.grades, key=lambda g: g.name):
+            for grade in sorted(notebook.grades, key=lambda g: (catalogue.get(g.name, len(catalogue)), g.name)):
                 check = checks.get(grade.name)
                 max_score = float(grade.max_score or 0)
                 if check is None:  # a written answer: the course staff grade it
@@ -344,7 +357,7 @@ class Engine:
                 result.max_score += max_score
                 result.checks.append({"id": check.id, "notebook": notebook.name, "title": check.title,
                                       "passed": got >= max_score > 0 or (max_score == 0 and got >= 0),
-                                      "points": max_score})
+                                      "points": max_score, "started": notebook.name not in result.not_started})
 
     def feedback_pages(self, attempt: Attempt, result: Result) -> None:
         """The feedback page of each notebook, as the TA's generate_feedback makes it, put where

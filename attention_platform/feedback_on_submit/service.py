@@ -48,6 +48,7 @@ from pathlib import Path
 
 from attention_platform import start_up_gc
 from attention_platform.exchange.submit import ExchangeLimits
+from attention_platform.course.assignment_checks import notebook_order
 
 from attention_platform.attempts import status as status_file
 from .engine import Attempt, Engine
@@ -483,7 +484,8 @@ class Service:
                      "state": row["state"], "message": row["message"], "counted": bool(row["counted"])}
             if shown:
                 entry.update(score=row["score"], max_score=row["max_score"], graded=iso(row["graded_at"]),
-                             checks=[{k: c[k] for k in ("notebook", "title", "passed", "points")} for c in row["checks"]])
+                             checks=[{k: c[k] for k in ("notebook", "title", "passed", "points", "started") if k in c}
+                                     for c in row["checks"]])
                 if row["feedback"] == "full":
                     entry["pages"] = row["pages"]
             if row["state"] == "queued":
@@ -492,6 +494,7 @@ class Service:
             attempts.append(entry)
         return {
             "assignment": assignment, "updated": iso(at), "policy": policy.to_json(),
+            "notebooks": list(notebook_order(assignment)),  # the order students work through them, part 1 first
             "enabled_since": iso(self.since.get(assignment)),
             "next_graded_attempt": iso(next_at),
             "next_text": (f"Your next graded attempt is possible at {next_at.strftime('%Y-%m-%d %H:%M UTC')} "

@@ -9,7 +9,8 @@
   from that folder, as HTML with a policy that lets no script run; a page's links to the other
   notebooks (``<notebook>.html``, relative) therefore lead to the same attempt's pages;
 * the Assignments tab's Submit (nbgrader's ``AssignmentList.submit_assignment``, in this server)
-  answers with :func:`~attention_platform.attempts.refusal.submit_refusal` instead of handing in an attempt the grader would not grade;
+  answers with :func:`~attention_platform.attempts.refusal.refused_submit`'s sentence instead of handing in an attempt
+  the grader would not grade, and with its reason and next time apart (``refusal``), for the Lab's dialog;
   the exchange's submit (``attention_platform.exchange.submit.AtomicSubmit``) asks it too, for a
   terminal's ``nbgrader submit``.
 
@@ -27,7 +28,7 @@ import stat
 
 from attention_platform.attempts import status as status_file
 from attention_platform.attempts.policy import now
-from attention_platform.attempts.refusal import feedback_folder, submit_refusal
+from attention_platform.attempts.refusal import feedback_folder, refused_submit
 
 PAGE = re.compile(r"[0-9a-f]{32}\.html\Z")
 ASSIGNMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
@@ -116,14 +117,14 @@ def _exchange_root() -> str:
 
 def _refused_submit(assignment_list, course_id, assignment_id) -> dict | None:
     """What nbgrader's ``AssignmentList.submit_assignment`` answers instead of submitting when
-    :func:`~attention_platform.attempts.refusal.submit_refusal` refuses; None lets it submit."""
+    :func:`~attention_platform.attempts.refusal.refused_submit` refuses; None lets it submit."""
     student = os.environ.get("JUPYTERHUB_USER", "")
     root = _exchange_root()
     if student and ASSIGNMENT.match(course_id or "") and ASSIGNMENT.match(assignment_id or ""):
-        refusal = submit_refusal(root, course_id, assignment_id, os.path.join(root, course_id, "inbound"), student)
-        if refusal:
-            assignment_list.log.info("feedback on submit: %s", refusal)
-            return {"success": False, "value": refusal}
+        refused = refused_submit(root, course_id, assignment_id, os.path.join(root, course_id, "inbound"), student)
+        if refused:
+            assignment_list.log.info("feedback on submit: %s", refused.sentence)
+            return {"success": False, "value": refused.sentence, "refusal": refused.to_json()}
     return None
 
 

@@ -21,7 +21,7 @@ from attention_platform.feedback_on_submit.fairqueue import FairQueue
 from attention_platform.feedback_on_submit.intake import IntakeError, collector, take
 from attention_platform.attempts.policy import FeedbackOnSubmit, Policy, PolicyError, iso, parse
 from attention_platform.feedback_on_submit.service import FINISH_WAIT_SECONDS, may_finish
-from attention_platform.attempts.refusal import submit_refusal
+from attention_platform.attempts.refusal import refused_submit, submit_refusal
 from attention_platform.lab.feedback_on_submit import attempt_page
 
 UTC = dt.timezone.utc
@@ -249,6 +249,18 @@ def test_the_submit_is_refused_when_only_graded_attempts_count_and_none_is_left(
     said = _refusal(tmp_path, policy, [_graded(recent - dt.timedelta(minutes=1), "s1"), _graded(recent, "s2")])
     assert said.startswith("Not submitted: you have had 2 graded attempts in the last 24 hours")
     assert "Your next graded attempt is possible at" in said and "nothing was handed in" in said
+
+
+def test_the_refusal_gives_its_reason_and_next_time_apart_for_the_labs_dialog(tmp_path):
+    recent = dt.datetime.now(UTC) - dt.timedelta(minutes=5)
+    policy = Policy("a", feedback="checks", attempts=1, cooldown_minutes=0, counts="last")
+    _write(tmp_path / "view" / "course" / "feedback", "a", _status(policy, [_graded(recent, "s1")]))
+    (tmp_path / "view" / "course" / "inbound").mkdir(parents=True, exist_ok=True)
+    refused = refused_submit(str(tmp_path / "view"), "course", "a", str(tmp_path / "view" / "course" / "inbound"), "ann")
+    said = refused.to_json()
+    assert said["reason"] == "You have had 1 graded attempt in the last 24 hours, the most this assignment allows."
+    assert said["next_graded_attempt"] == iso(recent + dt.timedelta(hours=24)) and said["handed_in"] is False
+    assert refused.sentence == _refusal(tmp_path, policy, [_graded(recent, "s1")])  # the terminal's, in UTC
 
 
 def test_the_students_own_submissions_the_grader_has_not_seen_yet_count(tmp_path):
