@@ -13,7 +13,10 @@ instructor would, and the grader follows. In order:
 * the formgrader shows the policy and every attempt, to the course staff only;
 * a looping submission costs its owner their attempt and nobody else any time;
 * a burst of 20 submits by five students is graded, all of it, in order, nothing lost;
-* the Assignments tab shows the result in chromium.
+* the Assignments tab shows the result in chromium;
+* the panel reads as a student reads it: checks in the notebook's order, "not started" for a notebook
+  left as released, the counting attempt unfolded, times in the student's zone, the refusal in a
+  dialog and Submit off until the next graded attempt (its screenshot is the students' page's).
 """
 
 from __future__ import annotations
@@ -315,6 +318,154 @@ def test_the_assignments_tab_shows_the_result_in_a_real_browser(hub, students):
             feedback.wait_for_load_state()
             assert "scores must be divided by √D" in feedback.locator("body").inner_text()
             feedback.screenshot(path=str(shots / "feedback-on-submit-page.png"))
+        finally:
+            chromium.close()
+
+
+SHOT_ZONE = "Asia/Kolkata"  # UTC+5:30: a time left in UTC, or in the machine's zone, cannot pass for it
+DOCS_SHOTS = REPO / "docs" / "_static" / "screenshots"
+# The students' page's picture of the panel (docs/students/index.md), taken here at every run.
+PANEL_SHOT = DOCS_SHOTS / "feedback-on-submit-panel.png"
+# Elements that hold a message a person reads: none may scroll sideways or be cut at the window's edge.
+CUT_OFF = """(selector) => [...document.querySelectorAll(selector)].filter(el => el.offsetParent !== null).filter(el =>
+  el.scrollWidth > el.clientWidth + 1 || el.getBoundingClientRect().right > document.documentElement.clientWidth + 1
+).map(el => el.textContent.slice(0, 80))"""
+
+
+# nbgrader's Submit of an assignment, found again at each call (nbgrader draws its list anew at will)
+SUBMIT = """name => [...document.querySelectorAll('#fetched_assignments_list .list_item')].filter(row =>
+  ((row.querySelector('.item_name') || {}).textContent || '').trim() === name).map(row =>
+  row.querySelector('.item_status button')).filter(Boolean)[0]"""
+SUBMIT_OFF = f"name => {{ const b = ({SUBMIT})(name); return !!b && b.disabled && b.textContent.trim() === 'Submit'; }}"
+SUBMIT_ON = f"name => {{ const b = ({SUBMIT})(name); return !!b && !b.disabled && !b.title; }}"
+
+
+def local_clock(iso: str, seconds: float = 0) -> str:
+    """``HH:MM`` of an ISO time (``seconds`` later) in SHOT_ZONE, as the student's browser there shows it."""
+    import datetime as dt
+    from zoneinfo import ZoneInfo
+
+    at = dt.datetime.fromisoformat(iso.replace("Z", "+00:00")) + dt.timedelta(seconds=seconds)
+    return at.astimezone(ZoneInfo(SHOT_ZONE)).strftime("%H:%M")
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="Debian's chromium: make system-deps")
+def test_the_panel_reads_as_a_student_reads_it(hub, students):
+    from grader_tests.registry import assignment as registered
+
+    s3 = students["student3"]
+    # two graded attempts of the core notebook with the √D bug; every other notebook left as fetched
+    while len(status(s3)["attempts"]) < 2:
+        n = len(status(s3)["attempts"]) + 1
+        answer(s3, NO_SCALE.code, f"panel {n}")
+        assert submit(s3)["success"]
+        wait_for(s3, graded(n, pages=True), f"student3's attempt {n} graded with its pages")
+    now = wait_for(s3, lambda s: any(a["counted"] for a in s["attempts"]), "student3's counting attempt")
+    assert now["next_graded_attempt"], now  # 2 graded attempts per 24 hours: the next is tomorrow
+    counted = next(i for i, a in enumerate(now["attempts"]) if a["counted"])
+    catalogue = registered(ASSIGNMENT).notebook_checks
+    # the status lists each notebook's checks in the catalogue's order (the notebook's), part 1 first
+    shown = now["attempts"][counted]["checks"]
+    assert [c["notebook"] for c in shown] == [nb for nb, checks in catalogue.items() for _ in checks]
+    assert [c["title"] for c in shown] == [c.title for checks in catalogue.values() for c in checks]
+    assert {c["notebook"] for c in shown if not c["started"]} == set(catalogue) - {ASSIGNMENT}
+
+    sync_api = pytest.importorskip("playwright.sync_api")
+    shots = REPO / "build" / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS, headless=True)
+        try:
+            context = chromium.new_context(viewport={"width": 1280, "height": 1000}, timezone_id=SHOT_ZONE,
+                                           locale="en-GB")
+            context.set_default_timeout(120_000)
+            page = context.new_page()
+            page.goto(hub.url + "/hub/login")
+            page.fill("input[name=username]", "student3")
+            page.fill("input[name=password]", hub.passwords["student3"])
+            page.locator("input[name=password]").press("Enter")
+            page.goto(f"{hub.url}/user/student3/lab")
+            page.locator(".jp-LabShell").wait_for()
+            if not page.locator("#nbgrader-assignment-list").is_visible():
+                page.locator(".lm-MenuBar-item", has_text="Course").click()
+                page.locator(".lm-Menu-item", has_text="Your assignments").first.click()
+            panel = page.locator("#feedback_on_submit_panel")
+            attempts = panel.locator("li.fos-attempt")
+            attempts.nth(1).wait_for()
+
+            # numbered from the newest down; the one that counts unfolded, the others folded
+            numbers = [attempts.nth(i).get_attribute("data-number") for i in range(attempts.count())]
+            assert numbers == ["2", "1"], numbers
+            markers = attempts.evaluate_all("ls => ls.map(l => getComputedStyle(l).display === 'list-item' && "
+                                            "getComputedStyle(l).listStyleType !== 'none')")
+            assert not any(markers), markers  # no list number beside "Attempt N" to contradict it
+            summaries = panel.locator("li.fos-attempt > details > summary").all_inner_texts()
+            assert [t.split(",")[0] for t in summaries] == ["Attempt 2", "Attempt 1"], summaries
+            unfolded = panel.locator("li.fos-attempt > details").evaluate_all("ds => ds.map(d => d.open)")
+            assert unfolded == [i == counted for i in (1, 0)], (unfolded, counted)
+            attempt = panel.locator("li.fos-attempt[data-counted=true]")
+
+            # the checks in the notebook's order; a notebook left as fetched reads "not started", no crosses
+            rows = attempt.locator("ul.fos-checks > li").evaluate_all(
+                "ls => ls.map(l => [l.className, l.getAttribute('data-notebook') || '', l.textContent])")
+            notebooks = [nb for kind, nb, _ in rows if kind == "fos-notebook"]
+            assert notebooks == list(catalogue), notebooks
+            core = [text[1:] for kind, _, text in rows if kind == ""]  # a check row: its mark, title, points
+            assert [t.rsplit(" (", 1)[0] for t in core] == [c.title for c in catalogue[ASSIGNMENT]], core
+            not_started = [kind for kind, _, _ in rows].count("fos-not-started")
+            assert not_started == len(catalogue) - 1, rows
+            assert attempt.locator("ul.fos-checks li[data-passed=false]").count() == 1  # the √D check alone
+            pages = attempt.locator(".fos-pages a").all_inner_texts()
+            assert pages[0] == ASSIGNMENT, pages  # part 1 first
+
+            # every time in the student's zone, in one format; none in UTC
+            text = panel.inner_text()
+            assert "UTC" not in text, text
+            for a, summary in zip(reversed(now["attempts"]), summaries):
+                assert local_clock(a["received"]) in summary, (a["received"], summary)
+            next_line = panel.locator(".fos-next").inner_text()
+            assert local_clock(now["next_graded_attempt"]) in next_line, (now["next_graded_attempt"], next_line)
+
+            # Submit is off while the policy refuses, and says until when
+            page.wait_for_function(SUBMIT_OFF, arg=ASSIGNMENT)
+            title = page.evaluate(f"name => ({SUBMIT})(name).title", ASSIGNMENT)
+            assert local_clock(now["next_graded_attempt"]) in title, title
+            PANEL_SHOT.parent.mkdir(parents=True, exist_ok=True)
+            panel.screenshot(path=str(PANEL_SHOT))
+            shutil.copyfile(PANEL_SHOT, shots / PANEL_SHOT.name)
+
+            # a submit from a page that had not yet heard of the refusal: the reason in a readable dialog
+            page.evaluate(f"name => {{ const b = ({SUBMIT})(name); b.disabled = false; b.click(); }}", ASSIGNMENT)
+            dialog = page.locator(".jp-Dialog .attention-refusal")
+            dialog.wait_for()
+            assert page.locator(".jp-Dialog-header").inner_text() == f"Not submitted: “{ASSIGNMENT}”"
+            said = dialog.inner_text()
+            assert "You have had 2 graded attempts in the last 24 hours, the most this assignment allows." in said
+            assert f"Your next graded attempt is possible at" in said and "UTC" not in said, said
+            assert local_clock(now["next_graded_attempt"]) in said, said
+            assert page.locator(".nbgrader-ErrorDialog").count() == 0  # nbgrader's "Invalid Submission" is not shown
+            assert page.evaluate(CUT_OFF, ".attention-refusal p") == []
+            page.screenshot(path=str(shots / "feedback-on-submit-refusal.png"))
+            page.locator(".jp-Dialog").get_by_role("button", name="OK").click()
+            page.wait_for_function(SUBMIT_OFF, arg=ASSIGNMENT)
+            inbound = hub.state / "exchange" / COURSE / "inbound" / "student3"
+            assert len([p for p in inbound.iterdir() if not p.name.startswith(".")]) == 2  # nothing handed in
+
+            # the policy lets the next attempt be graded now: Submit is on again, without a reload
+            set_policy(hub, {ASSIGNMENT: {"feedback": "full", "attempts": None, "counts": "best"}})
+            page.wait_for_function(SUBMIT_ON, arg=ASSIGNMENT, timeout=WAIT * 1000)
+            # an unchanged submit says so in a toast that is shown whole, with the time in the student's zone
+            page.locator("#fetched_assignments_list .list_item", has=page.locator(".item_name", has_text=ASSIGNMENT)
+                         ).locator(".item_status button").first.click()
+            note = page.locator(".jp-toast-message", has_text="Nothing new was filed").first
+            note.wait_for(timeout=WAIT * 1000)
+            page.wait_for_function("() => !document.querySelector('.Toastify__toast[class*=\"enter\"]')")
+            told = note.inner_text()
+            assert told.endswith("Save changes, then submit.") and "UTC" not in told, told
+            received = now["attempts"][-1]["received"]  # the exchange's stamp is within a second of it
+            assert any(local_clock(received, later) in told for later in (-1, 0, 1)), (received, told)
+            assert page.evaluate(CUT_OFF, ".jp-toast-message") == []
         finally:
             chromium.close()
 

@@ -168,7 +168,11 @@ def test_an_unchanged_resubmission_says_nothing_new_was_filed(hub, students, bro
     assignments_tab(page).get_by_role("button", name="Submit").first.click()
     note = page.locator(".jp-toast-message", has_text="Nothing new was filed").first
     note.wait_for(timeout=WAIT * 1000)
-    assert before[-1] in note.inner_text()
+    # the newest submission's time, in the browser's zone and the Lab's one format for times
+    shown = page.evaluate("""stamp => new Intl.DateTimeFormat(undefined, {day: 'numeric', month: 'short',
+        hour: '2-digit', minute: '2-digit', timeZoneName: 'short'}).format(new Date(stamp.replace(' UTC', 'Z')
+        .replace(' ', 'T')))""", before[-1])
+    assert shown in note.inner_text(), (shown, note.inner_text())
     assert page.locator(".jp-toast-message", has_text="within seconds").count() == 0
     assert submissions(s2) == before  # no new row for a submission that was not filed
 

@@ -17,8 +17,12 @@
  *   - Submit in nbgrader's list saves the assignment's open notebooks first (or hands in nothing
  *     and says why), and says so when the exchange filed nothing new (files identical to the
  *     newest submission);
- *   - a confirmation after fetching, submitting and fetching feedback in nbgrader's list,
- *     and a way to open feedback as a page of its own (links work there without "Trust HTML").
+ *   - a refused submit (feedback on submit's policy, or a notebook that could not be saved) in a
+ *     dialog of its own: the reason, and the next graded attempt's time in the student's zone;
+ *   - a confirmation after fetching, submitting and fetching feedback in nbgrader's list (short
+ *     enough for a toast, which JupyterLab cuts at 140 characters), and a way to open feedback as a
+ *     page of its own (links work there without "Trust HTML"); fetching feedback with none to fetch
+ *     says so.
  * All text is set with textContent: nothing from the server is parsed as HTML.
  */
 (function () {
@@ -51,8 +55,28 @@
     '.attention-validate ul { padding-left: 1.2rem; margin: .4rem 0; }',
     '.attention-validate .attention-validate-headline { font-weight: 600; }',
     '.attention-validate .attention-validate-note { color: var(--jp-ui-font-color2); }',
-    '.attention-validate .attention-validate-mark { font-weight: 700; margin-right: .3rem; }'
+    '.attention-validate .attention-validate-mark { font-weight: 700; margin-right: .3rem; }',
+    '.attention-refusal { max-width: 36rem; }',
+    '.attention-refusal p { white-space: pre-wrap; overflow-wrap: anywhere; line-height: 1.45; margin: .4rem 0; }',
+    '.attention-refusal .attention-refusal-next { font-weight: 600; }'
   ].join('\n');
+
+  // One format for every time the student reads, in their own time zone (the browser's); the same
+  // as the feedback-on-submit panel's.
+  var CLOCK = new Intl.DateTimeFormat(undefined, { day: 'numeric', month: 'short',
+    hour: '2-digit', minute: '2-digit', timeZoneName: 'short' });
+  /* An ISO time or nbgrader's "2026-01-31 10:32:11.123456 UTC", in the student's zone. */
+  function when(stamp) {
+    var text = String(stamp || '').trim().replace(/ UTC$/, 'Z').replace(' ', 'T');
+    var d = new Date(text);
+    return isNaN(d.getTime()) ? String(stamp || '') : CLOCK.format(d);
+  }
+  function until(iso) {
+    var minutes = Math.max(1, Math.ceil((new Date(iso).getTime() - Date.now()) / 60000));
+    if (minutes < 60) { return minutes + (minutes === 1 ? ' minute' : ' minutes'); }
+    return Math.floor(minutes / 60) + ' h ' + ('0' + (minutes % 60)).slice(-2) + ' min';
+  }
+  var TOAST_LIMIT = 140;  // JupyterLab cuts a toast's message after this many characters
 
   function el(tag, attrs, children) {
     var node = document.createElement(tag);
@@ -74,10 +98,64 @@
       var s = settings();
       return services.ServerConnection.makeRequest(coreutils.URLExt.join(s.baseUrl, path), init || {}, s);
     }
+    /* A toast; a message longer than a toast shows whole keeps its first sentence there and the
+       rest behind "Read all". */
     function notify(kind, message, options) {
       var N = apputils.Notification;
-      if (N && typeof N[kind] === 'function') { return N[kind](message, options || { autoClose: 12000 }); }
-      return apputils.showDialog({ title: message, buttons: [apputils.Dialog.okButton()] });
+      if (!N || typeof N[kind] !== 'function') {
+        return apputils.showDialog({ title: message, buttons: [apputils.Dialog.okButton()] });
+      }
+      options = options || { autoClose: 12000 };
+      if (message.length > TOAST_LIMIT) {
+        var first = (/^.*?[.!?](\s|$)/.exec(message) || [message])[0].trim();
+        var whole = message;
+        message = first.length <= TOAST_LIMIT ? first : first.slice(0, TOAST_LIMIT - 1) + '…';
+        options = Object.assign({}, options, { actions: (options.actions || []).concat([{ label: 'Read all',
+          callback: function () {
+            apputils.showDialog({ title: first.length <= 80 ? first : 'Message', buttons: [apputils.Dialog.okButton()],
+              body: new widgets.Widget({ node: el('div', { 'class': 'attention-refusal' }, [el('p', { text: whole })]) }) });
+          } }]) });
+      }
+      return N[kind](message, options);
+    }
+
+    /* A refused submit, in a dialog a student can read: the reason, the next graded attempt in
+       their time zone, and that nothing was handed in. */
+    function showRefusal(assignment, body) {
+      var refusal = body.refusal, paragraphs = [];
+      if (refusal && refusal.next_graded_attempt) {
+        paragraphs.push(el('p', { 'class': 'attention-refusal-reason', text: refusal.reason }));
+        paragraphs.push(el('p', { 'class': 'attention-refusal-next', text: 'Your next graded attempt is possible at ' +
+          when(refusal.next_graded_attempt) + ' (in ' + until(refusal.next_graded_attempt) + ').' }));
+        paragraphs.push(el('p', { text: 'Under this assignment’s policy only graded attempts count, so nothing was ' +
+          'handed in and your files are unchanged. Submit stays off until then; the “Feedback on submit” panel ' +
+          'shows your attempts so far.' }));
+      } else {
+        paragraphs.push(el('p', { 'class': 'attention-refusal-reason', text: String(body.value || 'The submit failed.') }));
+      }
+      return apputils.showDialog({
+        title: 'Not submitted: “' + assignment + '”',
+        body: new widgets.Widget({ node: el('div', { 'class': 'attention-refusal' }, paragraphs) }),
+        buttons: [apputils.Dialog.okButton({ label: 'OK' })]
+      });
+    }
+
+    var refusedAnswers = new WeakSet();  // answers to a refused submit, already shown in a dialog
+
+    /* nbgrader's list is answered with its current listing (so it shows no dialog of its own) once
+       the refusal is in the course's dialog; if the listing cannot be had, with the refusal. */
+    function answerRefusal(submitted, body) {
+      showRefusal(submitted.assignment_id || '', body);
+      var refusedAnswer = function () {
+        return new Response(JSON.stringify(body), { status: 200, headers: { 'Content-Type': 'application/json' } });
+      };
+      return api('assignments?course_id=' + encodeURIComponent(submitted.course_id || courseId)).then(function (response) {
+        return response.clone().json().then(function (listing) {
+          if (!response.ok || !listing || listing.success !== true) { return refusedAnswer(); }
+          refusedAnswers.add(response);
+          return response;
+        });
+      }, refusedAnswer);
     }
     function filesUrl(path) {
       var s = settings();
@@ -235,7 +313,7 @@
 
     function confirmAssignmentAction(url, response) {
       var match = /\/assignments\/(fetch_feedback|fetch|submit)$/.exec(url.split('?')[0]);
-      if (!match || !response.ok) { return; }
+      if (!match || !response.ok || refusedAnswers.has(response)) { return; }
       var action = match[1];
       response.clone().json().then(function (body) {
         if (!body || body.success !== true || !Array.isArray(body.value)) { return; }
@@ -256,26 +334,27 @@
           submitted.forEach(function (a) {
             var last = (a.submissions || [])[a.submissions.length - 1];
             if (last && a.nothing_new_filed) {
-              notify('info', 'Nothing new was filed for “' + a.assignment_id + '”: your files are the same as in your ' +
-                'submission received at ' + last.timestamp + ', which stays in. To hand in new work, save your ' +
-                'changes and submit again.', { autoClose: 20000 });
+              notify('info', 'Nothing new was filed for “' + a.assignment_id + '”: your files match your ' +
+                'submission of ' + when(last.timestamp) + '. Save changes, then submit.', { autoClose: 20000 });
             } else if (last) {
               // Under feedback on submit the instructor's policy says which attempt counts, and the
               // panel of attention-feedback-on-submit (when the assignment has one) shows it: say so
               // rather than "your last submission is the one graded", which is the stock rule only.
               var onSubmit = document.querySelector('#feedback_on_submit_panel [data-assignment="' +
                 String(a.assignment_id).replace(/["\\]/g, '') + '"]');
-              notify('success', 'Submitted “' + a.assignment_id + '” at ' + last.timestamp + '. ' + (onSubmit ?
-                'Its result appears under “Feedback on submit” in the Assignments tab within seconds; the course’s ' +
-                'rule there says which attempt counts.' :
-                'You may submit again before the deadline: your last submission is the one graded.'));
+              notify('success', 'Submitted “' + a.assignment_id + '” at ' + when(last.timestamp) + '. ' + (onSubmit ?
+                'Its result appears under “Feedback on submit” within seconds.' :
+                'Your last submission before the deadline is graded.'));
             }
           });
         } else {
           submitted.forEach(function (a) {
             var withFeedback = (a.submissions || []).filter(function (s) { return s.has_local_feedback; });
             var last = withFeedback[withFeedback.length - 1];
-            if (last) {
+            if (!last) {
+              notify('info', 'No feedback to fetch for “' + a.assignment_id + '” yet: the course staff have not ' +
+                'released any.', { autoClose: 20000 });
+            } else {
               notify('success', 'Feedback for “' + a.assignment_id + '” is here.', {
                 autoClose: false,
                 actions: [{ label: 'Open feedback', callback: function () { openFeedback(last.local_feedback_path, a); } }]
@@ -294,11 +373,16 @@
         var self = this, args = arguments, request;
         var post = init && String(init.method).toUpperCase() === 'POST';
         if (post && /\/assignments\/submit(\?|$)/.test(String(url))) {
+          var submitted = {};
+          try { submitted = JSON.parse(init.body || '{}'); } catch (e) { /* a form post: nbgrader's own dialog */ }
           request = saveBeforeSubmit(init).then(function (refusal) {
-            if (!refusal) { return original.apply(self, args); }
-            // answered as nbgrader's server answers a refused submit: its list shows the reason
-            return new Response(JSON.stringify({ success: false, value: refusal }),
-              { status: 200, headers: { 'Content-Type': 'application/json' } });
+            if (refusal) { return answerRefusal(submitted, { success: false, value: refusal }); }
+            return original.apply(self, args).then(function (response) {
+              if (!response.ok) { return response; }
+              return response.clone().json().then(function (body) {
+                return body && body.success === false ? answerRefusal(submitted, body) : response;
+              }, function () { return response; });
+            });
           });
         } else {
           request = original.apply(this, arguments);

@@ -9,11 +9,13 @@
  *
  * It adds a "Feedback on submit" panel at the top of nbgrader's Assignments tab: per assignment
  * the instructor's policy, when the next graded attempt is possible, and each attempt (newest
- * first) with its state — waiting (and how many are ahead), being graded, graded (points, each
- * hidden check's title passed or not, the feedback pages if the policy shows them, whether it
- * counts for the grade), not graded and why. It asks every 3 s while the tab is open, every 0.5 s
- * for a minute after a submit. All text is set with textContent: nothing from the server is
- * parsed as HTML.
+ * first, the one that counts unfolded) with its state — waiting (and how many are ahead), being
+ * graded, graded (points, each hidden check's title passed or not in the notebook's order, "not
+ * started" for a notebook left as released, the feedback pages part 1 first if the policy shows
+ * them, whether it counts for the grade), not graded and why. While the policy refuses a submit,
+ * that assignment's Submit button is disabled and says until when. Times are in the student's
+ * own time zone. It asks every 3 s while the tab is open, every 0.5 s for a minute after a
+ * submit. All text is set with textContent: nothing from the server is parsed as HTML.
  */
 (function () {
   'use strict';
@@ -43,8 +45,10 @@
     '#feedback_on_submit_panel p { margin: .25rem 0; white-space: normal; overflow-wrap: anywhere; line-height: 1.4; }',
     '#feedback_on_submit_panel .fos-policy { color: var(--jp-ui-font-color2); }',
     '#feedback_on_submit_panel .fos-next { font-weight: 600; }',
-    '#feedback_on_submit_panel ol.fos-attempts { padding-left: 1.2rem; margin: .3rem 0; }',
+    '#feedback_on_submit_panel ol.fos-attempts { list-style: none; padding-left: 0; margin: .3rem 0; }',
     '#feedback_on_submit_panel li.fos-attempt { margin-bottom: .5rem; }',
+    '#feedback_on_submit_panel li.fos-attempt > details > summary { cursor: pointer; white-space: normal; line-height: 1.4; }',
+    '#feedback_on_submit_panel .fos-not-started { color: var(--jp-ui-font-color2); font-style: italic; }',
     '#feedback_on_submit_panel .fos-state { font-weight: 600; }',
     '#feedback_on_submit_panel ul.fos-checks { list-style: none; padding-left: .4rem; margin: .2rem 0; }',
     '#feedback_on_submit_panel ul.fos-checks li[data-passed="false"] { color: var(--jp-error-color1); }',
@@ -61,16 +65,30 @@
     (children || []).forEach(function (child) { if (child) { node.appendChild(child); } });
     return node;
   }
+  // One format for every time the student reads, in their own time zone (the browser's).
+  var CLOCK = new Intl.DateTimeFormat(undefined, { day: 'numeric', month: 'short',
+    hour: '2-digit', minute: '2-digit', timeZoneName: 'short' });
   function when(iso) {
     if (!iso) { return ''; }
     var d = new Date(iso);
-    return isNaN(d.getTime()) ? String(iso) : d.toLocaleString();
+    return isNaN(d.getTime()) ? String(iso) : CLOCK.format(d);
+  }
+  function until(iso) {
+    var minutes = Math.max(1, Math.ceil((new Date(iso).getTime() - Date.now()) / 60000));
+    if (minutes < 60) { return minutes + (minutes === 1 ? ' minute' : ' minutes'); }
+    return Math.floor(minutes / 60) + ' h ' + ('0' + (minutes % 60)).slice(-2) + ' min';
+  }
+  /* The time until which a submit is refused (ISO), or '' if a submit is graded now. */
+  function refusedUntil(s) {
+    var counts = s.policy && s.policy.counts;
+    var next = s.next_graded_attempt;
+    return next && (counts === 'last' || counts === 'best') && new Date(next).getTime() > Date.now() ? next : '';
   }
   function points(n) { return (Math.round(Number(n || 0) * 100) / 100) + (Number(n) === 1 ? ' point' : ' points'); }
 
   function makePlugin(mods) {
     var services = mods['@jupyterlab/services'], coreutils = mods['@jupyterlab/coreutils'];
-    var state = { fastUntil: 0, last: null, timer: null };
+    var state = { fastUntil: 0, last: null, timer: null, unfolded: {}, assignments: {} };
 
     function settings() { return services.ServerConnection.makeSettings(); }
     function url(path) { return coreutils.URLExt.join(settings().baseUrl, path); }
@@ -109,33 +127,44 @@
       }[a.state] || a.state;
     }
 
-    function attemptItem(assignment, a, number) {
-      var line = el('div', { 'class': 'fos-line' }, [
+    function attemptItem(assignment, a, number, notebooks, unfolded) {
+      var line = el('summary', { 'class': 'fos-line' }, [
         el('span', { 'class': 'fos-when', text: 'Attempt ' + number + ', received ' + when(a.received) + ': ' }),
         el('span', { 'class': 'fos-state', text: stateLine(a) }),
         a.counted ? el('span', { 'class': 'fos-counted', text: ' — this attempt counts for your grade' }) : null
       ]);
-      var item = el('li', { 'class': 'fos-attempt', 'data-state': a.state, 'data-counted': a.counted ? 'true' : 'false',
-                           'data-submission': a.submission || '' }, [line]);
+      var key = assignment + '/' + (a.submission || number);
+      var details = el('details', {}, [line]);
+      if (state.unfolded[key] !== undefined ? state.unfolded[key] : unfolded) { details.setAttribute('open', ''); }
+      details.addEventListener('toggle', function () { state.unfolded[key] = details.open; });
       if (a.checks && a.checks.length) {
         var passed = a.checks.filter(function (c) { return c.passed; }).length;
-        item.appendChild(el('p', { 'class': 'fos-summary', text: passed + ' of ' + a.checks.length + ' hidden checks passed.' }));
+        details.appendChild(el('p', { 'class': 'fos-summary', text: passed + ' of ' + a.checks.length + ' hidden checks passed.' }));
         var list = el('ul', { 'class': 'fos-checks' }), notebook = null;
         a.checks.forEach(function (c) {
           if (c.notebook !== notebook) {
             notebook = c.notebook;
-            list.appendChild(el('li', { 'class': 'fos-notebook', text: notebook + '.ipynb' }));
+            list.appendChild(el('li', { 'class': 'fos-notebook', 'data-notebook': notebook, text: notebook + '.ipynb' }));
+            if (c.started === false) {
+              list.appendChild(el('li', { 'class': 'fos-not-started', text: 'Not started: its answers are as you fetched ' +
+                'them, so its hidden checks score 0 for now.' }));
+            }
           }
+          if (c.started === false) { return; }
           list.appendChild(el('li', { 'data-passed': c.passed ? 'true' : 'false' }, [
             el('span', { 'class': 'fos-mark', text: c.passed ? '✓' : '✗' }),
             el('span', { text: c.title + ' (' + points(c.points) + ')' })
           ]));
         });
-        item.appendChild(list);
+        details.appendChild(list);
       }
-      var pages = a.pages ? Object.keys(a.pages).sort() : [];
+      var pages = a.pages ? Object.keys(a.pages).sort(function (x, y) {  // part 1 first
+        var i = notebooks.indexOf(x), j = notebooks.indexOf(y);
+        i = i < 0 ? notebooks.length : i; j = j < 0 ? notebooks.length : j;
+        return i !== j ? i - j : (x < y ? -1 : x > y ? 1 : 0);
+      }) : [];
       if (pages.length) {
-        item.appendChild(el('p', { 'class': 'fos-pages' }, [el('span', { text: 'Feedback pages: ' })].concat(
+        details.appendChild(el('p', { 'class': 'fos-pages' }, [el('span', { text: 'Feedback pages: ' })].concat(
           pages.map(function (nb) {
             // by attempt and notebook: the page's relative links to the other notebooks then
             // lead to the same attempt's pages (lab/feedback_on_submit.py serves them)
@@ -144,8 +173,9 @@
                              target: '_blank', rel: 'noopener noreferrer', text: nb });
           }))));
       }
-      if (a.message) { item.appendChild(el('p', { 'class': 'fos-message', text: a.message })); }
-      return item;
+      if (a.message) { details.appendChild(el('p', { 'class': 'fos-message', text: a.message })); }
+      return el('li', { 'class': 'fos-attempt', 'data-state': a.state, 'data-counted': a.counted ? 'true' : 'false',
+                        'data-number': String(number), 'data-submission': a.submission || '' }, [details]);
     }
 
     function render(body, data) {
@@ -164,14 +194,23 @@
           return;
         }
         box.appendChild(el('p', { 'class': 'fos-policy', text: (s.policy && s.policy.text) || '' }));
-        if (s.next_text) { box.appendChild(el('p', { 'class': 'fos-next', text: s.next_text })); }
+        if (s.next_graded_attempt && new Date(s.next_graded_attempt).getTime() > Date.now()) {
+          box.appendChild(el('p', { 'class': 'fos-next', id: 'fos-next-' + name.replace(/[^A-Za-z0-9_-]/g, '_'),
+            text: 'Your next graded attempt is possible at ' + when(s.next_graded_attempt) +
+                  ' (in ' + until(s.next_graded_attempt) + ').' }));
+        }
         if (s.notice) { box.appendChild(el('p', { 'class': 'fos-notice', text: s.notice })); }
         var attempts = s.attempts || [];
         if (!attempts.length) {
           box.appendChild(el('p', { text: 'No attempt yet: submit to have it graded.' }));
         } else {
-          var list = el('ol', { 'class': 'fos-attempts', reversed: 'reversed' });
-          for (var i = attempts.length - 1; i >= 0; i--) { list.appendChild(attemptItem(name, attempts[i], i + 1)); }
+          var list = el('ol', { 'class': 'fos-attempts' });
+          // the attempt that counts is unfolded; before one counts, the newest
+          var counting = attempts.filter(function (a) { return a.counted; }).length ? null : attempts[attempts.length - 1];
+          for (var i = attempts.length - 1; i >= 0; i--) {
+            var a = attempts[i];
+            list.appendChild(attemptItem(name, a, i + 1, s.notebooks || [], a.counted || a === counting));
+          }
           box.appendChild(list);
         }
         body.appendChild(box);
@@ -187,15 +226,54 @@
           // feedback-on-submit side (a Lab without it) shows nbgrader's tab unchanged
           var body = panelBody();
           if (!body) { return; }
-          var key = JSON.stringify(data.assignments);
+          // rendered again when the minute changes too: "in N minutes" and the Submit lock follow the clock
+          var key = JSON.stringify(data.assignments) + Math.floor(Date.now() / 60000);
           if (key !== state.last) { state.last = key; render(body, data); }
+          state.assignments = data.assignments || {};
+          lockSubmits();
         });
       });
+    }
+
+    /* nbgrader's Submit of each assignment the policy refuses now is disabled, and says until when;
+       re-enabled once that time has come. nbgrader draws its list again at will: applied on each round
+       and whenever the list changes. The student's server refuses such a submit anyway. */
+    function lockSubmits() {
+      var rows = document.querySelectorAll('#fetched_assignments_list .list_item');
+      Array.prototype.forEach.call(rows, function (row) {
+        var name = row.querySelector('.item_name'), button = row.querySelector('.item_status button');
+        if (!name || !button) { return; }
+        var s = state.assignments[name.textContent.trim()];
+        var until_ = s ? refusedUntil(s) : '';
+        if (until_ && button.textContent.trim() === 'Submit') {
+          var why = 'Submit is off until ' + when(until_) + ': your next graded attempt is possible then.';
+          if (!button.disabled || button.title !== why) {
+            button.disabled = true;
+            button.title = why;
+            button.setAttribute('data-attention-locked', 'true');
+            var next = document.getElementById('fos-next-' + name.textContent.trim().replace(/[^A-Za-z0-9_-]/g, '_'));
+            if (next) { button.setAttribute('aria-describedby', next.id); }
+          }
+        } else if (!until_ && button.getAttribute('data-attention-locked') === 'true') {
+          button.disabled = false;
+          button.removeAttribute('title');
+          button.removeAttribute('aria-describedby');
+          button.removeAttribute('data-attention-locked');
+        }
+      });
+    }
+
+    function watchList() {
+      var list = document.getElementById('nbgrader-assignment-list');
+      if (!list || list.__attentionLockWatched) { return; }
+      list.__attentionLockWatched = true;
+      new MutationObserver(lockSubmits).observe(list, { childList: true, subtree: true });
     }
 
     function loop() {
       var fast = Date.now() < state.fastUntil;
       refresh().catch(function () { /* the next round asks again */ }).then(function () {
+        watchList();
         state.timer = setTimeout(loop, fast ? 500 : 3000);
       });
     }
