@@ -91,23 +91,37 @@ def student_folder(student, notebooks: dict[str, nbformat.NotebookNode], assignm
 def both_validates(student, socket_path: Path, folder: Path, names: list[str], kernel_timeout: int = CELL_TIMEOUT) -> dict:
     """As the student, on each notebook: nbgrader's own Validate (``nbgrader validate``'s
     ``Validator``, a kernel) and the warm one, each as nbgrader's result and as the course's
-    report (``course.validation.validate_file``, what the Lab's Validate shows). The kernel gets
-    the same per-cell time limit as the service's sandboxes (CELL_TIMEOUT) unless told otherwise."""
+    report (``course.validation.validate_file``, what the Lab's Validate shows). Each way runs each
+    notebook once: nbgrader's result and the course's report are both read from that run. The kernel
+    gets the same per-cell time limit as the service's sandboxes (CELL_TIMEOUT) unless told otherwise."""
     code = f"""
-        import json, os
+        import copy, json, os
         from traitlets.config import Config
         from nbgrader.validator import Validator
         from attention_platform.course.validation import validate_file
         from attention_platform.lab.warm_validate import WarmValidator
+
+        def run_once(validator_class):
+            runs = {{}}
+
+            class RunOnce(validator_class):
+                def _preprocess(self, nb):
+                    key = json.dumps(nb, sort_keys=True)
+                    if key not in runs:
+                        runs[key] = super()._preprocess(nb)
+                    return copy.deepcopy(runs[key])
+            return RunOnce
+
         config = Config()
         config.Execute.timeout = {kernel_timeout}
         out = {{}}
         for name in {names!r}:
             path = os.path.join({str(folder)!r}, name)
-            out[name] = {{"warm": WarmValidator(config=config).validate(path),
-                          "kernel": Validator(config=config).validate(path),
-                          "warm_report": validate_file(path, config, WarmValidator).to_json(),
-                          "kernel_report": validate_file(path, config).to_json()}}
+            warm, kernel = run_once(WarmValidator), run_once(Validator)
+            out[name] = {{"warm": warm(config=config).validate(path),
+                          "kernel": kernel(config=config).validate(path),
+                          "warm_report": validate_file(path, config, warm).to_json(),
+                          "kernel_report": validate_file(path, config, kernel).to_json()}}
         print(json.dumps(out))
     """
     return as_user(student, code, env={"ATTENTION_VALIDATE_SOCKET": str(socket_path), "HOME": str(folder),
