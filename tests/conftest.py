@@ -11,7 +11,7 @@
 - ``sandbox_broker`` (session): ``sandbox_broker(*options)`` is a root sandbox broker for the grader
   account (``broker_helpers.SharedBroker``: socket, folder, grader), started by the first test that asks
   for those broker options and shared by every later one, so a run starts one broker per configuration
-  (the broker's, the sandbox's and the validate service's tests). A test that must see a broker start,
+  (the broker's and the validate service's tests). A test that must see a broker start,
   or gives it its own environment, starts its own (``broker_helpers.start_broker``).
 
 Helpers (plain modules, imported by name): ``hub_helpers`` (launch a hub, log in, sessions),
