@@ -3,8 +3,9 @@
 - ``native_hub`` (session): one ``attention-course hub`` (the README's first command) shared by
   the browser walk-through and the hub API tests, started with --no-release.
 - ``security_hub`` (session): a second hub, released, for the attacks on the formgrader
-  (tests/hub/test_formgrader_gate.py, tests/reporting/test_hostile_submission.py), so what they leave
-  behind never meets the walk-through's expectations.
+  (tests/hub/test_formgrader_gate.py, tests/reporting/test_hostile_submission.py), the exchange view's
+  (tests/hub/test_exchange_hub.py) and the other tests that ask for it, so what they leave behind never
+  meets the walk-through's expectations.
 - ``autograded_e2e_class`` (session): the end-to-end class (``e2e_class``) graded once by a real
   ``nbgrader autograde``, for tests/grading/test_autograde_e2e.py and tests/reporting/test_report.py;
   each grades nothing again and works on its own copy (``e2e_class.graded_copy``).
