@@ -267,6 +267,25 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
+def assignments_tab(chromium, hub, user: str, **context_options):
+    """A new browser context (``context_options``: its viewport, zone, locale) logged in as ``user``,
+    and its page on the user's Lab with the Assignments tab showing."""
+    context = chromium.new_context(**context_options)
+    context.set_default_timeout(120_000)
+    page = context.new_page()
+    page.goto(hub.url + "/hub/login")
+    page.fill("input[name=username]", user)
+    page.fill("input[name=password]", hub.passwords[user])
+    page.locator("input[name=password]").press("Enter")
+    page.goto(f"{hub.url}/user/{user}/lab")
+    page.locator(".jp-LabShell").wait_for()
+    # a student's Lab opens on the Assignments tab; the Course menu brings it back (course_lab)
+    if not page.locator("#nbgrader-assignment-list").is_visible():
+        page.locator(".lm-MenuBar-item", has_text="Course").click()
+        page.locator(".lm-Menu-item", has_text="Your assignments").first.click()
+    return context, page
+
+
 @pytest.mark.browser
 @pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="Debian's chromium: make system-deps")
 def test_the_assignments_tab_shows_the_result_in_a_real_browser(hub, students):
@@ -278,19 +297,7 @@ def test_the_assignments_tab_shows_the_result_in_a_real_browser(hub, students):
     with sync_api.sync_playwright() as p:
         chromium = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS, headless=True)
         try:
-            context = chromium.new_context(viewport={"width": 1400, "height": 1000})
-            context.set_default_timeout(120_000)
-            page = context.new_page()
-            page.goto(hub.url + "/hub/login")
-            page.fill("input[name=username]", "student3")
-            page.fill("input[name=password]", hub.passwords["student3"])
-            page.locator("input[name=password]").press("Enter")
-            page.goto(f"{hub.url}/user/student3/lab")
-            page.locator(".jp-LabShell").wait_for()
-            # a student's Lab opens on the Assignments tab; the Course menu brings it back (course_lab)
-            if not page.locator("#nbgrader-assignment-list").is_visible():
-                page.locator(".lm-MenuBar-item", has_text="Course").click()
-                page.locator(".lm-Menu-item", has_text="Your assignments").first.click()
+            context, page = assignments_tab(chromium, hub, "student3", viewport={"width": 1400, "height": 1000})
             panel = page.locator("#feedback_on_submit_panel")
             panel.wait_for()
             panel.locator("text=No attempt yet").wait_for()
@@ -377,19 +384,8 @@ def test_the_panel_reads_as_a_student_reads_it(hub, students):
     with sync_api.sync_playwright() as p:
         chromium = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS, headless=True)
         try:
-            context = chromium.new_context(viewport={"width": 1280, "height": 1000}, timezone_id=SHOT_ZONE,
-                                           locale="en-GB")
-            context.set_default_timeout(120_000)
-            page = context.new_page()
-            page.goto(hub.url + "/hub/login")
-            page.fill("input[name=username]", "student3")
-            page.fill("input[name=password]", hub.passwords["student3"])
-            page.locator("input[name=password]").press("Enter")
-            page.goto(f"{hub.url}/user/student3/lab")
-            page.locator(".jp-LabShell").wait_for()
-            if not page.locator("#nbgrader-assignment-list").is_visible():
-                page.locator(".lm-MenuBar-item", has_text="Course").click()
-                page.locator(".lm-Menu-item", has_text="Your assignments").first.click()
+            context, page = assignments_tab(chromium, hub, "student3", viewport={"width": 1280, "height": 1000},
+                                            timezone_id=SHOT_ZONE, locale="en-GB")
             panel = page.locator("#feedback_on_submit_panel")
             attempts = panel.locator("li.fos-attempt")
             attempts.nth(1).wait_for()
@@ -442,7 +438,7 @@ def test_the_panel_reads_as_a_student_reads_it(hub, students):
             assert page.locator(".jp-Dialog-header").inner_text() == f"Not submitted: “{ASSIGNMENT}”"
             said = dialog.inner_text()
             assert "You have had 2 graded attempts in the last 24 hours, the most this assignment allows." in said
-            assert f"Your next graded attempt is possible at" in said and "UTC" not in said, said
+            assert "Your next graded attempt is possible at" in said and "UTC" not in said, said
             assert local_clock(now["next_graded_attempt"]) in said, said
             assert page.locator(".nbgrader-ErrorDialog").count() == 0  # nbgrader's "Invalid Submission" is not shown
             assert page.evaluate(CUT_OFF, ".attention-refusal p") == []
