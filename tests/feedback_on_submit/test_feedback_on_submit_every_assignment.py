@@ -1,7 +1,8 @@
 """Feedback on submit grades an attempt at every assignment of the registry: the grader (its engine,
 in a process of its own with a private sandbox worker) grades a submission of each assignment
 answered as the instructor would, in real sandboxes, and reports every check of that assignment,
-in the assignment's notebook order, passed."""
+in the assignment's notebook order and each notebook's catalogue order (the order the notebook shows
+them), passed, every notebook started."""
 
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ attempt = Attempt(1, name, "ana", f"ana+{{name}}+attempt", Intake(folder, timest
                   Policy(name, feedback="checks"))
 result = engine.grade(attempt)
 print(json.dumps({{"score": result.score, "max_score": result.max_score, "notes": result.notes,
-                  "checks": [[c["id"], c["notebook"], c["passed"]] for c in result.checks]}}))
+                  "checks": [[c["id"], c["notebook"], c["passed"]] for c in result.checks],
+                  "started": [c["started"] for c in result.checks]}}))
 """
 
 
@@ -64,4 +66,6 @@ def test_an_attempt_at_each_assignment_is_graded_with_its_own_checks(tmp_path, n
     assert sorted(result["checks"]) == sorted([c.id, c.notebook, True] for c in registered.checks), result["notes"]
     graded_in_turn = list(dict.fromkeys(notebook for _, notebook, _ in result["checks"]))
     assert graded_in_turn == list(registered.notebook_checks)  # the assignment's order
+    assert [c[0] for c in result["checks"]] == [c.id for checks in registered.notebook_checks.values() for c in checks]
+    assert all(result["started"])
     assert result["score"] == result["max_score"] == registered.auto_points
