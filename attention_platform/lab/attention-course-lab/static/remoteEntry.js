@@ -56,8 +56,8 @@
     '.attention-validate .attention-validate-headline { font-weight: 600; }',
     '.attention-validate .attention-validate-note { color: var(--jp-ui-font-color2); }',
     '.attention-validate .attention-validate-mark { font-weight: 700; margin-right: .3rem; }',
-    '.attention-refusal { max-width: 36rem; }',
-    '.attention-refusal p { white-space: pre-wrap; overflow-wrap: anywhere; line-height: 1.45; margin: .4rem 0; }',
+    '.attention-message { max-width: 36rem; }',
+    '.attention-message p { white-space: pre-wrap; overflow-wrap: anywhere; line-height: 1.45; margin: .4rem 0; }',
     '.attention-refusal .attention-refusal-next { font-weight: 600; }'
   ].join('\n');
 
@@ -113,7 +113,7 @@
         options = Object.assign({}, options, { actions: (options.actions || []).concat([{ label: 'Read all',
           callback: function () {
             apputils.showDialog({ title: first.length <= 80 ? first : 'Message', buttons: [apputils.Dialog.okButton()],
-              body: new widgets.Widget({ node: el('div', { 'class': 'attention-refusal' }, [el('p', { text: whole })]) }) });
+              body: new widgets.Widget({ node: el('div', { 'class': 'attention-message' }, [el('p', { text: whole })]) }) });
           } }]) });
       }
       return N[kind](message, options);
@@ -135,7 +135,7 @@
       }
       return apputils.showDialog({
         title: 'Not submitted: “' + assignment + '”',
-        body: new widgets.Widget({ node: el('div', { 'class': 'attention-refusal' }, paragraphs) }),
+        body: new widgets.Widget({ node: el('div', { 'class': 'attention-message attention-refusal' }, paragraphs) }),
         buttons: [apputils.Dialog.okButton({ label: 'OK' })]
       });
     }
