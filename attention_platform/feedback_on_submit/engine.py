@@ -514,11 +514,15 @@ def _with_written_answers(nb, other: Path) -> bool:
 
 def _rewrite_written_answers(path: Path, other: Path) -> None:
     """The submitted notebook at ``path`` with the written answers of ``other`` (``_with_written_answers``);
-    one that cannot be read as a notebook is left as it is (its grading said so already)."""
+    one that cannot be read as a notebook, within the bounds grading reads it in, is left as it is
+    (its grading said so already)."""
     import nbformat
 
+    from attention_platform import bounded_json
+    from attention_platform.grading.batch import SUBMITTED_NOTEBOOK
+
     try:
-        nb = nbformat.read(path, as_version=4)
+        nb = bounded_json.read_notebook(path, SUBMITTED_NOTEBOOK)
     except Exception:  # noqa: BLE001 - not a notebook: nothing to carry over
         return
     if _with_written_answers(nb, other):
