@@ -151,8 +151,10 @@ class ValidateService:
 
     def serve_forever(self) -> None:
         from attention_platform.grading.sandbox.client import get_zygote
+        from attention_platform.grading.sandbox.grading import probe_payload
 
         get_zygote(self.first_uses).wait_ready()  # the broker's warm worker, before the first student asks
+        probe_payload()  # the public checks' probe code, compiled once before the first Validate
         server = self.listen()
         self.log.info("validate service on %s for uids %d-%d, %d at once", self.socket_path, *self.uid_range,
                       self.turns.workers)
