@@ -107,9 +107,12 @@ def both_validates(student, socket_path: Path, folder: Path, names: list[str], k
             class RunOnce(validator_class):
                 def _preprocess(self, nb):
                     key = json.dumps(nb, sort_keys=True)
-                    if key not in runs:
-                        runs[key] = super()._preprocess(nb)
-                    return copy.deepcopy(runs[key])
+                    if key not in runs:  # with the public checks the warm run judged
+                        runs[key] = super()._preprocess(nb), getattr(self, "public_checks", None)
+                    executed, public_checks = runs[key]
+                    if self.has_trait("public_checks"):
+                        self.public_checks = public_checks
+                    return copy.deepcopy(executed)
             return RunOnce
 
         config = Config()
