@@ -41,5 +41,7 @@ class ReleasedCourses:
             for other in (course / "source" / assignment).glob("*.ipynb"):
                 if other.name not in kept:
                     other.unlink()
-        nbgrader(course, "generate_assignment", assignment, "--force", check=True)
+        done = nbgrader(course, "generate_assignment", assignment, "--force")
+        if done.returncode != 0:
+            raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n{done.stderr[-2000:]}")
         return course
