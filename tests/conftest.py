@@ -19,7 +19,7 @@
   or gives it its own environment, starts its own (``broker_helpers.start_broker``).
 
 Helpers (plain modules, imported by name): ``hub_helpers`` (launch a hub, log in, sessions),
-``e2e_class`` (a graded sample class), ``released_courses``, ``fault_helpers``, ``gradebooks``, ``broker_helpers`` (a
+``e2e_class`` (a graded sample class), ``fault_helpers``, ``gradebooks``, ``broker_helpers`` (a
 sandbox broker and the accounts that talk to it); ``cheats/`` is the cheat-attempt catalogue.
 
 Where each part's tests are: one folder per package of ``attention_platform/`` (a test keeps
