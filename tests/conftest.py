@@ -6,6 +6,9 @@
   (tests/hub/test_formgrader_gate.py, tests/reporting/test_hostile_submission.py), the exchange view's
   (tests/hub/test_exchange_hub.py) and the other tests that ask for it, so what they leave behind never
   meets the walk-through's expectations.
+- ``released_course`` (session): ``released_course(dest, assignment, notebooks=None)`` copies to ``dest``
+  the course after a real ``nbgrader generate_assignment`` that runs once per run for each assignment
+  (and set of notebooks) asked for (``released_courses.ReleasedCourses``).
 - ``autograded_e2e_class`` (session): the end-to-end class (``e2e_class``) graded once by a real
   ``nbgrader autograde``, for tests/grading/test_autograde_e2e.py and tests/reporting/test_report.py;
   each grades nothing again and works on its own copy (``e2e_class.graded_copy``).
@@ -100,13 +103,22 @@ def sandbox_broker():
 
 
 @pytest.fixture(scope="session")
-def autograded_e2e_class(tmp_path_factory):
+def released_course(tmp_path_factory):
+    """``released_course(dest, assignment, notebooks=None)``: a copy at ``dest`` of the course released by
+    one real ``nbgrader generate_assignment`` per run for that assignment (of those notebooks alone)."""
+    from released_courses import ReleasedCourses
+
+    return ReleasedCourses(tmp_path_factory.mktemp("released-courses"))
+
+
+@pytest.fixture(scope="session")
+def autograded_e2e_class(tmp_path_factory, released_course):
     """The course of tests/e2e_class.py's class after one real ``nbgrader autograde``, and that
     command's completed process. Read only: a test that writes copies it (e2e_class.graded_copy)."""
-    from attention_platform.course.directory import copy_course, nbgrader
+    from attention_platform.course.directory import nbgrader
     from e2e_class import write_class
     from grader_tests.self_attention.answers import ASSIGNMENT
 
-    course = copy_course(tmp_path_factory.mktemp("e2e-class"))
+    course = released_course(tmp_path_factory.mktemp("e2e-class") / "course", ASSIGNMENT)
     write_class(course)
     return course, nbgrader(course, "autograde", ASSIGNMENT, "--force")
