@@ -30,12 +30,10 @@ from pathlib import Path
 
 import nbformat
 
-from attention_platform.course.directory import nbgrader
 from attention_platform.feedback_on_submit.service import Service
 from grader_tests.self_attention.answers import ASSIGNMENT, BUGGY, CORRECT, release_notebook, with_answer
 
 course, exchange = Path({course!r}), Path({exchange!r})
-nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", check=True)
 service = Service(course, exchange)
 for folder in ("inbound", "feedback"):
     (service.exchange / folder / "ann").mkdir(parents=True)
@@ -107,11 +105,10 @@ service.engine.close()
 """
 
 
-def test_a_later_lower_attempt_with_an_essay_keeps_the_best_score_and_gives_the_ta_the_essay(tmp_path):
-    from attention_platform.course.directory import copy_course
+def test_a_later_lower_attempt_with_an_essay_keeps_the_best_score_and_gives_the_ta_the_essay(tmp_path, released_course):
     from grader_tests.self_attention.answers import ASSIGNMENT
 
-    course, exchange = copy_course(tmp_path / "course"), tmp_path / "exchange"
+    course, exchange = released_course(tmp_path / "course", ASSIGNMENT), tmp_path / "exchange"
     code = TWO_ATTEMPTS.format(course=str(course), exchange=str(exchange), essay=ESSAY)
     env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}",  # nbgrader runs alembic
            "ATTENTION_FEEDBACK_ON_SUBMIT": json.dumps({ASSIGNMENT: {"feedback": "checks", "counts": "best"}})}
