@@ -116,7 +116,8 @@
   }
 
   /* ---------------------------------------------------------------- Manage Assignments */
-  if (window.AssignmentUI && window.AssignmentUI.prototype) {
+  // Manual Grading's list defines an AssignmentUI too: its names lead to the per-notebook grading list
+  if (page === 'manage_assignments' && window.AssignmentUI && window.AssignmentUI.prototype) {
     var A = window.AssignmentUI.prototype;
     var render = A.render;
     A.render = function () {
@@ -133,7 +134,28 @@
           this.$name.empty().text(name);
         }
       }
+      // Preview: the student version, rendered by this service (preview.py)
+      var preview = this.$preview && this.$preview.find('a');
+      if (preview && preview.length) {
+        preview.attr('href', base + '/formgrader/attention/preview/' + encodeURIComponent(name))
+          .attr('target', '_blank').attr('rel', 'noopener').attr('title', 'Preview the student version of ' + name)
+          .off('click');
+      }
       return result;
+    };
+    // nbgrader says "Successfully collected" even when there was nothing to collect: say what its log says
+    A.collect_success = function (response) {
+      this.model.fetch();
+      var result = JSON.parse(response), name = this.model.get('name'), log = String(result.log || '');
+      if (!result.success) {
+        return window.createLogModal('error-modal', 'Error', "There was an error collecting '" + name + "':", result.log, result.error);
+      }
+      var processed = log.match(/Processing (\d+) submissions?/);
+      var count = processed ? Number(processed[1]) : 0;
+      var line = count ? 'Collected ' + count + (count === 1 ? ' submission' : ' submissions') + " of '" + name + "'."
+                       : "Nothing to collect: no student has submitted '" + name + "' yet.";
+      return window.createLogModal(count ? 'success-modal' : 'error-modal', count ? 'Collected' : 'Nothing collected',
+                                   line, result.log);
     };
     ['generate_feedback', 'release_feedback'].forEach(function (action) {
       A[action + '_success'] = function (response) {
