@@ -7,26 +7,20 @@ from __future__ import annotations
 import os
 import time
 
-import nbformat
 import pytest
 
-from attention_platform.course.directory import copy_course, nbgrader, write_submission
 from attention_platform.formgrader import autograde_all
-from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK, with_answer
+from e2e_class import core_notebook_course
+from grader_tests.self_attention.answers import ASSIGNMENT, with_answer
 from gradebooks import ANSWERS
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]  # the batch's own sandbox zygote needs root
 
 
-def _released_course(tmp_path_factory, name: str):
+def _released_course(tmp_path_factory, name: str, submissions: dict):
     if os.geteuid() != 0:
         pytest.skip("the batch's own sandbox zygote needs root (CI is root)")
-    course = copy_course(tmp_path_factory.mktemp(name) / "course")
-    for other in (course / "source" / ASSIGNMENT).glob("*.ipynb"):  # the graded notebook alone
-        if other.name != NOTEBOOK:
-            other.unlink()
-    nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", check=True)
-    return course
+    return core_notebook_course(tmp_path_factory.mktemp(name) / "course", submissions)
 
 
 def _followed(run, timeout: float = 900) -> list[dict]:
@@ -39,12 +33,9 @@ def _followed(run, timeout: float = 900) -> list[dict]:
 
 
 def test_autograde_all_shows_progress_then_each_outcome_once_per_assignment(tmp_path_factory):
-    course = _released_course(tmp_path_factory, "autograde-all")
-    release = nbformat.read(course / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
-    for student in ("ada", "bob"):
-        write_submission(course, student, with_answer(release, ANSWERS["reference_style"].code),
-                         assignment=ASSIGNMENT, name=NOTEBOOK)
-    write_submission(course, "eve", "{ not a notebook", assignment=ASSIGNMENT, name=NOTEBOOK)
+    reference = lambda release: with_answer(release, ANSWERS["reference_style"].code)  # noqa: E731
+    course = _released_course(tmp_path_factory, "autograde-all",
+                              {"ada": reference, "bob": reference, "eve": lambda release: "{ not a notebook"})
 
     run, started = autograde_all.start(str(course), ASSIGNMENT)
     same, started_again = autograde_all.start(str(course), ASSIGNMENT)  # a second click
@@ -67,7 +58,7 @@ def test_autograde_all_shows_progress_then_each_outcome_once_per_assignment(tmp_
 
 
 def test_nothing_collected_is_refused_saying_what_to_do_first(tmp_path_factory):
-    course = _released_course(tmp_path_factory, "autograde-all-empty")
+    course = _released_course(tmp_path_factory, "autograde-all-empty", {})
     run, started = autograde_all.start(str(course), ASSIGNMENT)
     final = _followed(run)[-1]
     assert started and final["state"] == autograde_all.REFUSED, final

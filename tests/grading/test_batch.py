@@ -19,9 +19,10 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session
 
-from attention_platform.course.directory import check_scores, copy_course, nbgrader, write_submission
+from attention_platform.course.directory import check_scores, nbgrader, write_submission
 from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK, with_answer
 from attention_platform.grading.batch import Pipeline, autograde_batch, nesting_savepoints
+from e2e_class import core_notebook_course
 from gradebooks import ANSWERS, scores_for
 
 CLASS = {"ada": "reference_style", "bob": "reference_style", "cyd": "mask_after_softmax", "dan": "reference_style"}
@@ -58,15 +59,7 @@ def _course_with(tmp_path_factory, name: str, notebooks: dict) -> Path:
     """A course of the core notebook alone, released, with ``notebooks`` ({student: release -> notebook}) submitted."""
     if os.geteuid() != 0:
         pytest.skip("the batch's own sandbox zygote needs root (CI is root)")
-    course = copy_course(tmp_path_factory.mktemp(name) / "course")
-    for other in (course / "source" / ASSIGNMENT).glob("*.ipynb"):  # the graded notebook alone
-        if other.name != NOTEBOOK:
-            other.unlink()
-    nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", check=True)
-    release = nbformat.read(course / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
-    for student, make in notebooks.items():
-        write_submission(course, student, make(release), assignment=ASSIGNMENT, name=NOTEBOOK)
-    return course
+    return core_notebook_course(tmp_path_factory.mktemp(name) / "course", notebooks)
 
 
 @pytest.fixture(scope="module")
