@@ -143,19 +143,23 @@
       }
       return result;
     };
-    // nbgrader says "Successfully collected" even when there was nothing to collect: say what its log says
+    // nbgrader says "Successfully collected" even when its log says there was nothing to collect: say
+    // which, and how many submissions there are to grade (from the files, as each student's state)
     A.collect_success = function (response) {
       this.model.fetch();
-      var result = JSON.parse(response), name = this.model.get('name'), log = String(result.log || '');
+      var result = JSON.parse(response), name = this.model.get('name');
       if (!result.success) {
         return window.createLogModal('error-modal', 'Error', "There was an error collecting '" + name + "':", result.log, result.error);
       }
-      var processed = log.match(/Processing (\d+) submissions?/);
-      var count = processed ? Number(processed[1]) : 0;
-      var line = count ? 'Collected ' + count + (count === 1 ? ' submission' : ' submissions') + " of '" + name + "'."
-                       : "Nothing to collect: no student has submitted '" + name + "' yet.";
-      return window.createLogModal(count ? 'success-modal' : 'error-modal', count ? 'Collected' : 'Nothing collected',
-                                   line, result.log);
+      if (/No submissions of /.test(String(result.log || ''))) {
+        return window.createLogModal('error-modal', 'Nothing collected',
+                                     "Nothing to collect: no student has submitted '" + name + "' yet.", result.log);
+      }
+      return fetchStates(name).then(function (found) {
+        var count = describeStates(found).submitted.length;
+        window.createLogModal('success-modal', 'Collected', "Collected the submissions of '" + name + "': " + count +
+                              (count === 1 ? ' student has' : ' students have') + ' a submission to grade.', result.log);
+      });
     };
     ['generate_feedback', 'release_feedback'].forEach(function (action) {
       A[action + '_success'] = function (response) {
