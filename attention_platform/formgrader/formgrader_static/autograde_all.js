@@ -74,9 +74,13 @@
 
   $(function () {
     $('#attention-autograde-all-button').on('click', function () {
+      $(this).prop('disabled', true);
       $('#attention-autograde-all-summary').empty();
       $('#attention-autograde-all-status').text('Autograding all submissions: starting…');
-      request('POST').done(show);
+      request('POST').done(show).fail(function (xhr) {
+        $('#attention-autograde-all-button').prop('disabled', false);
+        $('#attention-autograde-all-status').text('Autograde all could not start (' + xhr.status + '): try again, or ask an instructor.');
+      });
     });
     request('GET').done(function (run) { if (run.state === 'running') { show(run); } });
   });
