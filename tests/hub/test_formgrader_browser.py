@@ -110,7 +110,7 @@ def test_a_ta_collects_autogrades_all_and_grades_a_written_answer_by_hand(submit
     ta.wait_for_url(f"{formgrader}/gradebook/{ASSIGNMENT}")
     ta.locator("#main-table a", has_text=WRITTEN.notebook).first.click()
     ta.wait_for_url(f"{formgrader}/gradebook/{ASSIGNMENT}/{WRITTEN.notebook}")
-    ta.locator("#main-table a[href*='/formgrader/submissions/']").first.click()
+    ta.locator("#main-table a[href*='/formgrader/submissions/']:visible").first.click()
     score = ta.locator(f"input.score#{WRITTEN.grade_id}")
     score.wait_for()
     rubric = ta.locator(f"aside.attention-rubric[aria-labelledby='rubric-{WRITTEN.grade_id}']")
