@@ -121,7 +121,9 @@ def test_a_ta_collects_autogrades_all_and_grades_a_written_answer_by_hand(submit
     score.fill("1")
     score.press("Tab")  # nbgrader saves a score when the box loses focus
     saved = f"{formgrader}/api/grades?submission_id={submission_id}"  # what the gradebook holds, as the page reads it
-    manual_score = f"async () => (await (await fetch({saved!r})).json()).find(g => g.name === {WRITTEN.grade_id!r}).manual_score"
+    manual_score = ("async () => { const xsrf = (document.cookie.match(/\\b_xsrf=([^;]*)/) || [])[1] || '';"
+                    f" const grades = await (await fetch({saved!r}, {{headers: {{'X-XSRFToken': xsrf}}}})).json();"
+                    f" return grades.find(g => g.name === {WRITTEN.grade_id!r}).manual_score; }}")
     for _ in range(60):
         if ta.evaluate(manual_score) == 1:
             break
