@@ -101,6 +101,14 @@ def test_compose_services_and_volumes():
     assert hub["ports"] == ["${HUB_PUBLIC_ADDRESS:-127.0.0.1}:${HUB_PUBLIC_PORT:-8000}:8000"]
 
 
+def test_every_service_built_here_stops_on_docker_stops_signal():
+    # Their first process is Python or bash, which as a container's pid 1 ignores SIGTERM: without an
+    # init, `docker compose down` or `restart` waits its 10 s and kills them. (db: postgres handles it.)
+    services = COMPOSE["services"]
+    for name in ("docker-guard", "hub", "grader"):
+        assert services[name].get("init") is True, name
+
+
 def test_networks_the_database_only_hub_and_grader():
     services, networks = COMPOSE["services"], COMPOSE["networks"]
     on = {name: set(service.get("networks", [])) for name, service in services.items() if name != "student-image"}
