@@ -101,6 +101,16 @@ def test_compose_services_and_volumes():
     assert hub["ports"] == ["${HUB_PUBLIC_ADDRESS:-127.0.0.1}:${HUB_PUBLIC_PORT:-8000}:8000"]
 
 
+def test_health_checks_run_at_the_interval_env_sets_with_a_start_period_for_a_shorter_one():
+    assert re.search(r"^HEALTHCHECK_INTERVAL=5s$", (REPO / ".env.example").read_text(), re.M)
+    for name in ("db", "docker-guard", "hub", "grader"):
+        check = COMPOSE["services"][name]["healthcheck"]
+        assert check["interval"] == "${HEALTHCHECK_INTERVAL:-5s}", name
+        # failures count only after the start period: a shorter interval (fewer seconds of retries) still
+        # gives a slow first start its minute
+        assert int(check["start_period"].removesuffix("s")) >= 60, name
+
+
 def test_every_service_built_here_stops_on_docker_stops_signal():
     # Their first process is Python or bash, which as a container's pid 1 ignores SIGTERM: without an
     # init, `docker compose down` or `restart` waits its 10 s and kills them. (db: postgres handles it.)
