@@ -97,7 +97,7 @@ class Service:
         self.engine.exchange_feedback = self.exchange / "feedback"
         with Gradebook(self.engine.main.db_url, self.course_id):
             pass  # nbgrader creates (and stamps) its gradebook before our tables join it
-        self.ledger = Ledger(self.engine.main.db_url)
+        self.ledger = Ledger(self.engine.main.db_url, remember=True)  # the one writer of the attempts
         self.queue: FairQueue = FairQueue()
         self.workers = max(1, self.settings.workers)
         self.pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="attempt")

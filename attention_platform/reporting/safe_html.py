@@ -18,6 +18,7 @@ inline and foreign script, so a sanitiser bypass still runs nothing.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import bleach
@@ -55,8 +56,21 @@ _cleaner = bleach.Cleaner(tags=TAGS, attributes=ATTRIBUTES, protocols=PROTOCOLS,
                           css_sanitizer=CSSSanitizer(allowed_css_properties=()))
 
 
+# The same rendered cell comes back in every page of a class (the instructor's markdown, a check's
+# verdict): its sanitised form is remembered, for this many cells of at most this many characters each.
+REMEMBERED_CELLS = 2048
+REMEMBERED_CHARS = 16_384
+
+
+@functools.lru_cache(maxsize=REMEMBERED_CELLS)
+def _clean_remembered(html: str) -> str:
+    return _cleaner.clean(html)
+
+
 def clean_html(html: str) -> str:
     """``html`` (rendered from student content) without anything that runs or loads code."""
+    if len(html) <= REMEMBERED_CHARS:
+        return _clean_remembered(html)
     return _cleaner.clean(html)
 
 
