@@ -52,6 +52,7 @@ class Attempt:
     intake: Intake
     timestamp: object  # datetime the gradebook records
     policy: Policy
+    parts: dict = field(default_factory=dict)  # the service's share of where its time went (PARTS)
 
 
 @dataclass
@@ -63,6 +64,12 @@ class Result:
     notes: list = field(default_factory=list)  # per notebook: stopped, missing, not a notebook
     seconds: float = 0.0
     pages: dict = field(default_factory=dict)  # notebook -> feedback page file name in the student's folder
+    parts: dict = field(default_factory=dict)  # where the time went: part -> seconds (PARTS)
+
+
+# Where a graded attempt's time goes, as the grader logs it per attempt (bench-feedback-on-submit reads it):
+# the engine's parts, then the service's (intake and status, feedback pages, archive and what counts).
+PARTS = ("sandbox", "judges", "pictures", "gradebook", "status and ledger", "feedback pages", "archive and install")
 
 
 class GradebookRouter:
@@ -275,6 +282,8 @@ class Engine:
         with self._grading.shared():
             result = self._grade(attempt, deadline)
         result.seconds = time.monotonic() - started
+        in_sandboxes = sum(result.parts.get(part, 0.0) for part in ("sandbox", "judges", "pictures"))
+        result.parts["gradebook"] = result.seconds - in_sandboxes  # staging, nbgrader's steps, the grades read
         for pictures in picture_modules():
             pictures.save_measurements()  # what this attempt measured (nothing, mostly): kept if the engine is killed
         return result
@@ -321,6 +330,9 @@ class Engine:
                 graded = grade_notebook(nb, zygote=get_zygote(needed), limits=pipeline.limits, seed_for=pipeline.seed_for,
                                         filename=f"{notebook_id}.ipynb",
                                         extra_files=submission_files(dest, notebook_id))
+                for part, seconds in (("sandbox", graded.seconds - graded.judging - graded.picturing),
+                                      ("judges", graded.judging), ("pictures", graded.picturing)):
+                    result.parts[part] = result.parts.get(part, 0.0) + seconds
                 if graded.stopped:
                     result.notes.append(f"{notebook_id}.ipynb: {graded.stopped}")
                 pipeline.finish(nb, resources, dest, notebook_id)

@@ -32,8 +32,10 @@ grading configuration itself when this process restarts (as the formgrader's).
 from __future__ import annotations
 
 import collections
+import contextlib
 import datetime as dt
 import errno
+import json
 import logging
 import os
 import shutil
@@ -50,7 +52,7 @@ from attention_platform import start_up_gc
 from attention_platform.exchange.submit import ExchangeLimits
 
 from attention_platform.attempts import status as status_file
-from .engine import Attempt, Engine
+from .engine import PARTS, Attempt, Engine
 from .fairqueue import FairQueue
 from .intake import Intake, IntakeError, collector, take
 from attention_platform.attempts.ledger import Ledger
@@ -328,6 +330,7 @@ class Service:
         if received < since:
             shutil.rmtree(copy, ignore_errors=True)
             return
+        started, attempt = time.monotonic(), None
         with self.status_locks[student]:
             rows = self.ledger.attempts(assignment, student)
             counting = [r["received_at"] for r in rows if r["state"] in COUNTING]
@@ -345,10 +348,12 @@ class Service:
                 attempt_id = self.ledger.add(**values, state="queued", message=notes)
                 os.rename(copy, self.incoming / str(attempt_id))
                 intake.folder = self.incoming / str(attempt_id)
-                self.queue.put(student, Attempt(attempt_id, assignment, student, name, intake,
-                                                values["timestamp"], policy))
+                attempt = Attempt(attempt_id, assignment, student, name, intake, values["timestamp"], policy)
+                self.queue.put(student, attempt)
                 self.log.info("%s: %s queued as attempt %d (received %s)", student, name, attempt_id, iso(received))
         self.write_status(assignment, student)
+        if attempt is not None:
+            attempt.parts["status and ledger"] = time.monotonic() - started
 
     # ------------------------------------------------------------------ grading
     def dispatch(self) -> None:
@@ -362,8 +367,9 @@ class Service:
             taken = self.queue.take() if time.monotonic() >= self.paused_until else None
             if taken is not None:
                 student, attempt = taken
-                self.ledger.set(attempt.id, state="grading")
-                self.write_status(attempt.assignment, student)
+                with spent(attempt.parts, "status and ledger"):
+                    self.ledger.set(attempt.id, state="grading")
+                    self.write_status(attempt.assignment, student)
                 future = self.pool.submit(self.work, attempt)
                 self.running[future] = attempt
                 self.grading.add(future)
@@ -399,9 +405,10 @@ class Service:
             self.write_status(attempt.assignment, attempt.student)
             return "error"
         notes = "; ".join(attempt.intake.notes[:5] + result.notes)
-        self.ledger.set(attempt.id, state="graded", graded_at=now(), seconds=result.seconds, score=result.score,
-                        max_score=result.max_score, checks=result.checks, message=notes)
-        self.write_status(attempt.assignment, attempt.student)  # the student sees the result now
+        with spent(attempt.parts, "status and ledger"):
+            self.ledger.set(attempt.id, state="graded", graded_at=now(), seconds=result.seconds, score=result.score,
+                            max_score=result.max_score, checks=result.checks, message=notes)
+            self.write_status(attempt.assignment, attempt.student)  # the student sees the result now
         self.log.info("%s: attempt %d graded in %.2f s: %g/%g", attempt.student, attempt.id, result.seconds,
                       result.score, result.max_score)
         return "graded", result
@@ -409,13 +416,22 @@ class Service:
     def finish(self, attempt: Attempt, result) -> str:
         """In a worker thread, once graded: feedback pages, archive, install what counts. The student
         stays busy in the queue until this is done (the scratch course holds their attempt's files)."""
+        parts = attempt.parts
         if attempt.policy.feedback == "full":
-            self.pages.make(attempt, result)
-            self.ledger.set(attempt.id, pages=result.pages, message="; ".join(attempt.intake.notes[:5] + result.notes))
-        self.engine.archive(attempt)
-        self._count(attempt, result)
-        self._prune(attempt.assignment, attempt.student)
-        self.write_status(attempt.assignment, attempt.student)
+            with spent(parts, "feedback pages"):
+                self.pages.make(attempt, result)
+            with spent(parts, "status and ledger"):
+                self.ledger.set(attempt.id, pages=result.pages,
+                                message="; ".join(attempt.intake.notes[:5] + result.notes))
+        with spent(parts, "archive and install"):
+            self.engine.archive(attempt)
+            self._count(attempt, result)
+            self._prune(attempt.assignment, attempt.student)
+        with spent(parts, "status and ledger"):
+            self.write_status(attempt.assignment, attempt.student)
+        parts = {**result.parts, **parts}
+        self.log.info("%s: attempt %d's time: %s", attempt.student, attempt.id,
+                      json.dumps({part: round(parts.get(part, 0.0), 4) for part in PARTS}))
         return "graded"
 
     def _count(self, attempt: Attempt, result) -> None:
@@ -622,6 +638,16 @@ def holds_notebook(folder_fd: int, name: str, most: int) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def spent(parts: dict, part: str):
+    """Adds the block's wall time to ``parts[part]``."""
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        parts[part] = parts.get(part, 0.0) + time.monotonic() - started
 
 
 def may_finish(*, grading: int, finishing: int, oldest_waited: float) -> bool:

@@ -3,13 +3,14 @@
 The grader (its real loop: scan, fair queue, grading in sandboxes, feedback pages, what counts) grades
 ten attempts of one student, one after another; per attempt it counts what it read of the attempts
 ledger: the rows, and the statements sent to its tables. Counts, not clocks: the tenth attempt
-reads and asks as much as the second."""
+reads and asks as much as the second. Each attempt's log line says where its time went."""
 
 from __future__ import annotations
 
 import collections
 import datetime as dt
 import json
+import logging
 import os
 import shutil
 import sys
@@ -41,11 +42,13 @@ def _settled(service, assignment: str, graded: int) -> bool:
             and not len(service.queue))
 
 
-def test_the_tenth_attempt_reads_and_asks_as_much_as_the_second(tmp_path, monkeypatch):
+def test_the_tenth_attempt_reads_and_asks_as_much_as_the_second(tmp_path, monkeypatch, caplog):
     from sqlalchemy import event
     from sqlalchemy.engine import Engine as SQLEngine
 
     from attention_platform.attempts import ledger as ledger_module
+    from attention_platform.benchmarks.feedback_on_submit import attempt_parts
+    from attention_platform.feedback_on_submit.engine import PARTS
     from attention_platform.course.directory import copy_course, nbgrader
     from attention_platform.feedback_on_submit.service import Service
     from grader_tests.self_attention.answers import ASSIGNMENT
@@ -74,6 +77,7 @@ def test_the_tenth_attempt_reads_and_asks_as_much_as_the_second(tmp_path, monkey
     monkeypatch.setattr(ledger_module, "row_dict", counted_row)
     event.listen(SQLEngine, "before_cursor_execute", counted_statement)
 
+    caplog.set_level(logging.INFO, logger="feedback-on-submit")
     service = Service(course, tmp_path / "exchange")
     for folder in ("inbound", "feedback"):
         (service.exchange / folder / "ann").mkdir(parents=True)
@@ -101,3 +105,9 @@ def test_the_tenth_attempt_reads_and_asks_as_much_as_the_second(tmp_path, monkey
     shown = json.loads((service.exchange / "feedback" / "ann" / f"feedback-on-submit-{ASSIGNMENT}.json").read_text())
     assert [a["state"] for a in shown["attempts"]] == ["graded"] * ATTEMPTS and shown["attempts"][-1]["counted"]
     assert all(count == per_attempt[1] for count in per_attempt[1:]), per_attempt
+    # ... and the grader says where each attempt's time went, as bench-feedback-on-submit reads it
+    log = tmp_path / "grader.log"
+    log.write_text("".join(f"{record.getMessage()}\n" for record in caplog.records))
+    parts = attempt_parts(log, 0)
+    assert parts["attempts"] == ATTEMPTS and set(parts["mean"]) == set(PARTS), parts
+    assert all(parts["mean"][part] > 0 for part in ("sandbox", "gradebook", "feedback pages", "status and ledger")), parts
