@@ -1,6 +1,6 @@
 """The sanitiser every student page goes through (attention_platform/reporting/safe_html.py): what
-it keeps and drops, and that the cells every submission shares (the instructor's markdown, the same
-in each of a class's feedback pages) are sanitised once, not once a page."""
+it drops, and that the cells every submission shares (the instructor's markdown and code, the same
+in each of a class's feedback pages) are sanitised and highlighted once, not once a page."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import copy
 import uuid
 
 import nbformat
-from nbformat.v4 import new_markdown_cell, new_notebook
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from attention_platform.reporting import safe_html
 
@@ -45,6 +45,31 @@ def test_markdown_shared_by_every_page_is_sanitised_once_and_reads_the_same(monk
     second = _page(nb)
     assert second == first  # byte for byte
     assert cleaner.cleaned == cleaned_once, "the same rendered markdown was sanitised again"
+
+
+def test_code_shared_by_every_page_is_highlighted_once_and_reads_the_same(monkeypatch):
+    import nbconvert.filters.highlight as highlight
+
+    highlighted = []
+    real = highlight._pygments_highlight
+
+    def counted(source, *args, **kwargs):
+        highlighted.append(source)
+        return real(source, *args, **kwargs)
+
+    monkeypatch.setattr(highlight, "_pygments_highlight", counted)
+    marker = uuid.uuid4().hex
+    nb = new_notebook(cells=[new_code_cell(f"scores = q @ k.T  # {marker} {i}") for i in range(12)],
+                      metadata={"language_info": {"name": "python", "pygments_lexer": "ipython3"}})
+    first = _page(nb)
+    assert len(highlighted) >= 12
+    highlighted.clear()
+    assert _page(nb) == first  # byte for byte
+    assert highlighted == [], "the same code was highlighted again"
+    plain = highlight.Highlight2HTML(pygments_lexer="ipython3")
+    for source in (f"x = 1  # {marker}", "%%bash\necho hi", ""):
+        for metadata in (None, {"magics_language": "bash"}):
+            assert safe_html.RememberedHighlight(plain)(source, None, metadata) == plain(source, None, metadata)
 
 
 def test_what_runs_code_is_dropped_also_when_remembered():
