@@ -86,14 +86,15 @@ class GradebookRouter:
         return shared if shared is not None else self.real(db_url, course_id, *args, **kwargs)
 
     @contextlib.contextmanager
-    def opened(self, db_url: str, course_id: str):
+    def opened(self, db_url: str, course_id: str, remembered: dict | None = None):
         """This thread's gradebook for ``db_url`` until the block ends: yields the gradebook (whose
-        own commits only flush) and its session (commit/rollback the real transaction)."""
+        own commits only flush) and its session (commit/rollback the real transaction); with
+        ``remembered``, the instructor's cells found are kept there (``SharedGradebook.REMEMBERED``)."""
         from attention_platform.grading.batch import SharedGradebook
 
         gb = self.real(db_url, course_id)
         session = gb.db
-        shared = SharedGradebook(gb)
+        shared = SharedGradebook(gb, remembered=remembered)
         gb.db = shared.db
         opened = self.local.__dict__.setdefault("opened", {})
         opened[db_url] = shared
@@ -183,6 +184,7 @@ class Engine:
                                 source=self.main.source, config=self.config)
         self._definitions: dict[str, str] = {}  # assignment -> digest of what the scratch gradebook holds
         self._checked: dict[str, float] = {}  # assignment -> when the course's definition was last compared
+        self._cells: dict = {}  # the scratch gradebook's instructor's cells, as grading found them (emptied on a rebuild)
         self._grading = SharedLock()  # attempts share it; rebuilding a definition takes it alone
         self._patch = None
         self.router = None
@@ -266,6 +268,7 @@ class Engine:
                     session.commit()
                 _write_definition(gb, assignment, definition)
                 session.commit()
+            self._cells.clear()
             self._definitions[assignment] = digest
             self._checked[assignment] = time.monotonic()
         self.log.info("scratch gradebook: the definition of %s follows the course's gradebook (%s)", assignment,
@@ -300,7 +303,7 @@ class Engine:
         src = pipeline.submitted(student, assignment)
         _replace_tree(attempt.intake.folder, src)
         dest = pipeline.autograded(student, assignment)
-        with self.router.opened(pipeline.db_url, self.course_id) as (gb, session):
+        with self.router.opened(pipeline.db_url, self.course_id, remembered=self._cells) as (gb, session):
             notebook_ids = [nb.name for nb in gb.find_assignment(assignment).notebooks]
             pipeline.stage(gb, student, assignment, src, dest, timestamp=_naive(attempt.timestamp))
             session.commit()

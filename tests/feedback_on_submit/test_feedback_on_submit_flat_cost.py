@@ -2,8 +2,10 @@
 
 The grader (its real loop: scan, fair queue, grading in sandboxes, feedback pages, what counts) grades
 ten attempts of one student, one after another; per attempt it counts what it read of the attempts
-ledger: the rows, and the statements sent to its tables. Counts, not clocks: the tenth attempt
-reads and asks as much as the second. Each attempt's log line says where its time went."""
+ledger (the rows, and the statements sent to its tables) and of the scratch gradebook (its
+statements, and how many read the instructor's cells, which do not change from one attempt to the
+next). Counts, not clocks: the tenth attempt reads and asks as much as the second. Each attempt's
+log line says where its time went."""
 
 from __future__ import annotations
 
@@ -51,6 +53,7 @@ def test_the_tenth_attempt_reads_and_asks_as_much_as_the_second(tmp_path, monkey
     from attention_platform.feedback_on_submit.engine import PARTS
     from attention_platform.course.directory import copy_course, nbgrader
     from attention_platform.feedback_on_submit.service import Service
+    from grader_tests.registry import assignment
     from grader_tests.self_attention.answers import ASSIGNMENT
 
     monkeypatch.setenv("ATTENTION_FEEDBACK_ON_SUBMIT",
@@ -72,8 +75,13 @@ def test_the_tenth_attempt_reads_and_asks_as_much_as_the_second(tmp_path, monkey
         return read_row(row)
 
     def counted_statement(conn, cursor, statement, parameters, context, executemany):
-        if the_graders() and "attention_" in statement:
+        if not the_graders():
+            return
+        if "attention_" in statement:
             statements["ledger"] += 1
+        elif str(conn.engine.url).endswith("/attempts/gradebook.db"):  # the grader's scratch gradebook
+            statements["scratch gradebook"] += 1
+            statements["instructor's cells"] += statement.lstrip().startswith("SELECT") and "source_cell" in statement
     monkeypatch.setattr(ledger_module, "row_dict", counted_row)
     event.listen(SQLEngine, "before_cursor_execute", counted_statement)
 
@@ -97,7 +105,7 @@ def test_the_tenth_attempt_reads_and_asks_as_much_as_the_second(tmp_path, monkey
             while not _settled(service, ASSIGNMENT, k):
                 assert time.monotonic() < deadline and loop.is_alive(), f"attempt {k} not graded"
                 time.sleep(0.05)
-            per_attempt.append({"ledger rows read": rows_read["ledger"], "ledger statements": statements["ledger"]})
+            per_attempt.append({"ledger rows read": rows_read["ledger"], **statements})
     finally:
         stop.set()
         loop.join(timeout=120)
@@ -105,6 +113,10 @@ def test_the_tenth_attempt_reads_and_asks_as_much_as_the_second(tmp_path, monkey
     shown = json.loads((service.exchange / "feedback" / "ann" / f"feedback-on-submit-{ASSIGNMENT}.json").read_text())
     assert [a["state"] for a in shown["attempts"]] == ["graded"] * ATTEMPTS and shown["attempts"][-1]["counted"]
     assert all(count == per_attempt[1] for count in per_attempt[1:]), per_attempt
+    # the instructor's cells (what OverwriteCells checks each cell against) are read by the first attempt;
+    # the next ones read only each notebook's list of them
+    notebooks = len(assignment(ASSIGNMENT).notebooks)
+    assert all(count["instructor's cells"] <= notebooks for count in per_attempt[1:]), per_attempt
     # ... and the grader says where each attempt's time went, as bench-feedback-on-submit reads it
     log = tmp_path / "grader.log"
     log.write_text("".join(f"{record.getMessage()}\n" for record in caplog.records))
