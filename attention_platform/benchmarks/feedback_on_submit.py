@@ -152,8 +152,8 @@ def baseline(hub, assignment: str, log) -> dict:
     """Today's path, as the grader: collect, autograde, generate and release feedback, timed."""
     steps = {}
     for step in ("collect", "autograde", "generate_feedback", "release_feedback"):
-        command = ([program("attention-course"), "autograde-batch", assignment, "--no-progress"]
-                   if step == "autograde" else [program("nbgrader"), step, assignment])
+        command = ([program("attention-course"), "autograde-batch", assignment, "--course", str(hub.course_dir),
+                    "--no-progress"] if step == "autograde" else [program("nbgrader"), step, assignment])
         started = time.monotonic()
         done = subprocess.run(command, capture_output=True, text=True, timeout=3600, **hub.as_grader())
         steps[step] = time.monotonic() - started
