@@ -99,10 +99,16 @@ class SharedGradebook:
     CACHED = ("find_notebook", "find_source_cell", "find_grade_cell", "find_solution_cell", "find_task_cell",
               "find_graded_cell", "find_assignment")
 
-    def __init__(self, gradebook, *, flush_on_commit: bool = True):
+    # Of those, the instructor's cells that OverwriteCells reads of every cell of every submission: with
+    # ``remembered`` (a dict its owner empties whenever the definition changes), found cells are kept across
+    # gradebooks as CellDefinition snapshots (a cell a submission names that is not there is looked up each time).
+    REMEMBERED = ("find_source_cell", "find_graded_cell")
+
+    def __init__(self, gradebook, *, flush_on_commit: bool = True, remembered: dict | None = None):
         self._gb = gradebook
         self.db = _Session(gradebook.db, flush=flush_on_commit)
         self._cache: dict = {}
+        self._remembered = remembered
 
     def __call__(self, *args, **kwargs):
         return self
@@ -142,6 +148,12 @@ class SharedGradebook:
 
         def cached(*args):
             key = (name, args)
+            if self._remembered is not None and name in self.REMEMBERED:
+                found = self._remembered.get(key)
+                if found is None:
+                    found = CellDefinition(method(*args))  # MissingEntry propagates, as nbgrader's
+                    self._remembered[key] = found
+                return found
             if key not in self._cache:
                 try:
                     self._cache[key] = (True, method(*args))
@@ -153,6 +165,18 @@ class SharedGradebook:
             return value
 
         return cached
+
+
+class CellDefinition:
+    """One of the instructor's cells as the gradebook defines it, its columns only (name, type,
+    points, source, checksum, locked, ...): kept across gradebook sessions, where a row of one
+    session would have expired. Reading anything else of it (a relationship) is an AttributeError."""
+
+    def __init__(self, row):
+        from sqlalchemy import inspect
+
+        for column in inspect(row).mapper.column_attrs:
+            setattr(self, column.key, getattr(row, column.key))
 
 
 class _CachedJsonschema:
