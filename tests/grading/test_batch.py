@@ -302,3 +302,53 @@ def test_a_submission_that_is_no_notebook_is_rejected_saying_why(small_class, tm
     with pytest.raises(Exception) as raised:
         pipeline.read(path, pipeline.resources("ann", ASSIGNMENT, NOTEBOOK.removesuffix(".ipynb"), tmp_path))
     assert unreadable(raised.value) == status
+
+
+FEEDBACK_ON_SUBMIT_WRITING = """
+import datetime as dt, sys, time
+from pathlib import Path
+from nbgrader.api import Gradebook
+from attention_platform.attempts.ledger import Ledger
+
+course, assignment = Path(sys.argv[1]), sys.argv[2]
+url = f"sqlite:///{course / 'gradebook.db'}"
+ledger, written, failures = Ledger(url, remember=False), 0, []
+print("writing", flush=True)
+while not (course / "stop-writing").exists():
+    try:
+        at = dt.datetime.now(dt.timezone.utc)
+        attempt = ledger.add(assignment=assignment, student="eve", submission=f"eve+{assignment}+{written}",
+                             received_at=at, state="queued", feedback="full")
+        ledger.set(attempt, state="grading")
+        with Gradebook(url) as gb:  # the definition looked at, as ensure_definition does
+            gb.find_assignment(assignment).notebooks
+        ledger.set(attempt, state="graded", graded_at=at, score=1.0)
+        ledger.attempts(assignment)
+        written += 1
+    except Exception as exc:
+        failures.append(f"{type(exc).__name__}: {exc}"[:200])
+print(written, len(failures), failures[:3], flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_the_batch_grades_everyone_while_feedback_on_submit_writes_the_gradebook(small_class):
+    """Feedback on submit writes its attempts into the course's gradebook (a real Ledger and
+    Gradebook in another process, in a loop) while a TA's batch grades the class: every student is
+    graded and saved, and the other writer's writes all go through."""
+    writer = subprocess.Popen([sys.executable, "-c", FEEDBACK_ON_SUBMIT_WRITING, str(small_class), ASSIGNMENT],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "writing", writer.stderr.read()[-2000:]
+        outcomes = {o.student: o for o in autograde_batch(small_class, ASSIGNMENT, jobs=2, progress=False, log=None)}
+    finally:
+        (small_class / "stop-writing").touch()
+        out, err = writer.communicate(timeout=120)
+        (small_class / "stop-writing").unlink()
+    written, failed, failures = out.strip().splitlines()[-1].split(" ", 2)
+    assert {s: o.status for s, o in outcomes.items()} == dict.fromkeys(CLASS, "ok")
+    scores = check_scores(small_class, assignment=ASSIGNMENT, notebook=NOTEBOOK)
+    for student, answer in CLASS.items():
+        assert scores[student] == scores_for(answer), student
+    assert int(written) > 0 and failed == "0", failures
