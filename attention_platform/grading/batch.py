@@ -554,6 +554,7 @@ class _BatchRun:
         self.rows: dict[str, list] = {}  # each student's submitted assignment and its notebooks (for _fresh)
         self.steps, self.since = 0, 0.0  # steps since the last commit, and when the first of them ended
         self.uncommitted: set[str] = set()  # students with a step in the transaction not yet committed
+        self.not_saved: dict[str, str] = {}  # student -> why a transaction of theirs was refused (what they are told)
 
     def start(self, student: str) -> None:
         """Stage ``student``'s submission and send each of its notebooks to the pool."""
@@ -566,7 +567,7 @@ class _BatchRun:
                 submission = self.pipeline.stage(self.gb, student, self.assignment, src, dest)
                 self.rows[student] = [submission, *submission.notebooks]  # made with it, or loaded once if found
         except Exception as exc:  # noqa: BLE001
-            outcome.status = f"error: {type(exc).__name__}: {exc}"[:60]
+            outcome.status = self.not_saved.get(student) or f"error: {type(exc).__name__}: {exc}"[:60]
             self._count_if_done(student)
             return
         for notebook_id in self.notebook_ids:
@@ -619,7 +620,7 @@ class _BatchRun:
             if result.stopped:
                 outcome.status = f"stopped: {result.stopped}"[:60]
         except Exception as exc:  # noqa: BLE001 - one student's failure never stops the batch
-            outcome.status = f"error: {type(exc).__name__}: {exc}"[:60]
+            outcome.status = self.not_saved.get(student) or f"error: {type(exc).__name__}: {exc}"[:60]
         outcome.seconds += time.monotonic() - flight.t0
         # The process's first notebook finished (imports, configuration, the first picture): the
         # end of its start-up, if its command paused the collector for it (start_up_gc).
@@ -637,12 +638,12 @@ class _BatchRun:
         (:class:`GradebookBusy`) costs the students with a step in it, each reported failed, and no one else."""
         from sqlalchemy.exc import OperationalError
 
+        self.uncommitted.add(student)
         try:
             savepoint = self.session.begin_nested()
         except OperationalError as exc:
             self._lost(exc)
             raise GradebookBusy(_database_said(exc)) from None
-        self.uncommitted.add(student)
         try:
             yield
         except BaseException:
@@ -675,7 +676,7 @@ class _BatchRun:
         so for every student whose steps it held (their files in autograded/ are graded again next run)."""
         self.session.rollback()
         for student in self.uncommitted:
-            self.outcomes[student].status = f"error: not saved: {_database_said(exc)}"[:60]
+            self.not_saved[student] = self.outcomes[student].status = f"error: not saved: {_database_said(exc)}"[:60]
         self.uncommitted.clear()
         self.steps = 0
 
