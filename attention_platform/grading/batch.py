@@ -580,9 +580,12 @@ class _BatchRun:
         outcome, path = self.outcomes[student], src / f"{notebook_id}.ipynb"
         resources = self.pipeline.resources(student, self.assignment, notebook_id, dest)
         if not path.exists():
-            with self._step(student):
-                self.pipeline.missing(self.gb, student, self.assignment, notebook_id)
             outcome.status = f"missing {notebook_id}.ipynb"
+            try:
+                with self._step(student):
+                    self.pipeline.missing(self.gb, student, self.assignment, notebook_id)
+            except GradebookBusy:
+                outcome.status = self.not_saved[student]
             return
         try:
             with self._step(student):
