@@ -1,9 +1,8 @@
 """The end-to-end class: honest catalogue answers plus the submissions that try to
 break grading, written as nbgrader's ``submitted/`` tree of a course copy.
 
-``write_class(course)`` generates the assignment and writes every submission;
-``HONEST`` maps each honest student to the catalogue answer it submits; ``core_notebook_course`` files a
-class's submissions of the graded notebook alone; ``graded_copy`` gives a test
+``write_class(course)`` writes every submission into a released course (conftest.py's ``released_course``);
+``HONEST`` maps each honest student to the catalogue answer it submits; ``graded_copy`` gives a test
 its own copy of the class as one ``nbgrader autograde`` graded it (tests/conftest.py's
 ``autograded_e2e_class``, graded once per run). Shared by tests/grading/test_autograde_e2e.py (scores,
 feedback) and tests/reporting/test_report.py (the report and exports of the same class)."""
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import nbformat
 
-from attention_platform.course.directory import nbgrader, write_submission
+from attention_platform.course.directory import write_submission
 from grader_tests.self_attention.answers import ASSIGNMENT, BUGGY, CORRECT, NOTEBOOK, with_answer
 from grader_tests.registry import GRADE_ID_PREFIX, assignment
 
@@ -63,8 +62,7 @@ def cheater(release):
 
 
 def write_class(course: Path) -> None:
-    """Generate the assignment in ``course`` and write the whole class's submissions."""
-    nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", check=True)
+    """Write the whole class's submissions in ``course``, whose assignment is generated."""
     release = nbformat.read(course / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
     for student, answer in HONEST.items():
         write_submission(course, student, with_answer(release, ANSWERS[answer].code), assignment=ASSIGNMENT,
@@ -75,22 +73,6 @@ def write_class(course: Path) -> None:
     write_submission(course, "notjson", b'{"cells": [ this is not json', assignment=ASSIGNMENT, name=NOTEBOOK)
     write_submission(course, "nocells", json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": []}),
                      assignment=ASSIGNMENT, name=NOTEBOOK)
-
-
-def core_notebook_course(dest: Path, submissions: dict) -> Path:
-    """A copy of the course in ``dest`` with the graded notebook alone, released, and ``submissions``
-    ({student: release -> notebook, or the text of a broken file}) filed as collect does."""
-    from attention_platform.course.directory import copy_course
-
-    course = copy_course(dest)
-    for other in (course / "source" / ASSIGNMENT).glob("*.ipynb"):
-        if other.name != NOTEBOOK:
-            other.unlink()
-    nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", check=True)
-    release = nbformat.read(course / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
-    for student, make in submissions.items():
-        write_submission(course, student, make(release), assignment=ASSIGNMENT, name=NOTEBOOK)
-    return course
 
 
 def graded_copy(autograded_class: tuple, dest: Path):

@@ -7,20 +7,27 @@ from __future__ import annotations
 import os
 import time
 
+import nbformat
 import pytest
 
+from attention_platform.course.directory import write_submission
 from attention_platform.formgrader import autograde_all
-from e2e_class import core_notebook_course
-from grader_tests.self_attention.answers import ASSIGNMENT, with_answer
+from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK, with_answer
 from gradebooks import ANSWERS
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]  # the batch's own sandbox zygote needs root
 
 
-def _released_course(tmp_path_factory, name: str, submissions: dict):
+def _released_course(tmp_path_factory, released_course, name: str, submissions: dict):
+    """A course of the core notebook alone, released, with ``submissions`` ({student: release -> notebook or
+    the text of a broken file}) filed as collect does."""
     if os.geteuid() != 0:
         pytest.skip("the batch's own sandbox zygote needs root (CI is root)")
-    return core_notebook_course(tmp_path_factory.mktemp(name) / "course", submissions)
+    course = released_course(tmp_path_factory.mktemp(name) / "course", ASSIGNMENT, notebooks=[NOTEBOOK])
+    release = nbformat.read(course / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    for student, make in submissions.items():
+        write_submission(course, student, make(release), assignment=ASSIGNMENT, name=NOTEBOOK)
+    return course
 
 
 def _followed(run, timeout: float = 900) -> list[dict]:
@@ -32,9 +39,9 @@ def _followed(run, timeout: float = 900) -> list[dict]:
     return seen
 
 
-def test_autograde_all_shows_progress_then_each_outcome_once_per_assignment(tmp_path_factory):
+def test_autograde_all_shows_progress_then_each_outcome_once_per_assignment(tmp_path_factory, released_course):
     reference = lambda release: with_answer(release, ANSWERS["reference_style"].code)  # noqa: E731
-    course = _released_course(tmp_path_factory, "autograde-all",
+    course = _released_course(tmp_path_factory, released_course, "autograde-all",
                               {"ada": reference, "bob": reference, "eve": lambda release: "{ not a notebook"})
 
     run, started = autograde_all.start(str(course), ASSIGNMENT)
@@ -57,8 +64,8 @@ def test_autograde_all_shows_progress_then_each_outcome_once_per_assignment(tmp_
     assert autograde_all.latest(str(course), ASSIGNMENT) is run
 
 
-def test_nothing_collected_is_refused_saying_what_to_do_first(tmp_path_factory):
-    course = _released_course(tmp_path_factory, "autograde-all-empty", {})
+def test_nothing_collected_is_refused_saying_what_to_do_first(tmp_path_factory, released_course):
+    course = _released_course(tmp_path_factory, released_course, "autograde-all-empty", {})
     run, started = autograde_all.start(str(course), ASSIGNMENT)
     final = _followed(run)[-1]
     assert started and final["state"] == autograde_all.REFUSED, final

@@ -22,7 +22,6 @@ from sqlalchemy.orm import Session
 from attention_platform.course.directory import check_scores, nbgrader, write_submission
 from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK, with_answer
 from attention_platform.grading.batch import Pipeline, autograde_batch, nesting_savepoints
-from e2e_class import core_notebook_course
 from gradebooks import ANSWERS, scores_for
 
 CLASS = {"ada": "reference_style", "bob": "reference_style", "cyd": "mask_after_softmax", "dan": "reference_style"}
@@ -55,16 +54,20 @@ def _auto_scores(course, student: str) -> dict:
         return {grade.name: grade.auto_score for grade in submitted.grades}
 
 
-def _course_with(tmp_path_factory, name: str, notebooks: dict) -> Path:
+def _course_with(tmp_path_factory, released_course, name: str, notebooks: dict) -> Path:
     """A course of the core notebook alone, released, with ``notebooks`` ({student: release -> notebook}) submitted."""
     if os.geteuid() != 0:
         pytest.skip("the batch's own sandbox zygote needs root (CI is root)")
-    return core_notebook_course(tmp_path_factory.mktemp(name) / "course", notebooks)
+    course = released_course(tmp_path_factory.mktemp(name) / "course", ASSIGNMENT, notebooks=[NOTEBOOK])
+    release = nbformat.read(course / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    for student, make in notebooks.items():
+        write_submission(course, student, make(release), assignment=ASSIGNMENT, name=NOTEBOOK)
+    return course
 
 
 @pytest.fixture(scope="module")
-def small_class(tmp_path_factory):
-    return _course_with(tmp_path_factory, "batch", {
+def small_class(tmp_path_factory, released_course):
+    return _course_with(tmp_path_factory, released_course, "batch", {
         student: (lambda release, code=ANSWERS[answer].code: with_answer(release, code))
         for student, answer in CLASS.items()})
 
@@ -130,13 +133,13 @@ def test_the_batch_command_collects_no_garbage_until_its_first_notebook_is_finis
 
 
 @pytest.fixture(scope="module")
-def slow_class(tmp_path_factory):
+def slow_class(tmp_path_factory, released_course):
     def sleeping(release):
         nb = with_answer(release, ANSWERS["reference_style"].code)
         nb.cells.append(nbformat.v4.new_code_cell(f"import time\ntime.sleep({SLEEP})"))
         return nb
 
-    return _course_with(tmp_path_factory, "slow-batch", {
+    return _course_with(tmp_path_factory, released_course, "slow-batch", {
         "ada": lambda release: with_answer(release, ANSWERS["reference_style"].code), "zed": sleeping})
 
 
@@ -204,10 +207,10 @@ def _gradebook_rows(course) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.root
-def test_the_batch_writes_the_rows_nbgrader_autograde_writes(tmp_path_factory):
+def test_the_batch_writes_the_rows_nbgrader_autograde_writes(tmp_path_factory, released_course):
     """Scores and automatic comments ("No response." for an answer cell left as released) are the
     gradebook rows the batch writes through nbgrader's own steps, from rows it loads once per student."""
-    course = _course_with(tmp_path_factory, "rows", {
+    course = _course_with(tmp_path_factory, released_course, "rows", {
         "ann": lambda release: with_answer(release, ANSWERS["mask_after_softmax"].code),
         "una": lambda release: release})  # handed in untouched
     twin = course.parent / "twin"
@@ -238,14 +241,14 @@ def _late_penalties(course) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.root
-def test_late_penalties_are_nbgraders_computed_from_the_scores_just_saved(tmp_path_factory):
+def test_late_penalties_are_nbgraders_computed_from_the_scores_just_saved(tmp_path_factory, released_course):
     """A course whose late work scores zero (nbgrader's ``penalty_method = "zero"``: the penalty is the
     notebook's score), graded, then graded again after two students swapped answers: the batch's late
     penalties are stock ``nbgrader autograde``'s both times, each computed from the score just saved.
     (nbgrader loads a notebook's score when first read, after its grades are written; ``_fresh`` only
     matters to a penalty plugin that reads a score twice in one batch.)"""
     answers = {"ann": "reference_style", "bo": "mask_after_softmax", "cy": "reference_style"}
-    course = _course_with(tmp_path_factory, "late", {
+    course = _course_with(tmp_path_factory, released_course, "late", {
         student: (lambda release, code=ANSWERS[answer].code: with_answer(release, code))
         for student, answer in answers.items()})
     with (course / "nbgrader_config.py").open("a") as config:
@@ -299,3 +302,93 @@ def test_a_submission_that_is_no_notebook_is_rejected_saying_why(small_class, tm
     with pytest.raises(Exception) as raised:
         pipeline.read(path, pipeline.resources("ann", ASSIGNMENT, NOTEBOOK.removesuffix(".ipynb"), tmp_path))
     assert unreadable(raised.value) == status
+
+
+FEEDBACK_ON_SUBMIT_WRITING = """
+import datetime as dt, sys, time
+from pathlib import Path
+from nbgrader.api import Gradebook
+from attention_platform.attempts.ledger import Ledger
+
+course, assignment = Path(sys.argv[1]), sys.argv[2]
+url = f"sqlite:///{course / 'gradebook.db'}"
+ledger, written, failures = Ledger(url, remember=False), 0, []
+print("writing", flush=True)
+while not (course / "stop-writing").exists():
+    try:
+        at = dt.datetime.now(dt.timezone.utc)
+        attempt = ledger.add(assignment=assignment, student="eve", submission=f"eve+{assignment}+{written}",
+                             received_at=at, state="queued", feedback="full")
+        ledger.set(attempt, state="grading")
+        with Gradebook(url) as gb:  # the definition looked at, as ensure_definition does
+            gb.find_assignment(assignment).notebooks
+        ledger.set(attempt, state="graded", graded_at=at, score=1.0)
+        ledger.attempts(assignment)
+        written += 1
+    except Exception as exc:
+        failures.append(f"{type(exc).__name__}: {exc}"[:200])
+print(written, len(failures), failures[:3], flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_the_batch_grades_everyone_while_feedback_on_submit_writes_the_gradebook(small_class):
+    """Feedback on submit writes its attempts into the course's gradebook (a real Ledger and
+    Gradebook in another process, in a loop) while a TA's batch grades the class: every student is
+    graded and saved, and the other writer's writes all go through."""
+    writer = subprocess.Popen([sys.executable, "-c", FEEDBACK_ON_SUBMIT_WRITING, str(small_class), ASSIGNMENT],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "writing", writer.stderr.read()[-2000:]
+        outcomes = {o.student: o for o in autograde_batch(small_class, ASSIGNMENT, jobs=2, progress=False, log=None)}
+    finally:
+        (small_class / "stop-writing").touch()
+        out, err = writer.communicate(timeout=120)
+        (small_class / "stop-writing").unlink()
+    written, failed, failures = out.strip().splitlines()[-1].split(" ", 2)
+    assert {s: o.status for s, o in outcomes.items()} == dict.fromkeys(CLASS, "ok")
+    scores = check_scores(small_class, assignment=ASSIGNMENT, notebook=NOTEBOOK)
+    for student, answer in CLASS.items():
+        assert scores[student] == scores_for(answer), student
+    assert int(written) > 0 and failed == "0", failures
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_a_transaction_the_database_refuses_fails_its_students_with_the_reason_and_the_batch_goes_on(
+        small_class, monkeypatch):
+    """Just after bob's grades are saved, a reader holds the gradebook for longer than the batch waits,
+    so committing bob's step is refused ("database is locked"): bob, and whoever else's step the
+    database refuses meanwhile, is reported not saved, saying why; everyone else's grades are kept, the
+    batch finishes, and the next batch grades the ones not saved."""
+    from attention_platform.grading import batch
+
+    monkeypatch.setattr(batch, "BUSY_SECONDS", 1, raising=False)
+    monkeypatch.setattr(batch, "COMMIT_EVERY", 1)
+    original = Pipeline.finish
+
+    def finish_then_hold_the_database(self, nb, resources, dest, notebook_id, after_save=None):
+        graded = original(self, nb, resources, dest, notebook_id, after_save=after_save)
+        if resources["nbgrader"]["student"] == "bob":
+            reader = sqlite3.connect(small_class / "gradebook.db", check_same_thread=False)
+            reader.execute("BEGIN")
+            reader.execute("SELECT count(*) FROM grade").fetchall()  # a shared lock until it rolls back
+            threading.Timer(7, lambda: (reader.rollback(), reader.close())).start()
+        return graded
+
+    monkeypatch.setattr(Pipeline, "finish", finish_then_hold_the_database)
+    outcomes = {o.student: o for o in autograde_batch(small_class, ASSIGNMENT, jobs=1, progress=False, log=None)}
+    not_saved = {s for s, o in outcomes.items() if o.status != "ok"}
+    assert "bob" in not_saved
+    assert {outcomes[s].status for s in not_saved} == {"error: not saved: database is locked"}
+    scores = check_scores(small_class, assignment=ASSIGNMENT, notebook=NOTEBOOK)
+    for student in set(CLASS) - not_saved:
+        assert scores[student] == scores_for(CLASS[student]), student
+    time.sleep(7)
+    monkeypatch.setattr(Pipeline, "finish", original)
+    again = {o.student: o.status for o in autograde_batch(small_class, ASSIGNMENT, jobs=1, progress=False, log=None)}
+    assert again == dict.fromkeys(CLASS, "ok")
+    scores = check_scores(small_class, assignment=ASSIGNMENT, notebook=NOTEBOOK)
+    for student, answer in CLASS.items():
+        assert scores[student] == scores_for(answer), student
