@@ -98,14 +98,13 @@ def _rubric_lines(rubrics) -> list[str]:
 
 
 @pytest.mark.parametrize("name", sorted(ASSIGNMENTS))
-def test_released_feedback_carries_no_rubric(tmp_path, name):
+def test_released_feedback_carries_no_rubric(tmp_path, released_course, name):
     """Rubric cells are the TA's: neither their mark scheme nor what the release left of them (a note
     that grading is to come) is on the student's feedback page."""
     import nbformat
 
     registered = assignment(name)
-    course = copy_course(tmp_path / "course")
-    nbgrader(course, "generate_assignment", name, "--force", check=True)
+    course = released_course(tmp_path / "course", name)
     rubric_words = []
     for notebook in registered.notebooks:
         nb, rubrics = _with_rubrics_restored(course, name, notebook)
