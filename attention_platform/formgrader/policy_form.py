@@ -63,8 +63,9 @@ def source(course_root: str, assignment: str) -> str:
     except PolicyError:
         saved = {}
     if assignment in saved:
-        return "set in this form (it takes precedence over the course's nbgrader_config.py)"
-    return "the course's nbgrader_config.py (or the deployment's ATTENTION_FEEDBACK_ON_SUBMIT; off when neither names it)"
+        return "Set in this form, which takes precedence over the course's nbgrader_config.py."
+    return ("From the course's nbgrader_config.py, or the deployment's ATTENTION_FEEDBACK_ON_SUBMIT; "
+            "off when neither names the assignment.")
 
 
 def _handler():

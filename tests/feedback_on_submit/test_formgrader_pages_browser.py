@@ -73,22 +73,14 @@ def browser():
             chromium.close()
 
 
-def logged_in(browser, hub, user: str):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
-    context.set_default_timeout(120_000)
-    page = context.new_page()
-    page.goto(hub.url + "/hub/login")
-    page.fill("input[name=username]", user)
-    page.fill("input[name=password]", hub.passwords[user])
-    page.locator("input[name=password]").press("Enter")
-    page.wait_for_url(re.compile(r".*/(hub/home|hub/spawn|user/).*"))
-    return page
+def processes_log(hub) -> str:
+    return (hub.state / "jupyterhub.log").read_text(errors="replace")  # where the hub's processes write
 
 
 def grader_follows(hub, offset: int, words: str) -> str:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        found = re.findall(r"feedback-on-submit\] policy of " + ASSIGNMENT + r": (.*)", hub.log()[offset:])
+        found = re.findall(r"feedback-on-submit\] policy of " + ASSIGNMENT + r": (.*)", processes_log(hub)[offset:])
         if found and words in found[-1]:
             return found[-1]
         time.sleep(0.2)
@@ -96,17 +88,17 @@ def grader_follows(hub, offset: int, words: str) -> str:
 
 
 def test_the_instructor_sets_the_policy_in_the_form_and_the_grader_applies_it(hub, students, browser):
-    page = logged_in(browser, hub, "instructor")
+    page = hub.browser_page(browser, "instructor")
     page.goto(hub.url + FORMGRADER + "/feedback_on_submit")
     page.locator(f"h2#{ASSIGNMENT}").wait_for()
-    page.get_by_role("link", name="Change the policy").click()
+    page.get_by_role("link", name=f"Change the policy of {ASSIGNMENT}").click()
     form = page.locator("form.attention-policy-form")
     # a value the grader could not use: said on the form, nothing saved
     page.fill("#policy-attempts", "0")
     form.get_by_role("button", name="Save the policy").click()
     assert "'attempts' must be at least 1, not 0" in page.locator("#policy-error").inner_text()
     assert not policy_store.path(hub.state / "course").exists()
-    offset = len(hub.log())
+    offset = len(processes_log(hub))
     page.select_option("#policy-feedback", "full")
     page.fill("#policy-attempts", "2")
     page.fill("#policy-window", "24")
@@ -138,7 +130,7 @@ def test_a_ta_reads_the_policy_downloads_the_reports_and_opens_an_attempt_that_d
     refused = ta.post(f"{FORMGRADER}/policy/{ASSIGNMENT}", data={"feedback": "off", "window_hours": "24",
                                                                   "cooldown_minutes": "0", "counts": "last"})
     assert refused.status_code == 403 and "instructors only" in refused.text
-    page = logged_in(browser, hub, "ta")
+    page = hub.browser_page(browser, "ta", accept_downloads=True)
     page.goto(hub.url + FORMGRADER + f"/policy/{ASSIGNMENT}")
     assert page.locator("form.attention-policy-form fieldset").is_disabled()
     assert page.get_by_role("button", name="Save the policy").count() == 0
@@ -178,7 +170,7 @@ def test_a_ta_reads_the_policy_downloads_the_reports_and_opens_an_attempt_that_d
 
 
 def test_a_student_gets_403_from_every_staff_page(hub, students, browser):
-    page = logged_in(browser, hub, "student1")
+    page = hub.browser_page(browser, "student1")
     for path in ("/feedback_on_submit", "/reports", f"/reports/{ASSIGNMENT}/misconceptions.html",
                  f"/reports/{ASSIGNMENT}/check_breakdown.csv", f"/reports/{ASSIGNMENT}/canvas_grades.csv",
                  f"/reports/{ASSIGNMENT}/attempts.csv", f"/policy/{ASSIGNMENT}",

@@ -17,8 +17,8 @@ the exchange received each attempt.</p>
 <p class="attention-policy" style="max-width:60rem" data-feedback="{{ section.policy.feedback | e }}" data-counts="{{ section.policy.counts | e }}">
 Students are told: “{{ section.policy.describe() | e }}”</p>
 {%- endif %}
-<p><a class="attention-policy-link" href="{{ base_url }}/formgrader/policy/{{ section.assignment | e }}">{% if attention_role == 'instructor' %}Change the policy{% else %}The policy's settings{% endif %}</a>
- · <a class="attention-attempts-csv" href="{{ base_url }}/formgrader/reports/{{ section.assignment | e }}/attempts.csv">Attempts as CSV</a></p>
+<p><a class="attention-policy-link" href="{{ base_url }}/formgrader/policy/{{ section.assignment | e }}">{% if attention_role == 'instructor' %}Change the policy of {{ section.assignment | e }}{% else %}The policy's settings for {{ section.assignment | e }}{% endif %}</a>
+ · <a class="attention-attempts-csv" href="{{ base_url }}/formgrader/reports/{{ section.assignment | e }}/attempts.csv">Attempts of {{ section.assignment | e }} as CSV</a></p>
 {%- if not section.attempts %}
 <p>No attempts.</p>
 {%- else %}

@@ -15,7 +15,7 @@
 {%- else %}
 <p id="policy-in-force">{{ in_force | e }}</p>
 {%- endif %}
-<p class="text-muted">From {{ source | e }}.</p>
+<p id="policy-source">{{ source | e }}</p>
 <h2>{% if editable %}Change it{% else %}The policy's settings{% endif %}</h2>
 {%- if not editable %}
 <p>Only the course's instructors change the policy; TAs see it here.</p>
