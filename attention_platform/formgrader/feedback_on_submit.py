@@ -118,7 +118,7 @@ def _handlers():
     class AttemptNotebookHandler(BaseHandler):
         @web.authenticated
         def get(self, assignment, student, attempt, notebook):
-            from attention_platform.bounded_json import read_notebook
+            from attention_platform.bounded_json import TooComplex, read_notebook
             from attention_platform.feedback_on_submit.engine import WORK, archived_attempt
             from attention_platform.reporting.safe_html import SafeHTMLExporter
 
@@ -131,7 +131,11 @@ def _handlers():
                 raise web.HTTPError(404, f"the graded {notebook} of this attempt is not kept (the grader keeps "
                                          f"the newest attempts' files and the counting attempt's)")
             path = archived_attempt(Path(self.coursedir.root) / WORK, student, assignment, row["id"])
-            body, _ = SafeHTMLExporter().from_notebook_node(read_notebook(path / "autograded" / f"{notebook}.ipynb"))
+            try:
+                graded = read_notebook(path / "autograded" / f"{notebook}.ipynb")
+            except TooComplex as exc:
+                raise web.HTTPError(409, f"this attempt's {notebook} is not shown here: {exc}") from None
+            body, _ = SafeHTMLExporter().from_notebook_node(graded)
             self.set_header("Content-Type", "text/html; charset=utf-8")
             self.write(body)
 

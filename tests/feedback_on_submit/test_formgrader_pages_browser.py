@@ -53,6 +53,7 @@ def hub():
 def students(hub):
     students = hub.students_with(ASSIGNMENT, 2)
     s1 = students["student1"]
+    wait_for(s1, lambda s: s.get("enabled_since"), "the grader watching")  # what came before it is not graded
     answer(s1, NO_SCALE.code, "first")
     assert submit(s1)["success"]
     wait_for(s1, graded(1), "student1's first attempt graded")
@@ -132,7 +133,9 @@ def test_a_ta_reads_the_policy_downloads_the_reports_and_opens_an_attempt_that_d
     assert refused.status_code == 403 and "instructors only" in refused.text
     page = hub.browser_page(browser, "ta", accept_downloads=True)
     page.goto(hub.url + FORMGRADER + f"/policy/{ASSIGNMENT}")
-    assert page.locator("form.attention-policy-form fieldset").is_disabled()
+    assert "2 graded attempts per 24 hours" in page.locator("#policy-in-force").inner_text()
+    for field in ("#policy-feedback", "#policy-attempts", "#policy-window", "#policy-cooldown", "#policy-counts"):
+        assert page.locator(field).is_disabled(), field
     assert page.get_by_role("button", name="Save the policy").count() == 0
 
     page.get_by_role("link", name="Reports").click()
