@@ -3,11 +3,17 @@
 - ``native_hub`` (session): one ``attention-course hub`` (the README's first command) shared by
   the browser walk-through and the hub API tests, started with --no-release.
 - ``security_hub`` (session): a second hub, released, for the attacks on the formgrader
-  (tests/hub/test_formgrader_gate.py, tests/reporting/test_hostile_submission.py), so what they leave
-  behind never meets the walk-through's expectations.
+  (tests/hub/test_formgrader_gate.py, tests/reporting/test_hostile_submission.py), the exchange view's
+  (tests/hub/test_exchange_hub.py) and the other tests that ask for it, so what they leave behind never
+  meets the walk-through's expectations.
 - ``autograded_e2e_class`` (session): the end-to-end class (``e2e_class``) graded once by a real
   ``nbgrader autograde``, for tests/grading/test_autograde_e2e.py and tests/reporting/test_report.py;
   each grades nothing again and works on its own copy (``e2e_class.graded_copy``).
+- ``sandbox_broker`` (session): ``sandbox_broker(*options)`` is a root sandbox broker for the grader
+  account (``broker_helpers.SharedBroker``: socket, folder, grader), started by the first test that asks
+  for those broker options and shared by every later one, so a run starts one broker per configuration
+  (the broker's and the validate service's tests). A test that must see a broker start,
+  or gives it its own environment, starts its own (``broker_helpers.start_broker``).
 
 Helpers (plain modules, imported by name): ``hub_helpers`` (launch a hub, log in, sessions),
 ``e2e_class`` (a graded sample class), ``fault_helpers``, ``gradebooks``, ``broker_helpers`` (a
@@ -74,6 +80,23 @@ def security_hub():
                                          "HUB_LOGIN_MAX_WAIT_SECONDS": "4",
                                          "HUB_LOGIN_ADDRESS_MAX_FAILURES": "100"}) as hub:
         yield hub
+
+
+@pytest.fixture(scope="session")
+def sandbox_broker():
+    """``sandbox_broker(*options)``: the run's root sandbox broker started with ``options`` (none: the
+    default, every first use paid), started on first use; all of them stop at the end of the run."""
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("the sandbox broker runs as root (CI is root)")
+    from broker_helpers import SharedBrokers
+
+    brokers = SharedBrokers()
+    try:
+        yield brokers
+    finally:
+        brokers.close()
 
 
 @pytest.fixture(scope="session")
