@@ -6,6 +6,9 @@
   (tests/hub/test_formgrader_gate.py, tests/reporting/test_hostile_submission.py), the exchange view's
   (tests/hub/test_exchange_hub.py) and the other tests that ask for it, so what they leave behind never
   meets the walk-through's expectations.
+- ``released_course`` (session): ``released_course(dest, assignment, notebooks=None)`` copies to ``dest``
+  the course after a real ``nbgrader generate_assignment`` that runs once per run for each assignment
+  (and set of notebooks) asked for (``released_courses.ReleasedCourses``).
 - ``autograded_e2e_class`` (session): the end-to-end class (``e2e_class``) graded once by a real
   ``nbgrader autograde``, for tests/grading/test_autograde_e2e.py and tests/reporting/test_report.py;
   each grades nothing again and works on its own copy (``e2e_class.graded_copy``).
@@ -30,7 +33,7 @@ grader_tests/tests/.
   test_sandbox_isolation, test_sandbox_broker, test_cheats, test_autograde_e2e, test_autograde_parts_e2e,
   test_autograde_multi_head_e2e,
   test_autograde_progress, test_course_lock, test_batch, test_huge_pages, test_first_use, test_sandbox_protocol,
-  test_probe_text_leak, test_generated_classes
+  test_probe_text_leak, test_generated_classes, test_public_checks
 - hub/ (native hub, accounts, LTI; and what is tested on its live hub: exchange/, formgrader/, lab/,
   the load test): test_hub_native, test_hub_api, test_hub_accounts, test_hub_culler, test_lti, test_exchange_attacks, test_exchange_hub,
   test_faults_exchange, test_faults_hub, test_formgrader_gate, test_instructor_source, test_course_lab,
@@ -38,7 +41,7 @@ grader_tests/tests/.
   test_service_supervisor, test_student_lab_browser, test_every_assignment_hub
 - feedback_on_submit/ (intake, fair queue, grader, pages; attempts/: policy, ledger, status; its Lab and formgrader sides):
   test_feedback_on_submit_units, test_feedback_on_submit_hub, test_grader_crash_hub,
-  test_feedback_on_submit_every_assignment, test_formgrader_pages_browser
+  test_feedback_on_submit_every_assignment, test_best_keeps_written_work, test_formgrader_pages_browser
 - reporting/ (report, exports, feedback page, safe HTML): test_report, test_exports, test_feedback_page,
   test_hostile_submission, test_feedback_every_assignment
 - deploy/ (not a package: the Docker and Kubernetes deployments): test_compose_static, test_docker_guard,
@@ -100,13 +103,22 @@ def sandbox_broker():
 
 
 @pytest.fixture(scope="session")
-def autograded_e2e_class(tmp_path_factory):
+def released_course(tmp_path_factory):
+    """``released_course(dest, assignment, notebooks=None)``: a copy at ``dest`` of the course released by
+    one real ``nbgrader generate_assignment`` per run for that assignment (of those notebooks alone)."""
+    from released_courses import ReleasedCourses
+
+    return ReleasedCourses(tmp_path_factory.mktemp("released-courses"))
+
+
+@pytest.fixture(scope="session")
+def autograded_e2e_class(tmp_path_factory, released_course):
     """The course of tests/e2e_class.py's class after one real ``nbgrader autograde``, and that
     command's completed process. Read only: a test that writes copies it (e2e_class.graded_copy)."""
-    from attention_platform.course.directory import copy_course, nbgrader
+    from attention_platform.course.directory import nbgrader
     from e2e_class import write_class
     from grader_tests.self_attention.answers import ASSIGNMENT
 
-    course = copy_course(tmp_path_factory.mktemp("e2e-class"))
+    course = released_course(tmp_path_factory.mktemp("e2e-class") / "course", ASSIGNMENT)
     write_class(course)
     return course, nbgrader(course, "autograde", ASSIGNMENT, "--force")

@@ -401,21 +401,28 @@ class Engine:
         shutil.rmtree(attempt.intake.folder, ignore_errors=True)
         return folder
 
-    def install(self, attempt_id: int, student: str, assignment: str, timestamp) -> None:
+    def install(self, attempt_id: int, student: str, assignment: str, timestamp, written_from: int | None = None) -> None:
         """Make the archived attempt the course's submission of ``student``: its files into
         ``submitted/`` and ``autograded/``, its grades into the course's gradebook (manual grades
-        already given stay, as nbgrader's autograde keeps them)."""
+        already given stay, as nbgrader's autograde keeps them). ``written_from``: another archived
+        attempt whose written answers replace this one's (the newer work a TA grades under ``best``)."""
         from attention_platform.grading.course_lock import course_grading_lock
 
-        folder = self.work / "archive" / student / assignment / str(attempt_id)
+        archive = self.work / "archive" / student / assignment
+        folder = archive / str(attempt_id)
+        written = archive / str(written_from) / "autograded" if written_from not in (None, attempt_id) else None
         pipeline = self.main
         src = pipeline.submitted(student, assignment)
         with course_grading_lock(pipeline.root):  # never while a TA's autograde writes this course
             _replace_tree(folder / "submitted", src)
+            if written is not None:  # a TA's own autograde of submitted/ keeps the same answers
+                for path in src.glob("*.ipynb"):
+                    _rewrite_written_answers(path, written / path.name)
             (src / "timestamp.txt").write_text(_naive(timestamp).strftime("%Y-%m-%d %H:%M:%S.%f UTC"))
-            self._install_grades(folder, pipeline, student, assignment, timestamp)
+            self._install_grades(folder, pipeline, student, assignment, timestamp, written)
 
-    def _install_grades(self, folder: Path, pipeline, student: str, assignment: str, timestamp) -> None:
+    def _install_grades(self, folder: Path, pipeline, student: str, assignment: str, timestamp,
+                        written: Path | None = None) -> None:
         src, dest = pipeline.submitted(student, assignment), pipeline.autograded(student, assignment)
         with self.router.opened(pipeline.db_url, self.course_id) as (gb, session):
             notebook_ids = [nb.name for nb in gb.find_assignment(assignment).notebooks]
@@ -430,6 +437,8 @@ class Engine:
                 import nbformat
 
                 nb = nbformat.read(graded, as_version=4)
+                if written is not None:
+                    _with_written_answers(nb, written / f"{notebook_id}.ipynb")
                 pipeline.finish(nb, pipeline.resources(student, assignment, notebook_id, dest), dest, notebook_id)
                 session.commit()
 
@@ -483,6 +492,47 @@ def archived_attempt(work: Path, student: str, assignment: str, attempt_id: int)
     """The folder of an attempt's graded files (``submitted/``, ``autograded/``, ``feedback/``),
     kept for the newest attempts and the one that counts (FeedbackOnSubmit.keep_attempt_files)."""
     return Path(work) / "archive" / student / assignment / str(attempt_id)
+
+
+def _is_written_answer(cell) -> bool:
+    """A written answer: nbgrader's manually graded answer cell (a solution cell with points)."""
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return bool(meta.get("solution")) and bool(meta.get("grade")) and bool(meta.get("grade_id"))
+
+
+def _with_written_answers(nb, other: Path) -> bool:
+    """Give each written answer of ``nb`` the text of the same answer (by grade id) in the notebook
+    at ``other``, one the grader wrote itself (an attempt's autograded copy), if there is one.
+    True if ``nb`` changed."""
+    if not other.is_file():
+        return False
+    import nbformat
+
+    answers = {cell.metadata.nbgrader["grade_id"]: cell.source
+               for cell in nbformat.read(other, as_version=4).cells if _is_written_answer(cell)}
+    changed = False
+    for cell in nb.cells:
+        if _is_written_answer(cell) and cell.metadata.nbgrader["grade_id"] in answers:
+            changed |= cell.source != answers[cell.metadata.nbgrader["grade_id"]]
+            cell.source = answers[cell.metadata.nbgrader["grade_id"]]
+    return changed
+
+
+def _rewrite_written_answers(path: Path, other: Path) -> None:
+    """The submitted notebook at ``path`` with the written answers of ``other`` (``_with_written_answers``);
+    one that cannot be read as a notebook, within the bounds grading reads it in, is left as it is
+    (its grading said so already)."""
+    import nbformat
+
+    from attention_platform import bounded_json
+    from attention_platform.grading.batch import SUBMITTED_NOTEBOOK
+
+    try:
+        nb = bounded_json.read_notebook(path, SUBMITTED_NOTEBOOK)
+    except Exception:  # noqa: BLE001 - not a notebook: nothing to carry over
+        return
+    if _with_written_answers(nb, other):
+        nbformat.write(nb, path)
 
 
 def _naive(value):

@@ -430,7 +430,13 @@ class Service:
         current = next((r for r in rows if r["counted"]), None)
         if counts == "best" and current is not None and current["id"] != attempt.id and \
                 float(current["score"] or 0) > result.score:
-            return  # a better one counts (among equals, the newest: the student's latest work)
+            # A better one counts (among equals, the newest: the student's latest work) for the checks'
+            # points; the TA grades the written answers the student last wrote: this attempt's.
+            self.engine.install(current["id"], attempt.student, attempt.assignment,
+                                current["timestamp"] or current["received_at"], written_from=attempt.id)
+            self.log.info("%s: attempt %d still counts, with the written answers of attempt %d", attempt.student,
+                          current["id"], attempt.id)
+            return
         self.engine.install(attempt.id, attempt.student, attempt.assignment, attempt.timestamp)
         self.ledger.set_counted(attempt.assignment, attempt.student, attempt.id)
         self.log.info("%s: attempt %d now counts (%s)", attempt.student, attempt.id, counts)
