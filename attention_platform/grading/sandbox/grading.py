@@ -94,6 +94,8 @@ class NotebookResult:
     stopped: str | None = None  # why the sandbox stopped early, if it did
     layers: list = field(default_factory=list)
     seconds: float = 0.0
+    judging: float = 0.0  # of ``seconds``, in this process's judges
+    picturing: float = 0.0  # of ``seconds``, reading and drawing the teaching pictures
 
     @property
     def score(self) -> float:
@@ -517,14 +519,18 @@ def _grade_checks(sandbox, cells: list, grade_ids: list, checks: list, limits: S
             seed, request = requests[index]
             try:
                 kind, reply = sandbox.reply()
+                judging = time.monotonic()
                 verdict = judged(check, seed, request, kind, reply)
+                result.judging += time.monotonic() - judging
             except SandboxError as exc:
                 result.stopped = exc.reason
                 verdict = Verdict(False, f"This check could not finish: {exc.reason}.")
         cell.outputs = [_verdict_output(check, verdict)]
         result.checks[check.id] = CheckResult(check.id, verdict.passed, verdict.message, float(check.points))
         if (pictures := _pictures_after(check)) is not None and result.stopped is None:
+            picturing = time.monotonic()
             cell.outputs += _teaching_picture(sandbox, pictures)
+            result.picturing += time.monotonic() - picturing
 
 
 def public_checks_of(nb) -> list[Check]:
