@@ -41,7 +41,8 @@ grader_tests/tests/.
   test_service_supervisor, test_student_lab_browser, test_every_assignment_hub, test_formgrader_browser
 - feedback_on_submit/ (intake, fair queue, grader, pages; attempts/: policy, ledger, status; its Lab and formgrader sides):
   test_feedback_on_submit_units, test_feedback_on_submit_hub, test_grader_crash_hub,
-  test_feedback_on_submit_every_assignment, test_best_keeps_written_work, test_feedback_on_submit_flat_cost
+  test_feedback_on_submit_every_assignment, test_best_keeps_written_work, test_feedback_on_submit_flat_cost,
+  test_formgrader_pages_browser
 - reporting/ (report, exports, feedback page, safe HTML): test_report, test_exports, test_feedback_page,
   test_hostile_submission, test_feedback_every_assignment, test_safe_html
 - deploy/ (not a package: the Docker and Kubernetes deployments): test_compose_static, test_docker_guard,

@@ -1,8 +1,14 @@
 {#- nbgrader's base page with the course's additions (attention_platform/formgrader/formgrader_extras.py).
     Every page of the formgrader extends 'base.tpl', which the loader finds here first. The
     script carries the page's nonce (NonceScripts covers this folder) and learns the role from
-    its data attributes: no inline script, no inline handler. -#}
+    its data attributes: no inline script, no inline handler. The course's own pages are linked
+    in the sidebar here, the one place. -#}
 {%- extends 'nbgrader/base.tpl' -%}
+{%- block sidebar -%}
+{{ super() }}
+<li role="presentation"><a class="attention-feedback-on-submit" href="{{ base_url }}/formgrader/feedback_on_submit">Feedback on submit</a></li>
+<li role="presentation"><a class="attention-reports" href="{{ base_url }}/formgrader/reports">Reports</a></li>
+{%- endblock -%}
 {%- block script -%}
 {{ super() }}
 <link rel="stylesheet" href="{{ base_url }}/formgrader/attention/static/attention.css">
