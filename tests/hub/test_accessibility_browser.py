@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -43,6 +44,15 @@ def lab_assignments(page, hub, user):
     page.locator("#feedback_on_submit_panel li.fos-attempt").first.wait_for(timeout=WAIT * 1000)
 
 
+def validate_dialog(page, hub, user):
+    lab_assignments(page, hub, user)
+    listing = page.locator("#nbgrader-assignment-list")
+    listing.locator(".assignment-notebooks-link", has_text=ASSIGNMENT).first.click()
+    row = listing.locator(".nested_list_item", has=page.locator(".item_name a", has_text=re.compile(f"^{ASSIGNMENT}$")))
+    row.get_by_role("button", name="Validate").click()
+    page.locator(".jp-Dialog .attention-validate").wait_for(timeout=WAIT * 1000)
+
+
 def feedback_page(page, hub, user):
     page.goto(f"{hub.url}/user/{user}/attention/feedback-on-submit/page/{ASSIGNMENT}/1/{ASSIGNMENT}.html")
 
@@ -54,6 +64,7 @@ def formgrader(path):
 # (what, who, how to open it, the part to check: None for the whole page)
 PAGES = [
     ("the student's Assignments tab and feedback panel", "student1", lab_assignments, STUDENT_PANELS),
+    ("the Validate dialog", "student1", validate_dialog, {"include": [[".jp-Dialog"]]}),
     ("a feedback page", "student1", feedback_page, None),
     ("manage assignments", "instructor", formgrader("/manage_assignments"), None),
     ("manage submissions", "instructor", formgrader(f"/manage_submissions/{ASSIGNMENT}"), None),

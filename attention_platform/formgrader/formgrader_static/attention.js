@@ -240,7 +240,8 @@
     // presentation: a reader then finds no list and controls inside controls
     $('.panel-heading[role=tab]').removeAttr('role');
     $('.panel-collapse[role=tabpanel]').attr('role', 'region');
-    $('[role=tablist]').filter(function () { return !$(this).find('[role=tab]').length; }).removeAttr('role');
+    $('[role=tablist]').filter(function () { return !$(this).find('[role=tab]').length; })
+      .removeAttr('role aria-multiselectable');
     $('ul.nav > li[role=presentation]').removeAttr('role');
   }
   if (!document.documentElement.lang) { document.documentElement.lang = 'en'; }  // nbgrader's page has no <html>
