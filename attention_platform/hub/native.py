@@ -286,8 +286,8 @@ def prepare(state: Path, *, port: int = 8000, formgrader_port: int = 9999, relea
             course_root: Path = COURSE_ROOT, demo: DemoClass | None = None, log=print,
             assignments: bool = True) -> NativeHub:
     """Everything before the hub starts: accounts, course directory, exchange, and with ``assignments``
-    the course's assignments generated and released (:func:`prepare_assignments`, which the launcher
-    runs once the login page answers instead). ``demo`` defaults to the class the environment
+    the course's assignments generated and released (:func:`prepare_assignments` and
+    :func:`release_assignments`, which the launcher runs once the login page answers instead). ``demo`` defaults to the class the environment
     describes (:meth:`DemoClass.from_environment`)."""
     demo = demo or DemoClass.from_environment()
     course = course_id()
@@ -363,28 +363,40 @@ def prepare(state: Path, *, port: int = 8000, formgrader_port: int = 9999, relea
     if as_root:
         share_source_with_instructors(hub)
     if assignments:
-        prepare_assignments(hub, release=release, course_root=course_root, log=log)
+        prepare_assignments(hub, course_root=course_root, log=log)
+        if release:
+            release_assignments(hub, course_root=course_root, log=log)
     return hub
 
 
-def prepare_assignments(hub: NativeHub, *, release: bool = True, course_root: Path = COURSE_ROOT, log=print) -> None:
-    """The assignments the course ships generated (their gradebook entries with them), the demo roster
-    imported, and each released that is not yet: nbgrader commands of seconds each, as the grader."""
-    course_x = hub.exchange / hub.course
-    nbgrader = program("nbgrader")
-    as_grader = hub.as_grader()
-    # The assignments the course ships (the checkout's source/); one an instructor adds in the hub's
-    # course directory is theirs to release from the formgrader, never released by a restart.
+def _shipped_assignments(hub: NativeHub, course_root: Path, log=print) -> list[str]:
+    """The assignments the course ships (the checkout's source/); one an instructor adds in the hub's
+    course directory is theirs to release from the formgrader, never released by a restart."""
     assignments = [a for a in source_assignments(course_root) if a in source_assignments(hub.course_dir)]
     for missing in sorted(set(source_assignments(course_root)) - set(assignments)):
         log(f"assignment {missing!r} is not in {hub.course_dir / 'source'} (made before it shipped): not released")
-    for assignment in assignments:  # each released as soon as it is generated: students see the first sooner
+    return assignments
+
+
+def prepare_assignments(hub: NativeHub, *, course_root: Path = COURSE_ROOT, log=print) -> None:
+    """The assignments the course ships generated (their gradebook entries with them) and the demo
+    roster imported: nbgrader commands of seconds each, as the grader."""
+    nbgrader = program("nbgrader")
+    as_grader = hub.as_grader()
+    for assignment in _shipped_assignments(hub, course_root, log=log):
         _run([nbgrader, "generate_assignment", assignment, "--force"], **as_grader)
-        if release and not (course_x / "outbound" / assignment).is_dir():
-            _run([nbgrader, "release_assignment", assignment], **as_grader)
     _run([nbgrader, "db", "student", "import", str(write_demo_roster(hub))], **as_grader)
-    if release:
-        log(f"released to {course_x / 'outbound'}: {', '.join(assignments) or 'no assignment (source/ is empty)'}")
+
+
+def release_assignments(hub: NativeHub, *, course_root: Path = COURSE_ROOT, log=print) -> None:
+    """Each assignment the course ships released that is not yet. The launcher does this once the
+    feedback-on-submit grader runs: it grades only what is submitted after it first sees an assignment."""
+    course_x = hub.exchange / hub.course
+    assignments = _shipped_assignments(hub, course_root, log=lambda line: None)
+    for assignment in assignments:
+        if not (course_x / "outbound" / assignment).is_dir():
+            _run([program("nbgrader"), "release_assignment", assignment], **hub.as_grader())
+    log(f"released to {course_x / 'outbound'}: {', '.join(assignments) or 'no assignment (source/ is empty)'}")
 
 
 # The checkout the hub runs from, as its students' kernels see it: the venv's editable
@@ -510,9 +522,10 @@ def start_services(hub: NativeHub, timeout: float = 120) -> NativeHub:
     log = hub.log_file
     if hub.grader_user:
         wait_for_broker(hub, timeout)
+    start_feedback_on_submit(hub, log)  # before the others: it takes seconds to watch, and the release waits for it
+    if hub.grader_user:
         start_validate(hub, log)  # students' Validate, in sandboxes of the broker, as the grader account
     start_formgrader(hub, log)
-    start_feedback_on_submit(hub, log)
     deadline = time.monotonic() + 90
     while True:  # the formgrader answers its version once it is up
         if hub.formgrader.poll() is not None:
@@ -657,11 +670,13 @@ def run(state: Path, port: int = 8000, formgrader_port: int = 9999, release: boo
         print(f"JupyterHub for course {hub.course!r}: its login page answers on {hub.url} (127.0.0.1 only) "
               f"after {time.monotonic() - started:.1f} s.  Log: {hub.state / 'jupyterhub.log'}")
         print_logins(hub)
-        print("Still starting: the assignments' release, the sandbox broker, the validate service, the formgrader "
-              "and the feedback-on-submit grader (until then the formgrader's page says it is unavailable).")
+        print("Still starting: the feedback-on-submit grader, the sandbox broker, the validate service and the "
+              "formgrader (until then the formgrader's page says it is unavailable), then the assignments' release.")
         sys.stdout.flush()
-        prepare_assignments(hub, release=release, course_root=course_root)
+        prepare_assignments(hub, course_root=course_root)
         start_services(hub)
+        if release:
+            release_assignments(hub, course_root=course_root)
     except BaseException:
         stop(hub)
         raise
