@@ -15,6 +15,7 @@ from attention_platform.grading.preprocessors import (
 from attention_platform.grading.course_lock import after_autograde, before_autograde
 from attention_platform.grading.sandboxed_execute import SandboxedExecute, start_sandbox_early
 from attention_platform.reporting.feedback import FeedbackSummary
+from attention_platform.reporting.rubrics import DropRubrics
 from attention_platform.reporting.safe_html import FEEDBACK_TEMPLATES, FeedbackHTMLExporter
 from attention_platform.settings import settings_or_exit
 
@@ -85,10 +86,11 @@ c.GenerateFeedback.exporter_class = FeedbackHTMLExporter
 # one row per check at the top, each check's message whole and wrapped, "not answered" for stubs.
 c.FeedbackHTMLExporter.template_name = "attention_feedback"
 c.FeedbackHTMLExporter.extra_template_basedirs = [FEEDBACK_TEMPLATES]
-# Feedback shows each check's verdict and message, never its code.
+# Feedback shows each check's verdict and message, never its code, and no rubric cell (the TA's).
 c.GenerateFeedback.preprocessors = [
     HideCheckCode,
     pp.ClearMarkScheme,
+    DropRubrics,
     SanitizeCheckOutputs,
     pp.GetGrades,
     FeedbackSummary,

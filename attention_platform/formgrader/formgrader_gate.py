@@ -115,6 +115,11 @@ ROUTES: tuple[Route, ...] = (
     _r(rf"formgrader/attention/static/{_STATIC}", get=ANYONE, head=ANYONE),
     _r(f"formgrader/api/attention/states/{A}", get=GRADER),
     _r(f"formgrader/api/attention/progress/{A}/{S}", get=GRADER),
+    # Autograde all (autograde_all.py): the batch grader over every collected submission, its progress
+    _r(f"formgrader/api/attention/autograde_all/{A}", get=GRADER, post=GRADER),
+    # Preview of the student version (preview.py), where nbgrader links to a file browser not served here
+    _r(f"formgrader/attention/preview/{A}", get=INSTRUCTOR),
+    _r(f"formgrader/attention/preview/{A}/{N}", get=INSTRUCTOR),
     # feedback on submit (attention_platform/formgrader/feedback_on_submit.py): the policies and every attempt
     _r("formgrader/feedback_on_submit", get=GRADER),
     _r(f"formgrader/api/attention/attempts/{A}", get=GRADER),
@@ -356,13 +361,15 @@ def install(web_app, base_url: str) -> None:
     """Route every request of ``web_app`` through the gate."""
     from nbgrader.server_extensions.formgrader.apihandlers import AutogradeHandler
 
-    from attention_platform.formgrader import feedback_on_submit
+    from attention_platform.formgrader import autograde_all, feedback_on_submit, preview
     from attention_platform.formgrader import formgrader_extras
 
     files_handler, images_handler = _image_files_handler()
     replaced = {files_handler: images_handler, AutogradeHandler: formgrader_extras.threaded_autograde(AutogradeHandler)}
     web_app.add_handlers(".*$", formgrader_extras.handlers(base_url))
     web_app.add_handlers(".*$", feedback_on_submit.handlers(base_url))
+    web_app.add_handlers(".*$", autograde_all.handlers(base_url))
+    web_app.add_handlers(".*$", preview.handlers(base_url))
 
     def find_handler(original, request, **kwargs):
         relative = relative_path(request.path, base_url)

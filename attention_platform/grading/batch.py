@@ -397,10 +397,13 @@ class Pipeline:
 
 
 def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, students: list[str] | None = None,
-                    progress: bool = True, log=print) -> list[StudentOutcome]:
+                    progress: bool = True, log=print, on_progress=None) -> list[StudentOutcome]:
     """Autograde every submission of ``assignment`` in ``course``; return one outcome per student.
     :class:`BatchError` if there is nothing to grade: no course, an assignment the course or its
-    gradebook does not know, no submission (by the ``students`` named)."""
+    gradebook does not know, no submission (by the ``students`` named). ``on_progress(done, total,
+    grading, finished)`` is called when a student's notebooks have gone to the sandbox (``finished``
+    None) and when a student is done (``finished`` their :class:`StudentOutcome`); ``grading`` lists
+    the students whose notebooks are in the sandbox."""
     from nbgrader.api import Gradebook, MissingEntry
 
     from grader_tests.registry import picture_modules
@@ -440,7 +443,7 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
         # (notebooks, cells: ~25 SELECTs a student to load them again); what a student's grading
         # must read fresh, its own submission's computed scores, is expired by hand (_fresh).
         (session() if callable(session) else session).expire_on_commit = False  # the scoped session's Session
-        run = _BatchRun(pipeline, gb, session, pool, zygote, assignment, bar)
+        run = _BatchRun(pipeline, gb, session, pool, zygote, assignment, bar, on_progress, len(found))
         for student in found:
             run.start(student)
             while len(run.pending) >= 2 * jobs:  # keep the pool busy but finish what is done: memory stays flat
@@ -545,9 +548,10 @@ class _BatchRun:
     pool, each finished (nbgrader's remaining preprocessors, the gradebook) as it comes back. One
     student's failure becomes their outcome's status and never stops the batch."""
 
-    def __init__(self, pipeline: Pipeline, gb, session, pool, zygote, assignment: str, bar):
+    def __init__(self, pipeline: Pipeline, gb, session, pool, zygote, assignment: str, bar, on_progress=None,
+                 total: int = 0):
         self.pipeline, self.gb, self.session, self.pool, self.zygote = pipeline, gb, session, pool, zygote
-        self.assignment, self.bar = assignment, bar
+        self.assignment, self.bar, self.on_progress, self.total, self.done = assignment, bar, on_progress, total, 0
         self.notebook_ids = [nb.name for nb in gb.find_assignment(assignment).notebooks]
         self.pending: dict = {}
         self.outcomes: dict[str, StudentOutcome] = {}
@@ -572,6 +576,8 @@ class _BatchRun:
             return
         for notebook_id in self.notebook_ids:
             self._send(student, notebook_id, src, dest, t0)
+        if self.on_progress and student in self._grading():
+            self.on_progress(self.done, self.total, self._grading(), None)
         self._count_if_done(student)
 
     def _send(self, student: str, notebook_id: str, src: Path, dest: Path, t0: float) -> None:
@@ -683,11 +689,19 @@ class _BatchRun:
         self.uncommitted.clear()
         self.steps = 0
 
+    def _grading(self) -> list[str]:
+        return sorted({flight.student for flight in self.pending.values()})
+
     def _count_if_done(self, student: str) -> None:
-        """Advance the progress bar once a student has no notebook left in the sandbox."""
-        if self.bar and not any(flight.student == student for flight in self.pending.values()):
+        """Advance the progress once a student has no notebook left in the sandbox."""
+        if any(flight.student == student for flight in self.pending.values()):
+            return
+        self.done += 1
+        if self.bar:
             self.bar.set_postfix_str(student)
             self.bar.update()
+        if self.on_progress:
+            self.on_progress(self.done, self.total, self._grading(), self.outcomes[student])
 
 
 def _database_said(exc: Exception) -> str:

@@ -126,17 +126,38 @@ class RestoreCellMetadata(NbGraderPreprocessor):
 class RestoreCheckCells(OverwriteCells):
     """nbgrader's OverwriteCells, without a warning for what happens to every submission.
 
-    A student's copy of a hidden-check cell never matches the instructor's (the release leaves
-    out the hidden tests), so stock nbgrader logged "Attribute 'checksum' for cell check_… has
-    changed!" for every check cell of every submission, burying real warnings. The cell is still
-    restored from the instructor's copy; that is logged at debug level for check cells only."""
+    A locked cell of a submission as released never matches the instructor's copy: the release
+    leaves out a check cell's hidden tests and a rubric cell's mark scheme. Stock nbgrader logged
+    "Attribute 'checksum' for cell … has changed!" for each of them in every submission, burying the
+    real warnings. Such a cell is still restored from the instructor's copy, and that is logged at
+    debug level; a locked cell the student edited is restored too, with a warning that says where
+    to look."""
 
     def preprocess_cell(self, cell, resources, cell_index):
         self._restoring_check = is_check_cell(cell)
+        self._submitted_source = cell.source
         return super().preprocess_cell(cell, resources, cell_index)
 
     def report_change(self, name, attr, old, new):
         if attr == "checksum" and getattr(self, "_restoring_check", False):
             self.log.debug("Hidden-check cell %s restored from the instructor's copy", name)
             return
+        if attr == "checksum" and self._as_released(name):
+            self.log.debug("Locked cell %s: its mark scheme restored from the instructor's copy", name)
+            return
+        if attr == "checksum":
+            self.log.warning(
+                "Locked cell %s of %s was edited in this submission; it is graded with the instructor's copy. "
+                "If the student wrote work into it, that work is not graded: see their notebook in "
+                "submitted/<student>/%s/ and grade it by hand.", name, self.notebook_id, self.assignment_id)
+            return
         super().report_change(name, attr, old, new)
+
+    def _as_released(self, grade_id: str) -> bool:
+        """Whether the submitted cell is the instructor's with its mark scheme cleared, as released."""
+        from nbformat.v4 import new_markdown_cell
+        from nbgrader.preprocessors import ClearMarkScheme
+
+        released = new_markdown_cell(self.gradebook.find_source_cell(grade_id, self.notebook_id, self.assignment_id).source)
+        ClearMarkScheme(parent=self)._remove_mark_scheme_region(released)
+        return released.source == getattr(self, "_submitted_source", None)

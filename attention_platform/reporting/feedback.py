@@ -30,6 +30,7 @@ from traitlets import Unicode
 
 from attention_platform.course.assignment_checks import by_notebook_order, checks_by_grade_id
 from attention_platform.grading.preprocessors import is_check_cell
+from attention_platform.reporting.rubrics import rubrics_beside_answers
 
 PASSED, FAILED, NOT_ANSWERED, WAITING, GRADED = "passed", "failed", "not answered", "waiting for a TA", "graded"
 MARKS = {PASSED: "✓", FAILED: "✗", NOT_ANSWERED: "–", WAITING: "…", GRADED: "✓"}
@@ -173,10 +174,12 @@ class FeedbackSummary(NbGraderPreprocessor):
 
 class FormgradeSummary(NbGraderPreprocessor):
     """The TA's submission view: the same one-row-per-check summary as the student's feedback,
-    read from the autograded notebook's check cells (``resources["attention_formgrade"]``)."""
+    read from the autograded notebook's check cells (``resources["attention_formgrade"]``), and
+    each written answer's rubric on the answer (``rubrics.rubrics_beside_answers``)."""
 
     def preprocess(self, nb, resources):
         checks = checks_by_grade_id(str(resources.get("assignment_id", "")))  # nbgrader's submission view sets it
+        rubrics_beside_answers(nb)  # each rubric above its answer's score box, as the rubric
         rows = []
         stubs_left = any(is_solution(c) and is_unanswered(c) for c in nb.cells)
         for cell in nb.cells:

@@ -81,6 +81,8 @@ EXPECTED: dict[str, dict[str, str]] = {
     "CourseStaticHandler": {"GET": ANYONE, "HEAD": ANYONE},  # attention.js and .css: public code
     "SubmissionStatesHandler": {"GET": TA},
     "AutogradeProgressHandler": {"GET": TA},
+    "AutogradeAllHandler": {"GET": TA, "POST": TA},  # autograde_all.py: the batch grader and its progress
+    "PreviewHandler": {"GET": INSTRUCTOR},  # preview.py: the student version of an assignment
     # feedback on submit (attention_platform/formgrader/feedback_on_submit.py)
     "AttemptsPageHandler": {"GET": TA},
     "AttemptsApiHandler": {"GET": TA},
@@ -236,6 +238,8 @@ LIVE = [
     ("GET", "formgrader/static/js/utils.js", "StaticFileHandler"),
     ("GET", "formgrader/feedback_on_submit", "AttemptsPageHandler"),
     ("GET", f"formgrader/api/attention/attempts/{PROBE}", "AttemptsApiHandler"),
+    ("GET", f"formgrader/api/attention/autograde_all/{PROBE}", "AutogradeAllHandler"),
+    ("GET", f"formgrader/attention/preview/{PROBE}", "PreviewHandler"),
     ("GET", f"formgrader/submissions/{PROBE}/notes.html", "SubmissionFilesHandler.html"),
 ]
 LIVE_EXPECTED = {**{k: v for k, v in EXPECTED.items()}, "FormgraderHandler?path": {},

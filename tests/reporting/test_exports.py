@@ -15,7 +15,7 @@ from attention_platform.cli import main as cli
 from attention_platform.reporting.exports import (
     CANVAS_IDENTITY, CHECK_COLUMNS, CanvasExportPlugin, CheckBreakdownExportPlugin, run_export,
 )
-from attention_platform.reporting.report import UNKNOWN_CHECK_NOTE
+from attention_platform.reporting.report import NOT_A_CHECK_NOTE, UNKNOWN_CHECK_NOTE
 from grader_tests.self_attention.answers import ASSIGNMENT
 from grader_tests.registry import ASSIGNMENTS, CHECKS, GRADE_ID_PREFIX, assignment
 
@@ -142,3 +142,20 @@ def test_each_assignments_breakdown_names_its_own_misconceptions(tmp_path, name)
     assert sorted((r["check_id"], r["misconception"], r["note"]) for r in rows) == \
         sorted((c.id, c.misconception, "") for c in checks)
     assert [r["check_id"] for r in rows if r["status"] == "failed"] == [checks[0].id]
+
+
+def test_written_answers_are_no_renamed_checks_and_a_renamed_check_says_what_to_do(tmp_path):
+    """A written answer (a graded cell that is no hidden check) is exported quietly; only a check the
+    registry no longer knows is reported, with what to do about it."""
+    written = "sqrt_answer"
+    cells = dict(gradebooks.CELLS, **{written: 2.0, RENAMED: 1.0})
+    url = gradebooks.build(tmp_path / "gb.db", cells, {"ana": dict(gradebooks.scores_for("reference_style"),
+                                                                   **{written: None, RENAMED: 1.0})})
+    log = io.StringIO()
+    summary = run_export(CheckBreakdownExportPlugin, url, to=str(tmp_path / "c.csv"), stream=log)
+    assert summary["unknown_grade_ids"] == [RENAMED]
+    warnings = [line for line in log.getvalue().splitlines() if line.startswith("WARNING")]
+    assert len(warnings) == 1 and RENAMED in warnings[0] and written not in warnings[0]
+    assert "grader_tests/" in warnings[0]  # where to look: the registry the checks are named in
+    rows = {r["grade_id"]: r for r in csv.DictReader(open(tmp_path / "c.csv", newline=""))}
+    assert rows[written]["status"] == "not graded" and rows[written]["note"] == NOT_A_CHECK_NOTE

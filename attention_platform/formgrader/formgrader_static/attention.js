@@ -116,7 +116,8 @@
   }
 
   /* ---------------------------------------------------------------- Manage Assignments */
-  if (window.AssignmentUI && window.AssignmentUI.prototype) {
+  // Manual Grading's list defines an AssignmentUI too: its names lead to the per-notebook grading list
+  if (page === 'manage_assignments' && window.AssignmentUI && window.AssignmentUI.prototype) {
     var A = window.AssignmentUI.prototype;
     var render = A.render;
     A.render = function () {
@@ -133,7 +134,32 @@
           this.$name.empty().text(name);
         }
       }
+      // Preview: the student version, rendered by this service (preview.py)
+      var preview = this.$preview && this.$preview.find('a');
+      if (preview && preview.length) {
+        preview.attr('href', base + '/formgrader/attention/preview/' + encodeURIComponent(name))
+          .attr('target', '_blank').attr('rel', 'noopener').attr('title', 'Preview the student version of ' + name)
+          .off('click');
+      }
       return result;
+    };
+    // nbgrader says "Successfully collected" even when its log says there was nothing to collect: say
+    // which, and how many submissions there are to grade (from the files, as each student's state)
+    A.collect_success = function (response) {
+      this.model.fetch();
+      var result = JSON.parse(response), name = this.model.get('name');
+      if (!result.success) {
+        return window.createLogModal('error-modal', 'Error', "There was an error collecting '" + name + "':", result.log, result.error);
+      }
+      if (/No submissions of /.test(String(result.log || ''))) {
+        return window.createLogModal('error-modal', 'Nothing collected',
+                                     "Nothing to collect: no student has submitted '" + name + "' yet.", result.log);
+      }
+      return fetchStates(name).then(function (found) {
+        var count = describeStates(found).submitted.length;
+        window.createLogModal('success-modal', 'Collected', "Collected the submissions of '" + name + "': " + count +
+                              (count === 1 ? ' student has' : ' students have') + ' a submission to grade.', result.log);
+      });
     };
     ['generate_feedback', 'release_feedback'].forEach(function (action) {
       A[action + '_success'] = function (response) {
