@@ -234,6 +234,37 @@
     $(window).on('load', function () { refreshStates(); });
   }
 
+  /* ---------------------------------------------------------------- names for assistive technology */
+  // nbgrader's actions are icon-only links; each gets a name saying what it does to which row
+  var ICON_ACTIONS = {
+    'pencil': 'Edit', 'education': 'Generate', 'search': 'Preview', 'cloud-upload': 'Release',
+    'remove': 'Unrelease', 'cloud-download': 'Collect', 'comment': 'Generate feedback',
+    'envelope': 'Release feedback', 'flash': 'Autograde', 'eye-open': 'Show names', 'eye-close': 'Hide names'
+  };
+  function nameControls() {
+    $('a, button').filter(function () { return !this.getAttribute('aria-label') && !$(this).text().trim(); })
+      .each(function () {
+        var icon = $(this).find('.glyphicon').first();
+        var glyph = ((icon.attr('class') || '').match(/glyphicon-([a-z-]+)/) || [])[1];
+        if (!ICON_ACTIONS[glyph]) { return; }
+        icon.attr('aria-hidden', 'true');
+        var row = $(this).closest('tr').children('td').first().text().trim();
+        $(this).attr('aria-label', ICON_ACTIONS[glyph] + (row ? ' ' + row : ''));
+      });
+    // nbgrader's collapsible panels are marked up as tabs holding links, and its sidebar's items as
+    // presentation: a reader then finds no list and controls inside controls
+    $('.panel-heading[role=tab]').removeAttr('role');
+    $('.panel-collapse[role=tabpanel]').attr('role', 'region');
+    $('[role=tablist]').filter(function () { return !$(this).find('[role=tab]').length; })
+      .removeAttr('role aria-multiselectable');
+    $('ul.nav > li[role=presentation]').removeAttr('role');
+  }
+  if (!document.documentElement.lang) { document.documentElement.lang = 'en'; }  // nbgrader's page has no <html>
+  $(function () {
+    nameControls();
+    new MutationObserver(nameControls).observe(document.body, { childList: true, subtree: true });
+  });
+
   /* ---------------------------------------------------------------- hide what this role may not do */
   var style = document.createElement('style');
   style.textContent = instructor ? '' : [
