@@ -3,7 +3,8 @@
 - ``native_hub`` (session): one ``attention-course hub`` (the README's first command) shared by
   the browser walk-through and the hub API tests, started with --no-release.
 - ``security_hub`` (session): a second hub, released, for the attacks on the formgrader
-  (tests/hub/test_formgrader_gate.py, tests/reporting/test_hostile_submission.py), so what they leave
+  (tests/hub/test_formgrader_gate.py, tests/reporting/test_hostile_submission.py; test_similarity.py's
+  copied pair), so what they leave
   behind never meets the walk-through's expectations.
 - ``autograded_e2e_class`` (session): the end-to-end class (``e2e_class``) graded once by a real
   ``nbgrader autograde``, for tests/grading/test_autograde_e2e.py and tests/reporting/test_report.py;
@@ -33,8 +34,8 @@ grader_tests/tests/.
 - feedback_on_submit/ (intake, fair queue, grader, pages; attempts/: policy, ledger, status; its Lab and formgrader sides):
   test_feedback_on_submit_units, test_feedback_on_submit_hub, test_grader_crash_hub,
   test_feedback_on_submit_every_assignment
-- reporting/ (report, exports, feedback page, safe HTML): test_report, test_exports, test_feedback_page,
-  test_hostile_submission, test_feedback_every_assignment
+- reporting/ (report, exports, feedback page, safe HTML, similarity report): test_report, test_exports, test_feedback_page,
+  test_hostile_submission, test_feedback_every_assignment, test_similarity
 - deploy/ (not a package: the Docker and Kubernetes deployments): test_compose_static, test_docker_guard,
   test_compose_roundtrip (marker docker), test_kubernetes (marker kubernetes; golden files in z2jh/)
 - e2e/ (not a package: the whole walk in a browser, marker browser): test_browser_e2e; it runs before

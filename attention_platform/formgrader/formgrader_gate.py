@@ -118,6 +118,9 @@ ROUTES: tuple[Route, ...] = (
     # feedback on submit (attention_platform/formgrader/feedback_on_submit.py): the policies and every attempt
     _r("formgrader/feedback_on_submit", get=GRADER),
     _r(f"formgrader/api/attention/attempts/{A}", get=GRADER),
+    # the similarity report (attention_platform/formgrader/similarity_page.py)
+    _r("formgrader/similarity", get=GRADER),
+    _r(f"formgrader/similarity/{A}", get=GRADER),
 )
 # Query arguments that change what the formgrader *is*: ``?path=`` re-roots it on any
 # folder and loads that folder's nbgrader_config.py (code) into this process.
@@ -358,11 +361,13 @@ def install(web_app, base_url: str) -> None:
 
     from attention_platform.formgrader import feedback_on_submit
     from attention_platform.formgrader import formgrader_extras
+    from attention_platform.formgrader import similarity_page
 
     files_handler, images_handler = _image_files_handler()
     replaced = {files_handler: images_handler, AutogradeHandler: formgrader_extras.threaded_autograde(AutogradeHandler)}
     web_app.add_handlers(".*$", formgrader_extras.handlers(base_url))
     web_app.add_handlers(".*$", feedback_on_submit.handlers(base_url))
+    web_app.add_handlers(".*$", similarity_page.handlers(base_url))
 
     def find_handler(original, request, **kwargs):
         relative = relative_path(request.path, base_url)

@@ -84,6 +84,9 @@ EXPECTED: dict[str, dict[str, str]] = {
     # feedback on submit (attention_platform/formgrader/feedback_on_submit.py)
     "AttemptsPageHandler": {"GET": TA},
     "AttemptsApiHandler": {"GET": TA},
+    # the similarity report (attention_platform/formgrader/similarity_page.py)
+    "SimilarityIndexHandler": {"GET": TA},
+    "SimilarityReportHandler": {"GET": TA},
 }
 # Handlers whose only route here is the formgrader's catch-all or a route they share with
 # a served handler: their pattern is served, through another handler, only where listed.
@@ -236,6 +239,8 @@ LIVE = [
     ("GET", "formgrader/static/js/utils.js", "StaticFileHandler"),
     ("GET", "formgrader/feedback_on_submit", "AttemptsPageHandler"),
     ("GET", f"formgrader/api/attention/attempts/{PROBE}", "AttemptsApiHandler"),
+    ("GET", "formgrader/similarity", "SimilarityIndexHandler"),
+    ("GET", f"formgrader/similarity/{PROBE}", "SimilarityReportHandler"),
     ("GET", f"formgrader/submissions/{PROBE}/notes.html", "SubmissionFilesHandler.html"),
 ]
 LIVE_EXPECTED = {**{k: v for k, v in EXPECTED.items()}, "FormgraderHandler?path": {},
