@@ -22,6 +22,7 @@ from attention_platform.course.notebooks import COURSE_ROOT
 from attention_platform.course.samples import typed_in
 from attention_platform.reporting import similarity
 from grader_tests import registry
+from test_hostile_submission import browser, login  # noqa: F401 - Debian's chromium and a hub login, as there
 
 ASSIGNMENTS = sorted(registry.ASSIGNMENTS)
 CLASS_SIZE = 100
@@ -182,8 +183,6 @@ def test_the_command_writes_the_page_and_says_the_gradebook_is_missing(tmp_path)
 
 # --------------------------------------------------------------------------- in the formgrader, for real
 
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 LIVE_MARKS = (pytest.mark.browser, pytest.mark.slow, pytest.mark.hub, pytest.mark.root,
               pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="Debian's chromium: make system-deps"))
 
@@ -215,32 +214,12 @@ def copied_on_the_hub(security_hub):
     return name, pair
 
 
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS, headless=True)
-        yield chromium
-        chromium.close()
-
-
-def logged_in(browser, hub, user: str):
-    page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-    page.set_default_timeout(120_000)
-    page.goto(hub.url + "/hub/login")
-    page.fill("input[name=username]", user)
-    page.fill("input[name=password]", hub.passwords[user])
-    page.locator("input[name=password]").press("Enter")
-    page.wait_for_url(re.compile(r".*/(hub/|user/).*"))
-    return page
-
-
 @live
 def test_a_ta_opens_the_report_from_the_formgrader(security_hub, copied_on_the_hub, browser):
     from hub_helpers import COURSE
 
     name, pair = copied_on_the_hub
-    page = logged_in(browser, security_hub, "ta")
+    page = login(browser, security_hub, "ta")
     page.goto(f"{security_hub.url}/services/{COURSE}/formgrader/manage_assignments")
     page.get_by_role("link", name="Similar answers").click()
     page.get_by_role("link", name=name).click()
@@ -257,7 +236,7 @@ def test_a_student_is_refused_and_learns_nothing(security_hub, copied_on_the_hub
     from hub_helpers import COURSE
 
     name, pair = copied_on_the_hub
-    page = logged_in(browser, security_hub, pair[0])
+    page = login(browser, security_hub, pair[0])
     for path in ("formgrader/similarity", f"formgrader/similarity/{name}"):
         response = page.goto(f"{security_hub.url}/services/{COURSE}/{path}")
         text = page.locator("body").inner_text()
