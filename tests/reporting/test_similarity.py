@@ -156,6 +156,19 @@ def test_the_same_rare_numbers_and_failing_checks_are_reasons(tmp_path):
     assert ("s2", "s3") not in ranked  # a failure most of the class shares is no reason
 
 
+@pytest.mark.slow
+@pytest.mark.root
+def test_in_a_graded_class_the_same_code_and_the_same_failing_checks_rank_first(autograded_e2e_class):
+    """tests/e2e_class.py's class as nbgrader graded it: the cheater handed in noscale's answer (with the
+    check cells replaced, which grading restores); the tampered notebook is the reference answer, as ref's."""
+    course, _ = autograded_e2e_class
+    data = similarity.collect(course, "self_attention", db_url=f"sqlite:///{course / 'gradebook.db'}")
+    top = data.pairs[0]
+    assert (top.first, top.second) == ("cheater", "noscale"), [(p.first, p.second) for p in data.pairs]
+    assert any(r.startswith("the same failing hidden checks (") for r in top.reasons), top.reasons
+    assert ("ref", "tampered") not in [(p.first, p.second) for p in data.pairs]  # the known answer counts for nothing
+
+
 def test_an_unreadable_notebook_costs_its_owner_only(tmp_path):
     name = ASSIGNMENTS[0]
     correct, planted = generated_class(tmp_path, name)
