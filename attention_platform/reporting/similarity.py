@@ -39,6 +39,8 @@ WINDOW = 3
 # A fingerprint that more than this share of the class holds is common knowledge: it is left out of the
 # pair count, which would otherwise grow with the square of the class.
 COMMON_SHARE = 0.5
+# Rarity cannot be told from a handful of submissions: a smaller class is weighed as one of this size.
+SMALLEST_CLASS = 10
 # A shared rare set of failing checks, and the same printed numbers, weigh as much as this many
 # fingerprints that only the two students hold.
 FAILED_SET_WEIGHT = 4.0
@@ -197,7 +199,7 @@ def compare(assignment: str, regions: dict[str, dict[tuple[str, str], str]],
     name for a grade id."""
     numbers, failed, labels = numbers or {}, failed or {}, labels or {}
     students = sorted(set(regions) | set(numbers) | set(failed))
-    size = max(len(students), 2)
+    size = max(len(students), SMALLEST_CLASS)
     known_hashes = {where: set().union(*(_fingerprint(code).hashes for code in codes)) if codes else set()
                     for where, codes in known.items()}
     found = _Class({s: regions.get(s, {}) for s in students}, numbers, known_hashes)
@@ -213,7 +215,7 @@ def compare(assignment: str, regions: dict[str, dict[tuple[str, str], str]],
                 weights[pair][where] += weight
                 if len(who) == 2:
                     rare[pair][where] += 1
-    shown_numbers = _rare_numbers(numbers, size)
+    shown_numbers = _rare_numbers(numbers, len(students))
     failed_sets = Counter(frozenset(f) for f in failed.values() if f)
     ranked = []
     for first, second in itertools.combinations(students, 2):
@@ -237,7 +239,8 @@ def compare(assignment: str, regions: dict[str, dict[tuple[str, str], str]],
 
 
 def _rare_numbers(numbers: dict, size: int) -> dict[tuple[str, str], dict]:
-    """``{pair: {cell: numbers}}`` where exactly two students' outputs of a cell show the same numbers."""
+    """``{pair: {cell: numbers}}`` where exactly two of more than two students' outputs of a cell show the
+    same numbers."""
     by_cell: dict = defaultdict(lambda: defaultdict(list))
     for student, cells in numbers.items():
         for where, shown in cells.items():

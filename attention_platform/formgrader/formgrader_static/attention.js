@@ -28,6 +28,11 @@
         $('<a/>').addClass('attention-feedback-on-submit').attr('href', base + '/formgrader/feedback_on_submit')
           .text('Feedback on submit')));
     }
+    // the similarity report (attention_platform/formgrader/similarity_page.py), TAs and instructors alike
+    if (nav.length && !nav.find('a.attention-similarity').length) {
+      nav.append($('<li role="presentation"/>').append(
+        $('<a/>').addClass('attention-similarity').attr('href', base + '/formgrader/similarity').text('Similar answers')));
+    }
   });
 
   // the hub's login cookie counts for script requests only with the XSRF token (JupyterHub's rule)

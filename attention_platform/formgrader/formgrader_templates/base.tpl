@@ -3,7 +3,6 @@
     script carries the page's nonce (NonceScripts covers this folder) and learns the role from
     its data attributes: no inline script, no inline handler. -#}
 {%- extends 'nbgrader/base.tpl' -%}
-{%- block sidebar -%}{{ super() }}<li role="presentation"><a href="{{ base_url }}/formgrader/similarity">Similar answers</a></li>{%- endblock -%}
 {%- block script -%}
 {{ super() }}
 <link rel="stylesheet" href="{{ base_url }}/formgrader/attention/static/attention.css">
