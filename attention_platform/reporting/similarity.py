@@ -41,6 +41,8 @@ WINDOW = 3
 COMMON_SHARE = 0.5
 # Rarity cannot be told from a handful of submissions: a smaller class is weighed as one of this size.
 SMALLEST_CLASS = 10
+# A set of failing checks is rare when at most this share of the class fails exactly that set.
+RARE_FAILURES_SHARE = 0.1
 # A shared rare set of failing checks, and the same printed numbers, weigh as much as this many
 # fingerprints that only the two students hold.
 FAILED_SET_WEIGHT = 4.0
@@ -167,11 +169,9 @@ def _marked(code: str, slices) -> str:
 
 @dataclass
 class _Class:
-    """Every student's regions and fingerprints, cell by cell, and what each fingerprint weighs."""
+    """Every student's regions and their fingerprints, cell by cell."""
 
     regions: dict[str, dict[tuple[str, str], str]]  # student -> (notebook, cell) -> code
-    numbers: dict[str, dict[tuple[str, str], tuple[str, ...]]]
-    known: dict[tuple[str, str], set]  # (notebook, cell) -> fingerprints of the release and known correct answers
     fingerprints: dict[str, dict[tuple[str, str], object]] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -194,15 +194,15 @@ def compare(assignment: str, regions: dict[str, dict[tuple[str, str], str]],
             limit: int = DEFAULT_PAIRS, notes: list[str] | None = None) -> SimilarityData:
     """Rank the pairs of students in ``regions`` (``{student: {(notebook, grade id): code}}``).
 
-    ``known``: per cell, code whose fingerprints weigh nothing (the known correct answers' regions); ``numbers``: per student and cell, the numbers its outputs show; ``failed``: per
-    student, the grade ids of the hidden checks that failed (None: no gradebook); ``labels``: a readable
-    name for a grade id."""
+    ``known``: per cell, code whose fingerprints weigh nothing (the known correct answers' regions);
+    ``numbers``: per student and cell, the numbers its outputs show; ``failed``: per student, the grade
+    ids of the hidden checks that failed (None: no gradebook); ``labels``: a readable name for a grade id."""
     numbers, failed, labels = numbers or {}, failed or {}, labels or {}
     students = sorted(set(regions) | set(numbers) | set(failed))
     size = max(len(students), SMALLEST_CLASS)
     known_hashes = {where: set().union(*(_fingerprint(code).hashes for code in codes)) if codes else set()
                     for where, codes in known.items()}
-    found = _Class({s: regions.get(s, {}) for s in students}, numbers, known_hashes)
+    found = _Class({s: regions.get(s, {}) for s in students})
     weights: dict[tuple[str, str], dict[tuple[str, str], float]] = defaultdict(lambda: defaultdict(float))
     rare: dict[tuple[str, str], Counter] = defaultdict(Counter)
     cells = sorted({where for cells in regions.values() for where in cells})
@@ -222,7 +222,7 @@ def compare(assignment: str, regions: dict[str, dict[tuple[str, str], str]],
         cell_weights = weights.get((first, second), {})
         same_failed = failed.get(first) if failed.get(first) and failed.get(first) == failed.get(second) else None
         bonus = 0.0
-        if same_failed and failed_sets[same_failed] <= max(2, COMMON_SHARE * size / 5):
+        if same_failed and failed_sets[same_failed] <= max(2, RARE_FAILURES_SHARE * size):
             bonus = FAILED_SET_WEIGHT * math.log(size / failed_sets[same_failed])
         else:
             same_failed = None
