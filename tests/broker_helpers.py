@@ -7,10 +7,13 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 GRADER = "attention-sbx-grader"  # stands in for the course's grader account
@@ -123,6 +126,44 @@ def start_broker(folder: Path, allow: pwd.struct_passwd, env: dict | None = None
         assert time.monotonic() < deadline, "the broker did not start"
         time.sleep(0.1)
     return process, socket_path
+
+
+@dataclass(frozen=True)
+class SharedBroker:
+    """A running broker of :class:`SharedBrokers`: its socket, the root-owned folder it is in (others
+    may traverse it; a test may put its own files there) and the grader account it serves."""
+
+    socket: Path
+    folder: Path
+    grader: pwd.struct_passwd
+
+
+class SharedBrokers:
+    """Root sandbox brokers serving :data:`GRADER`, one per set of command-line options: the first
+    test that asks for a configuration starts it, every later one shares it (each connection is its
+    own grader to a broker, so tests do not see each other's warm-ups); :meth:`close` stops them."""
+
+    def __init__(self):
+        self._running: dict[tuple[str, ...], tuple[subprocess.Popen, SharedBroker]] = {}
+
+    def __call__(self, *options: str) -> SharedBroker:
+        if options in self._running:
+            process, broker = self._running[options]
+            assert process.poll() is None, f"the shared broker {options or '(default)'} exited: a test stopped it"
+            return broker
+        grader = ensure_user(GRADER)
+        folder = Path(tempfile.mkdtemp(prefix="attention-broker-test-"))
+        folder.chmod(0o755)  # root's, not writable by others: the broker checks
+        process, socket_path = start_broker(folder, grader, extra=options)
+        self._running[options] = (process, SharedBroker(socket_path, folder, grader))
+        return self._running[options][1]
+
+    def close(self) -> None:
+        for process, broker in self._running.values():
+            process.terminate()
+            process.wait(20)
+            shutil.rmtree(broker.folder, ignore_errors=True)
+        self._running.clear()
 
 
 def as_user(user: pwd.struct_passwd, code: str, env: dict | None = None, timeout: float = 120) -> dict:

@@ -3,12 +3,20 @@
 - ``native_hub`` (session): one ``attention-course hub`` (the README's first command) shared by
   the browser walk-through and the hub API tests, started with --no-release.
 - ``security_hub`` (session): a second hub, released, for the attacks on the formgrader
-  (tests/hub/test_formgrader_gate.py, tests/reporting/test_hostile_submission.py; test_similarity.py's
-  copied pair), so what they leave
-  behind never meets the walk-through's expectations.
+  (tests/hub/test_formgrader_gate.py, tests/reporting/test_hostile_submission.py), the exchange view's
+  (tests/hub/test_exchange_hub.py) and the other tests that ask for it, so what they leave behind never
+  meets the walk-through's expectations.
+- ``released_course`` (session): ``released_course(dest, assignment, notebooks=None)`` copies to ``dest``
+  the course after a real ``nbgrader generate_assignment`` that runs once per run for each assignment
+  (and set of notebooks) asked for (``released_courses.ReleasedCourses``).
 - ``autograded_e2e_class`` (session): the end-to-end class (``e2e_class``) graded once by a real
   ``nbgrader autograde``, for tests/grading/test_autograde_e2e.py and tests/reporting/test_report.py;
   each grades nothing again and works on its own copy (``e2e_class.graded_copy``).
+- ``sandbox_broker`` (session): ``sandbox_broker(*options)`` is a root sandbox broker for the grader
+  account (``broker_helpers.SharedBroker``: socket, folder, grader), started by the first test that asks
+  for those broker options and shared by every later one, so a run starts one broker per configuration
+  (the broker's and the validate service's tests). A test that must see a broker start,
+  or gives it its own environment, starts its own (``broker_helpers.start_broker``).
 
 Helpers (plain modules, imported by name): ``hub_helpers`` (launch a hub, log in, sessions),
 ``e2e_class`` (a graded sample class), ``fault_helpers``, ``gradebooks``, ``broker_helpers`` (a
@@ -78,13 +86,39 @@ def security_hub():
 
 
 @pytest.fixture(scope="session")
-def autograded_e2e_class(tmp_path_factory):
+def sandbox_broker():
+    """``sandbox_broker(*options)``: the run's root sandbox broker started with ``options`` (none: the
+    default, every first use paid), started on first use; all of them stop at the end of the run."""
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("the sandbox broker runs as root (CI is root)")
+    from broker_helpers import SharedBrokers
+
+    brokers = SharedBrokers()
+    try:
+        yield brokers
+    finally:
+        brokers.close()
+
+
+@pytest.fixture(scope="session")
+def released_course(tmp_path_factory):
+    """``released_course(dest, assignment, notebooks=None)``: a copy at ``dest`` of the course released by
+    one real ``nbgrader generate_assignment`` per run for that assignment (of those notebooks alone)."""
+    from released_courses import ReleasedCourses
+
+    return ReleasedCourses(tmp_path_factory.mktemp("released-courses"))
+
+
+@pytest.fixture(scope="session")
+def autograded_e2e_class(tmp_path_factory, released_course):
     """The course of tests/e2e_class.py's class after one real ``nbgrader autograde``, and that
     command's completed process. Read only: a test that writes copies it (e2e_class.graded_copy)."""
-    from attention_platform.course.directory import copy_course, nbgrader
+    from attention_platform.course.directory import nbgrader
     from e2e_class import write_class
     from grader_tests.self_attention.answers import ASSIGNMENT
 
-    course = copy_course(tmp_path_factory.mktemp("e2e-class"))
+    course = released_course(tmp_path_factory.mktemp("e2e-class") / "course", ASSIGNMENT)
     write_class(course)
     return course, nbgrader(course, "autograde", ASSIGNMENT, "--force")

@@ -1,7 +1,7 @@
 """The end-to-end class: honest catalogue answers plus the submissions that try to
 break grading, written as nbgrader's ``submitted/`` tree of a course copy.
 
-``write_class(course)`` generates the assignment and writes every submission;
+``write_class(course)`` writes every submission into a released course (conftest.py's ``released_course``);
 ``HONEST`` maps each honest student to the catalogue answer it submits; ``graded_copy`` gives a test
 its own copy of the class as one ``nbgrader autograde`` graded it (tests/conftest.py's
 ``autograded_e2e_class``, graded once per run). Shared by tests/grading/test_autograde_e2e.py (scores,
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import nbformat
 
-from attention_platform.course.directory import nbgrader, write_submission
+from attention_platform.course.directory import write_submission
 from grader_tests.self_attention.answers import ASSIGNMENT, BUGGY, CORRECT, NOTEBOOK, with_answer
 from grader_tests.registry import GRADE_ID_PREFIX, assignment
 
@@ -62,8 +62,7 @@ def cheater(release):
 
 
 def write_class(course: Path) -> None:
-    """Generate the assignment in ``course`` and write the whole class's submissions."""
-    nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", check=True)
+    """Write the whole class's submissions in ``course``, whose assignment is generated."""
     release = nbformat.read(course / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
     for student, answer in HONEST.items():
         write_submission(course, student, with_answer(release, ANSWERS[answer].code), assignment=ASSIGNMENT,

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from attention_platform.cli import COMMAND_GROUPS, main, parser
-from attention_platform.course.directory import copy_course, nbgrader, write_submission
+from attention_platform.course.directory import copy_course, write_submission
 from attention_platform.course.notebooks import COURSE_ROOT
 from attention_platform.venv import program
 from grader_tests import registry
@@ -189,11 +189,9 @@ def test_batch_grading_a_course_not_yet_released_says_what_to_do_first(tmp_path)
 
 
 @pytest.fixture(scope="module")
-def released(tmp_path_factory):
+def released(tmp_path_factory, released_course):
     """A course whose assignment is released (in the gradebook) and not yet collected."""
-    course = copy_course(tmp_path_factory.mktemp("released") / "course")
-    nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", check=True)
-    return course
+    return released_course(tmp_path_factory.mktemp("released") / "course", ASSIGNMENT)
 
 
 @pytest.mark.parametrize("case, args, said", [

@@ -68,6 +68,7 @@ def test_its_graded_cells_are_those_its_catalogue_writes(course):
     assert drift.stdout.strip() == "[]"
 
 
+@pytest.mark.slow  # the prove-checks command, in a process of its own
 def test_the_scaffolded_assignment_is_proved(course):
     proved = _course_command(course, "prove-checks", NEW, "--seed", "5")
     assert proved.returncode == 0, proved.stdout + proved.stderr
@@ -75,12 +76,14 @@ def test_the_scaffolded_assignment_is_proved(course):
         assert proof in proved.stdout
 
 
+@pytest.mark.slow  # pytest, then the prove-checks command, in processes of their own
 def test_its_own_test_runs_the_proofs(course):
     tested = _in_course(course, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                         f"grader_tests/{NEW}/tests")
     assert tested.returncode == 0, tested.stdout + tested.stderr
 
 
+@pytest.mark.slow  # the prove-checks command, in a process of its own, once per broken proof
 @pytest.mark.parametrize("file, old, new, proof, why", [
     # A judge that expects columns to sum to 1: the instructor's own answer fails, with the check's words.
     ("judges.py", "judge_value(rows, x / x.sum(dim=-1, keepdim=True)",

@@ -25,14 +25,12 @@ from pathlib import Path
 
 import nbformat
 
-from attention_platform.course.directory import nbgrader
 from attention_platform.feedback_on_submit.engine import Attempt, Engine
 from attention_platform.feedback_on_submit.intake import Intake
 from attention_platform.attempts.policy import Policy
 from grader_tests.proofs import solved
 
 course, name = Path({course!r}), {name!r}
-nbgrader(course, "generate_assignment", name, "--force", check=True)
 folder = course.parent / "attempt"
 shutil.copytree(course / "release" / name, folder)
 for path in folder.glob("*.ipynb"):  # answered as the instructor would
@@ -50,11 +48,9 @@ print(json.dumps({{"score": result.score, "max_score": result.max_score, "notes"
 
 
 @pytest.mark.parametrize("name", sorted(ASSIGNMENTS))
-def test_an_attempt_at_each_assignment_is_graded_with_its_own_checks(tmp_path, name):
-    from attention_platform.course.directory import copy_course
-
+def test_an_attempt_at_each_assignment_is_graded_with_its_own_checks(tmp_path, released_course, name):
     registered = assignment(name)
-    course = copy_course(tmp_path / "course")
+    course = released_course(tmp_path / "course", name)
     code = ENGINE_GRADES.format(course=str(course), name=name)
     env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}  # nbgrader runs alembic
     env.pop("ATTENTION_SANDBOX_SOCKET", None)

@@ -387,6 +387,7 @@ print(json.dumps({{"status": status, **collector_on, "frozen": gc.get_freeze_cou
 """
 
 
+@pytest.mark.slow  # the grader's whole warm-up (torch, the checks, a first picture) in a process of its own
 def test_the_grader_warms_up_without_collections_and_serves_with_its_start_up_frozen(tmp_path):
     """The feedback-on-submit grader pauses the cyclic collector until it is warm (torch, the
     checks, the first picture), then freezes what that made (attention_platform/start_up_gc.py):

@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attention_platform.course.directory import copy_course, nbgrader
+from attention_platform.course.directory import nbgrader
 from grader_tests.catalogue import GRADE_ID_PREFIX
 from grader_tests.proofs import solved
 from grader_tests.registry import assignment
@@ -37,9 +37,8 @@ def _submit(course: Path, student: str, notebooks: dict[str, nbformat.NotebookNo
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    course = copy_course(tmp_path_factory.mktemp("course"))
-    nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", check=True)
+def graded(tmp_path_factory, released_course):
+    course = released_course(tmp_path_factory.mktemp("course") / "course", ASSIGNMENT)
     read = lambda folder, notebook: nbformat.read(course / folder / ASSIGNMENT / f"{notebook}.ipynb",  # noqa: E731
                                                   as_version=4)
     release = {notebook: read("release", notebook) for notebook in MULTI_HEAD.notebooks}
@@ -97,14 +96,13 @@ def test_feedback_names_the_misconception_without_check_code(graded):
                 assert leak not in text, f"{page} shows {leak!r}"
 
 
-def test_the_batch_grader_grades_the_class_as_nbgrader_did(graded, tmp_path):
+def test_the_batch_grader_grades_the_class_as_nbgrader_did(graded, tmp_path, released_course):
     """``attention-course autograde-batch`` (the batch grader, in its own sandboxes) gives every student
     of the class the grades nbgrader's autograde gave."""
     from attention_platform.grading.batch import autograde_batch
 
     course, _, _ = graded
-    again = copy_course(tmp_path / "course")
-    nbgrader(again, "generate_assignment", ASSIGNMENT, "--force", check=True)
+    again = released_course(tmp_path / "course", ASSIGNMENT)
     shutil.copytree(course / "submitted", again / "submitted")
     students = [*STUDENTS, "empty"]
     outcomes = {o.student: o.status for o in autograde_batch(again, ASSIGNMENT, progress=False, log=None)}

@@ -10,7 +10,7 @@ import time
 import nbformat
 import pytest
 
-from attention_platform.course.directory import check_scores, copy_course, nbgrader, write_submission
+from attention_platform.course.directory import check_scores, nbgrader, write_submission
 from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOKS, PART_NOTEBOOKS
 from grader_tests.self_attention.answers_parts import BUGGY
 from grader_tests.self_attention.catalogue import ASSIGNMENT_POINTS, PART_BY_NOTEBOOK, PARTS
@@ -40,9 +40,8 @@ def _written_ids(stem: str) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    course = copy_course(tmp_path_factory.mktemp("course"))
-    nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", check=True)
+def graded(tmp_path_factory, released_course):
+    course = released_course(tmp_path_factory.mktemp("course") / "course", ASSIGNMENT)
     release = {n: nbformat.read(course / "release" / ASSIGNMENT / n, as_version=4) for n in NOTEBOOKS}
     source = {n: nbformat.read(course / "source" / ASSIGNMENT / n, as_version=4) for n in NOTEBOOKS}
     for name in NOTEBOOKS:

@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session
 
-from attention_platform.course.directory import check_scores, copy_course, nbgrader, write_submission
+from attention_platform.course.directory import check_scores, nbgrader, write_submission
 from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK, with_answer
 from attention_platform.grading.batch import Pipeline, autograde_batch, nesting_savepoints
 from gradebooks import ANSWERS, scores_for
@@ -54,15 +54,11 @@ def _auto_scores(course, student: str) -> dict:
         return {grade.name: grade.auto_score for grade in submitted.grades}
 
 
-def _course_with(tmp_path_factory, name: str, notebooks: dict) -> Path:
+def _course_with(tmp_path_factory, released_course, name: str, notebooks: dict) -> Path:
     """A course of the core notebook alone, released, with ``notebooks`` ({student: release -> notebook}) submitted."""
     if os.geteuid() != 0:
         pytest.skip("the batch's own sandbox zygote needs root (CI is root)")
-    course = copy_course(tmp_path_factory.mktemp(name) / "course")
-    for other in (course / "source" / ASSIGNMENT).glob("*.ipynb"):  # the graded notebook alone
-        if other.name != NOTEBOOK:
-            other.unlink()
-    nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", check=True)
+    course = released_course(tmp_path_factory.mktemp(name) / "course", ASSIGNMENT, notebooks=[NOTEBOOK])
     release = nbformat.read(course / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
     for student, make in notebooks.items():
         write_submission(course, student, make(release), assignment=ASSIGNMENT, name=NOTEBOOK)
@@ -70,8 +66,8 @@ def _course_with(tmp_path_factory, name: str, notebooks: dict) -> Path:
 
 
 @pytest.fixture(scope="module")
-def small_class(tmp_path_factory):
-    return _course_with(tmp_path_factory, "batch", {
+def small_class(tmp_path_factory, released_course):
+    return _course_with(tmp_path_factory, released_course, "batch", {
         student: (lambda release, code=ANSWERS[answer].code: with_answer(release, code))
         for student, answer in CLASS.items()})
 
@@ -137,13 +133,13 @@ def test_the_batch_command_collects_no_garbage_until_its_first_notebook_is_finis
 
 
 @pytest.fixture(scope="module")
-def slow_class(tmp_path_factory):
+def slow_class(tmp_path_factory, released_course):
     def sleeping(release):
         nb = with_answer(release, ANSWERS["reference_style"].code)
         nb.cells.append(nbformat.v4.new_code_cell(f"import time\ntime.sleep({SLEEP})"))
         return nb
 
-    return _course_with(tmp_path_factory, "slow-batch", {
+    return _course_with(tmp_path_factory, released_course, "slow-batch", {
         "ada": lambda release: with_answer(release, ANSWERS["reference_style"].code), "zed": sleeping})
 
 
@@ -211,10 +207,10 @@ def _gradebook_rows(course) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.root
-def test_the_batch_writes_the_rows_nbgrader_autograde_writes(tmp_path_factory):
+def test_the_batch_writes_the_rows_nbgrader_autograde_writes(tmp_path_factory, released_course):
     """Scores and automatic comments ("No response." for an answer cell left as released) are the
     gradebook rows the batch writes through nbgrader's own steps, from rows it loads once per student."""
-    course = _course_with(tmp_path_factory, "rows", {
+    course = _course_with(tmp_path_factory, released_course, "rows", {
         "ann": lambda release: with_answer(release, ANSWERS["mask_after_softmax"].code),
         "una": lambda release: release})  # handed in untouched
     twin = course.parent / "twin"
@@ -245,14 +241,14 @@ def _late_penalties(course) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.root
-def test_late_penalties_are_nbgraders_computed_from_the_scores_just_saved(tmp_path_factory):
+def test_late_penalties_are_nbgraders_computed_from_the_scores_just_saved(tmp_path_factory, released_course):
     """A course whose late work scores zero (nbgrader's ``penalty_method = "zero"``: the penalty is the
     notebook's score), graded, then graded again after two students swapped answers: the batch's late
     penalties are stock ``nbgrader autograde``'s both times, each computed from the score just saved.
     (nbgrader loads a notebook's score when first read, after its grades are written; ``_fresh`` only
     matters to a penalty plugin that reads a score twice in one batch.)"""
     answers = {"ann": "reference_style", "bo": "mask_after_softmax", "cy": "reference_style"}
-    course = _course_with(tmp_path_factory, "late", {
+    course = _course_with(tmp_path_factory, released_course, "late", {
         student: (lambda release, code=ANSWERS[answer].code: with_answer(release, code))
         for student, answer in answers.items()})
     with (course / "nbgrader_config.py").open("a") as config:

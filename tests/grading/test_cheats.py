@@ -27,7 +27,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attention_platform.course.directory import check_scores, copy_course, write_submission
+from attention_platform.course.directory import check_scores, write_submission
 from grader_tests.self_attention.answers import release_notebook
 from attention_platform.grading.sandbox import SandboxLimits, Zygote
 from attention_platform.grading.sandbox.grading import grade_notebook
@@ -161,12 +161,8 @@ def run_nbgrader(course: Path, *args: str, **env) -> subprocess.CompletedProcess
 
 
 @pytest.fixture(scope="module")
-def graded_catalogue(tmp_path_factory):
-    course = copy_course(tmp_path_factory.mktemp("cheat-course"))
-    for other in (course / "source" / ASSIGNMENT).glob("*.ipynb"):  # the graded notebook alone
-        if other.name != NOTEBOOK:
-            other.unlink()
-    assert run_nbgrader(course, "generate_assignment", ASSIGNMENT, "--force").returncode == 0
+def graded_catalogue(tmp_path_factory, released_course):
+    course = released_course(tmp_path_factory.mktemp("cheat-course") / "course", ASSIGNMENT, notebooks=[NOTEBOOK])
     release = nbformat.read(course / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
     canary = "CANARY-" + secrets.token_hex(8)
     server = socket.socket()

@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attention_platform.course.directory import copy_course, nbgrader, write_submission
+from attention_platform.course.directory import write_submission
 from attention_platform.grading.course_lock import LOCK_FILE, course_grading_lock
 from attention_platform.venv import environment, program
 from grader_tests.self_attention.answers import ASSIGNMENT, CORRECT, NOTEBOOK, with_answer
@@ -31,10 +31,8 @@ GRADERS = [
 
 
 @pytest.fixture(scope="module")
-def generated(tmp_path_factory) -> Path:
-    course = copy_course(tmp_path_factory.mktemp("lock") / "course")
-    nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", check=True)
-    return course
+def generated(tmp_path_factory, released_course) -> Path:
+    return released_course(tmp_path_factory.mktemp("lock") / "course", ASSIGNMENT)
 
 
 @pytest.fixture

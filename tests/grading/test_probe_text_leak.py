@@ -22,7 +22,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attention_platform.course.directory import copy_course, nbgrader, write_submission
+from attention_platform.course.directory import nbgrader, write_submission
 from grader_tests.self_attention.answers import release_notebook
 from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK, with_answer
 from attention_platform.grading.sandbox import SandboxLimits, Zygote
@@ -168,10 +168,8 @@ def test_the_scan_finds_the_probes_source_where_it_is():
 
 
 @pytest.fixture(scope="module")
-def course(tmp_path_factory):
-    course = copy_course(tmp_path_factory.mktemp("leak-course"))
-    nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", check=True)
-    return course
+def course(tmp_path_factory, released_course):
+    return released_course(tmp_path_factory.mktemp("leak-course") / "course", ASSIGNMENT)
 
 
 @pytest.mark.slow

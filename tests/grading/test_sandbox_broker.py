@@ -33,29 +33,17 @@ def run_folder():
 
 
 @pytest.fixture(scope="module")
-def broker():
-    grader = ensure_user(GRADER)
-    folder = Path(tempfile.mkdtemp(prefix="attention-broker-test-"))
-    folder.chmod(0o755)  # root's, not writable by others: the broker checks
-    process, socket_path = start_broker(folder, grader)
-    yield socket_path, grader
-    process.terminate()
-    process.wait(20)
-    shutil.rmtree(folder, ignore_errors=True)
+def broker(sandbox_broker):
+    shared = sandbox_broker()
+    return shared.socket, shared.grader
 
 
 @pytest.fixture(scope="module")
-def lean_broker():
+def lean_broker(sandbox_broker):
     """A broker that pays no first use for everyone (``--first-uses none``), as the native hub starts
     it for a course whose notebooks neither train nor draw."""
-    grader = ensure_user(GRADER)
-    folder = Path(tempfile.mkdtemp(prefix="attention-broker-test-"))
-    folder.chmod(0o755)
-    process, socket_path = start_broker(folder, grader, extra=("--first-uses", "none"))
-    yield socket_path, grader
-    process.terminate()
-    process.wait(20)
-    shutil.rmtree(folder, ignore_errors=True)
+    shared = sandbox_broker("--first-uses", "none")
+    return shared.socket, shared.grader
 
 
 CLIENT = """

@@ -20,20 +20,19 @@ import pytest
 from attention_platform.exchange.exchange_layout import Ids
 from grader_tests.registry import ASSIGNMENTS
 from tests.fault_helpers import SWAP_FOR_LINK, run_as, snapshot
-from tests.hub_helpers import COURSE, launch_hub
+from tests.hub_helpers import COURSE
 
 pytestmark = [pytest.mark.slow, pytest.mark.hub, pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="the hub's real Unix users need root (CI is root)"),
               pytest.mark.skipif(not (Path(__file__).resolve().parents[2] / "node_modules/.bin/configurable-http-proxy")
                                  .exists(), reason="configurable-http-proxy missing: make system-deps")]
 
-PREFIX = "xv-"  # our own Unix accounts: no clash with the other hubs' tests
+STUDENT = "student3"  # of the released course's hub for attacks, a student no other attack logs in as
 
 
 @pytest.fixture(scope="module")
-def hub():
-    with launch_hub("test-hub-exchange", env={"HUB_DEMO_PREFIX": PREFIX}) as hub:
-        yield hub
+def hub(security_hub):
+    return security_hub
 
 
 def restart(session, timeout: float = 120) -> None:
@@ -48,7 +47,7 @@ def restart(session, timeout: float = 120) -> None:
 
 
 def test_a_student_cannot_make_the_hubs_root_step_follow_their_link(hub):
-    user = f"{PREFIX}student1"
+    user = STUDENT
     ids = Ids.of_user(user)
     session = hub.session(user)
     session.spawn()

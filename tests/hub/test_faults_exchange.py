@@ -182,13 +182,12 @@ def test_collect_while_students_submit_never_collects_a_partial_submission(tmp_p
 
 @pytest.mark.slow
 @pytest.mark.root
-def test_two_tas_autograde_at_once_keep_the_gradebook_consistent(tmp_path):
+def test_two_tas_autograde_at_once_keep_the_gradebook_consistent(tmp_path, released_course):
     from nbgrader.api import Gradebook
 
-    from attention_platform.course.directory import check_scores, nbgrader
+    from attention_platform.course.directory import check_scores
 
-    course = copy_course(tmp_path / "course")
-    nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", check=True)
+    course = released_course(tmp_path / "course", ASSIGNMENT)
     release = nbformat.read(course / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
     answers = {"ann": CORRECT[0], "bo": BUGGY[0], "cy": BUGGY[1]}
     for student, answer in answers.items():

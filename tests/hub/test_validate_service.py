@@ -24,7 +24,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from attention_platform.course.notebooks import COURSE_ROOT
 from grader_tests.self_attention.answers import release_notebook
-from broker_helpers import GRADER, LOADED, STRANGER, as_user, ensure_user, start_broker
+from broker_helpers import GRADER, LOADED, STRANGER, as_user, ensure_user
 from grader_tests.proofs import solved
 from grader_tests.registry import ASSIGNMENTS, assignment
 from grader_tests.self_attention.answers import ASSIGNMENT, BUGGY, CORRECT, class_cell, with_answer
@@ -69,26 +69,11 @@ def validate_service(course: Path, broker_socket: Path, folder: Path, student):
         process.wait(20)
 
 
-@contextlib.contextmanager
-def broker_folder(*extra: str):
-    """A root sandbox broker serving the grader account (``extra``: its options), in a folder of its own."""
-    grader = ensure_user(GRADER)
-    folder = Path(tempfile.mkdtemp(prefix="attention-validate-test-"))
-    folder.chmod(0o755)
-    broker, broker_socket = start_broker(folder, grader, extra=extra)
-    try:
-        yield folder, broker_socket
-    finally:
-        broker.terminate()
-        broker.wait(20)
-        shutil.rmtree(folder, ignore_errors=True)
-
-
 @pytest.fixture(scope="module")
-def service():
+def service(sandbox_broker):
     student, stranger = ensure_user(STUDENT), ensure_user(STRANGER)
-    with broker_folder() as (folder, broker_socket), \
-            validate_service(COURSE_ROOT, broker_socket, folder, student) as socket_path:
+    broker = sandbox_broker()
+    with validate_service(COURSE_ROOT, broker.socket, broker.folder, student) as socket_path:
         yield socket_path, student, stranger
 
 
@@ -106,23 +91,37 @@ def student_folder(student, notebooks: dict[str, nbformat.NotebookNode], assignm
 def both_validates(student, socket_path: Path, folder: Path, names: list[str], kernel_timeout: int = CELL_TIMEOUT) -> dict:
     """As the student, on each notebook: nbgrader's own Validate (``nbgrader validate``'s
     ``Validator``, a kernel) and the warm one, each as nbgrader's result and as the course's
-    report (``course.validation.validate_file``, what the Lab's Validate shows). The kernel gets
-    the same per-cell time limit as the service's sandboxes (CELL_TIMEOUT) unless told otherwise."""
+    report (``course.validation.validate_file``, what the Lab's Validate shows). Each way runs each
+    notebook once: nbgrader's result and the course's report are both read from that run. The kernel
+    gets the same per-cell time limit as the service's sandboxes (CELL_TIMEOUT) unless told otherwise."""
     code = f"""
-        import json, os
+        import copy, json, os
         from traitlets.config import Config
         from nbgrader.validator import Validator
         from attention_platform.course.validation import validate_file
         from attention_platform.lab.warm_validate import WarmValidator
+
+        def run_once(validator_class):
+            runs = {{}}
+
+            class RunOnce(validator_class):
+                def _preprocess(self, nb):
+                    key = json.dumps(nb, sort_keys=True)
+                    if key not in runs:
+                        runs[key] = super()._preprocess(nb)
+                    return copy.deepcopy(runs[key])
+            return RunOnce
+
         config = Config()
         config.Execute.timeout = {kernel_timeout}
         out = {{}}
         for name in {names!r}:
             path = os.path.join({str(folder)!r}, name)
-            out[name] = {{"warm": WarmValidator(config=config).validate(path),
-                          "kernel": Validator(config=config).validate(path),
-                          "warm_report": validate_file(path, config, WarmValidator).to_json(),
-                          "kernel_report": validate_file(path, config).to_json()}}
+            warm, kernel = run_once(WarmValidator), run_once(Validator)
+            out[name] = {{"warm": warm(config=config).validate(path),
+                          "kernel": kernel(config=config).validate(path),
+                          "warm_report": validate_file(path, config, warm).to_json(),
+                          "kernel_report": validate_file(path, config, kernel).to_json()}}
         print(json.dumps(out))
     """
     return as_user(student, code, env={"ATTENTION_VALIDATE_SOCKET": str(socket_path), "HOME": str(folder),
@@ -337,23 +336,23 @@ def plain_course(folder: Path) -> Path:
     ("plain", ["torch"]),  # its sandboxes forked from a worker that loaded nothing it does not need
     ("this", ["matplotlib.pyplot", "torch._dynamo", "torch"]),  # the experiments notebook trains and draws
 ])
-def test_validates_sandboxes_come_from_a_worker_warmed_for_the_course(course, loaded):
+def test_validates_sandboxes_come_from_a_worker_warmed_for_the_course(sandbox_broker, course, loaded):
     """The service asks the broker (here one that paid nothing for everyone, as the native hub
     starts it for a plain course) for exactly the first uses its course's notebooks need."""
     student = ensure_user(STUDENT)
-    with broker_folder("--first-uses", "none") as (folder, broker_socket):
-        root = plain_course(folder) if course == "plain" else COURSE_ROOT
-        with validate_service(root, broker_socket, folder, student) as socket_path:
-            mine = student_folder(student, {})
-            result = as_user(student, f"""
-                import json, nbformat
-                from nbformat.v4 import new_code_cell, new_notebook
-                from attention_platform.lab.warm_validate import executed_for_validate
-                nb = executed_for_validate(new_notebook(cells=[new_code_cell({LOADED!r})]), {str(mine)!r},
-                                           socket_path={str(socket_path)!r})
-                print(json.dumps({{"loaded": nb.cells[0].outputs[0]["text"].split()}}))
-            """)
-            shutil.rmtree(mine, ignore_errors=True)
+    broker = sandbox_broker("--first-uses", "none")
+    root = plain_course(broker.folder) if course == "plain" else COURSE_ROOT
+    with validate_service(root, broker.socket, broker.folder, student) as socket_path:
+        mine = student_folder(student, {})
+        result = as_user(student, f"""
+            import json, nbformat
+            from nbformat.v4 import new_code_cell, new_notebook
+            from attention_platform.lab.warm_validate import executed_for_validate
+            nb = executed_for_validate(new_notebook(cells=[new_code_cell({LOADED!r})]), {str(mine)!r},
+                                       socket_path={str(socket_path)!r})
+            print(json.dumps({{"loaded": nb.cells[0].outputs[0]["text"].split()}}))
+        """)
+        shutil.rmtree(mine, ignore_errors=True)
     assert result == {"loaded": loaded}
 
 

@@ -12,7 +12,7 @@ from html import unescape
 import pytest
 from nbgrader.api import Gradebook
 
-from attention_platform.course.directory import copy_course, nbgrader
+from attention_platform.course.directory import nbgrader
 from grader_tests.registry import ASSIGNMENTS, GRADE_ID_PREFIX, assignment
 
 pytestmark = pytest.mark.slow  # real nbgrader commands
@@ -21,11 +21,10 @@ STUDENT = "ana"
 
 
 @pytest.mark.parametrize("name", sorted(ASSIGNMENTS))
-def test_each_assignment_has_its_feedback_page(tmp_path, name):
+def test_each_assignment_has_its_feedback_page(tmp_path, released_course, name):
     registered = assignment(name)
     first_failed = registered.checks[0]
-    course = copy_course(tmp_path / "course")
-    nbgrader(course, "generate_assignment", name, "--force", check=True)
+    course = released_course(tmp_path / "course", name)
     # As autograde leaves it: the notebooks in autograded/, a score for every graded cell
     shutil.copytree(course / "release" / name, course / "autograded" / STUDENT / name)
     with Gradebook("sqlite:///" + str(course / "gradebook.db")) as gb:

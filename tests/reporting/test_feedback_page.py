@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attention_platform.course.directory import copy_course, nbgrader, write_submission
+from attention_platform.course.directory import nbgrader, write_submission
 from grader_tests.self_attention.answers import ASSIGNMENT, BUGGY, NOTEBOOK, PART_NOTEBOOKS, with_answer
 from grader_tests.self_attention.catalogue import ASSIGNMENT_POINTS, ASSIGNMENT_TA_POINTS, BY_HAND
 from grader_tests.proofs import solved
@@ -78,9 +78,8 @@ def rows_of(html: str):
 
 
 @pytest.fixture(scope="module")
-def feedback(tmp_path_factory):
-    course = copy_course(tmp_path_factory.mktemp("feedback-course"))
-    nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", check=True)
+def feedback(tmp_path_factory, released_course):
+    course = released_course(tmp_path_factory.mktemp("feedback-course") / "course", ASSIGNMENT)
     release = course / "release" / ASSIGNMENT
     core = nbformat.read(release / NOTEBOOK, as_version=4)
     write_submission(course, "ben", with_answer(core, NO_SCALE.code), assignment=ASSIGNMENT, name=NOTEBOOK)

@@ -55,6 +55,7 @@ def cache(tmp_path, monkeypatch):
     return folder
 
 
+@pytest.mark.slow  # draws in two processes of their own
 def test_a_kept_measurement_draws_the_same_pngs_without_matplotlib(cache):
     expected, unscaled = pictures.expected_weights(pictures.teaching_request())
     class_of_three = [expected, unscaled, _weights(1)]
@@ -64,6 +65,7 @@ def test_a_kept_measurement_draws_the_same_pngs_without_matplotlib(cache):
     assert again == {"pngs": first["pngs"], "matplotlib": False}
 
 
+@pytest.mark.slow  # draws in four processes of their own
 def test_a_label_no_process_drew_is_measured_and_kept(cache):
     expected, unscaled = pictures.expected_weights(pictures.teaching_request())
     _draw_in_a_process([expected], cache)
