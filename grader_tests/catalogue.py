@@ -26,6 +26,9 @@ class HiddenCheck:
     title: str  # a whole sentence, shown as "✓ Passed: <title>" and in the notebook's table
     points: int
     misconception: str  # the idea a failure points to, as the class report labels it
+    # Public: Validate runs it too, before the student submits, and shows its title and verdict
+    # (the probe and judge are the hidden check's own; the rest of the checks stay hidden until submit).
+    public: bool = False
 
     @property
     def grade_id(self) -> str:

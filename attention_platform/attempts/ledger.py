@@ -87,11 +87,19 @@ def row_dict(row) -> dict:
 
 
 class Ledger:
-    """The attempts tables of one gradebook database (thread-safe: one short transaction per call)."""
+    """The attempts tables of one gradebook database (thread-safe: one short transaction per call).
 
-    def __init__(self, db_url: str):
+    ``remember=True`` is for the one process that writes the attempts (the feedback-on-submit
+    grader): a student's rows are read from the database once, then kept as it writes them, so
+    the work of one more attempt (its status, its turn, what counts) never reads the rows of the
+    attempts before it again."""
+
+    def __init__(self, db_url: str, *, remember: bool = False):
         self.engine = create_engine(db_url, future=True)
         self.lock = threading.Lock()
+        self.remember = remember
+        self._rows: dict[tuple[str, str], list[dict]] = {}  # (assignment, student) -> their rows, in order
+        self._key_of: dict[int, tuple[str, str]] = {}  # attempt id -> its (assignment, student) in _rows
         metadata.create_all(self.engine)
 
     def close(self) -> None:
@@ -120,7 +128,13 @@ class Ledger:
             if not isinstance(values.get(key, ""), str):
                 values[key] = json.dumps(values[key])
         with self.lock, self.engine.begin() as db:
-            return db.execute(insert(attempts).values(**values)).inserted_primary_key[0]
+            attempt_id = db.execute(insert(attempts).values(**values)).inserted_primary_key[0]
+            key = (values.get("assignment"), values.get("student"))
+            if key in self._rows:
+                self._rows[key].append(self._read_row(db, attempt_id))
+                self._rows[key].sort(key=lambda row: (row["received_at"], row["id"]))
+                self._key_of[attempt_id] = key
+        return attempt_id
 
     def set(self, attempt_id: int, **values) -> None:
         for key in ("received_at", "timestamp", "graded_at"):
@@ -131,6 +145,15 @@ class Ledger:
                 values[key] = json.dumps(values[key])
         with self.lock, self.engine.begin() as db:
             db.execute(update(attempts).where(attempts.c.id == attempt_id).values(**values))
+            key = self._key_of.get(attempt_id)
+            if key is not None:
+                remembered = self._rows[key]
+                at = next(i for i, row in enumerate(remembered) if row["id"] == attempt_id)
+                remembered[at] = self._read_row(db, attempt_id)
+
+    @staticmethod
+    def _read_row(db, attempt_id: int) -> dict:
+        return row_dict(db.execute(select(attempts).where(attempts.c.id == attempt_id)).one())
 
     def interrupted(self, attempt_id: int) -> int:
         """Record that the grader's process ended while grading ``attempt_id``; how many times it has."""
@@ -146,20 +169,31 @@ class Ledger:
     def set_counted(self, assignment: str, student: str, attempt_id: int | None) -> None:
         """Mark ``attempt_id`` as the one that counts for the student (and no other)."""
         with self.lock, self.engine.begin() as db:
-            db.execute(update(attempts).where(attempts.c.assignment == assignment, attempts.c.student == student)
-                       .values(counted=False))
+            db.execute(update(attempts).where(attempts.c.assignment == assignment, attempts.c.student == student,
+                                              attempts.c.counted.is_(True)).values(counted=False))
             if attempt_id is not None:
                 db.execute(update(attempts).where(attempts.c.id == attempt_id).values(counted=True))
+            for row in self._rows.get((assignment, student), ()):
+                row["counted"] = row["id"] == attempt_id
 
     def attempts(self, assignment: str | None = None, student: str | None = None) -> list[dict]:
+        key = (assignment, student)
+        if self.remember and assignment is not None and student is not None:
+            with self.lock:
+                if key in self._rows:
+                    return [dict(row) for row in self._rows[key]]
         query = select(attempts)
         if assignment is not None:
             query = query.where(attempts.c.assignment == assignment)
         if student is not None:
             query = query.where(attempts.c.student == student)
         with self.lock, self.engine.begin() as db:
-            rows = db.execute(query.order_by(attempts.c.received_at, attempts.c.id)).all()
-        return [row_dict(row) for row in rows]
+            rows = [row_dict(row) for row in db.execute(query.order_by(attempts.c.received_at, attempts.c.id)).all()]
+            if self.remember and assignment is not None and student is not None:
+                self._rows[key] = rows
+                self._key_of.update((row["id"], key) for row in rows)
+                rows = [dict(row) for row in rows]
+        return rows
 
     def known(self, assignment: str) -> set[tuple[str, str]]:
         with self.lock, self.engine.begin() as db:

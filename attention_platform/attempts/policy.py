@@ -10,8 +10,9 @@ Set per assignment in the course's ``nbgrader_config.py``::
             "attempts": 3,             # graded attempts per window; null: no limit
             "window_hours": 24,        # the window those attempts are counted in (rolling)
             "cooldown_minutes": 10,    # at least this long between two graded attempts; 0: none
-            "counts": "best",          # last (the newest graded attempt), best (the highest-scoring one),
-                                       # collected (the one the TA's collect picks, as today)
+            "counts": "best",          # last (the newest graded attempt), best (the highest-scoring one
+                                       # for the checks, with the written answers of the newest graded
+                                       # attempt), collected (the one the TA's collect picks, as today)
         },
     }
 
@@ -82,7 +83,8 @@ class Policy:
             limits.append(f"at least {minutes(self.cooldown_minutes)} between graded attempts")
         limit = ("; " + ", ".join(limits)) if limits else "; no limit on graded attempts"
         counts = {"last": "your last graded attempt counts for the grade",
-                  "best": "your best graded attempt counts for the grade",
+                  "best": "your best graded attempt counts for the hidden checks' points; the course staff "
+                          "grade the written answers of your latest graded attempt",
                   "collected": "the submission the course staff collect counts for the grade"}[self.counts]
         return f"On submit you see {what} within seconds{limit}. {counts[0].upper()}{counts[1:]}."
 

@@ -47,6 +47,8 @@ def register(commands) -> None:
              "feedback on submit against the TA's collect, autograde and feedback on the same submissions")
     on_submit.add_argument("-n", "--students", type=int, default=5, help="students submitting at once (default 5)")
     on_submit.add_argument("--rounds", type=int, default=3, help="times they all submit (default 3)")
+    on_submit.add_argument("--spread", type=float, default=0.0,
+                           help="seconds over which each round's presses of Submit are spread evenly (default 0: at once)")
     on_submit.add_argument("--port", type=int, default=8500, help="port of the hub started for the benchmark (127.0.0.1)")
     on_submit.add_argument("--state-dir", type=Path, default=COURSE_ROOT / "build" / "bench-feedback-on-submit",
                        help="state directory of the hub (replaced)")

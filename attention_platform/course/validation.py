@@ -1,5 +1,5 @@
-"""What Validate tells a student: which answers are still to do, which cells raise, and that
-the hidden checks are *not* run.
+"""What Validate tells a student: which answers are still to do, which cells raise, the verdicts
+of the public checks (where the warm Validate ran them), and that the hidden checks are *not* run.
 
 nbgrader's own Validate runs the notebook and looks only at its test cells; ours hold no
 code in the student's copy (the hidden checks are added back at grading), so it said
@@ -14,7 +14,8 @@ same notebook after it ran:
   the report (the student's Jupyter Server calls it; a faster, sandboxed runner can call
   ``ValidationReport.from_notebooks`` with its own executed copy).
 
-Nothing here runs or reveals a hidden check.
+Nothing here runs or reveals a hidden check; a public check's verdict comes only from the validate
+service's judges (``PublicCheck``), never from what the notebook printed.
 """
 
 from __future__ import annotations
@@ -26,8 +27,14 @@ from dataclasses import asdict, dataclass, field
 import nbformat
 
 HIDDEN_CHECKS_NOTE = (
-    "Validate runs your notebook from top to bottom; it does not run the hidden checks. "
-    "They run after you submit, and your feedback shows each one with ✓ or a message."
+    "Validate runs your notebook from top to bottom, then its public checks; it does not run the hidden "
+    "checks. They run after you submit, and your feedback shows each one with ✓ or a message."
+)
+# Where Validate ran in a kernel (no validate service: Docker, Kubernetes, or the service was unreachable).
+NO_PUBLIC_CHECKS_NOTE = (
+    "This Validate ran your notebook in a plain kernel, so no check ran, not even the public ones: they need "
+    "the course's validate service, which this server cannot reach. Every check, public or hidden, runs "
+    "after you submit, and your feedback shows each one with ✓ or a message."
 )
 READY = "Your notebook runs without errors — hidden checks run after you submit."
 STUB = re.compile(r"^\s*raise\s+NotImplementedError\b", re.MULTILINE)
@@ -46,38 +53,67 @@ class Problem:
         return f"Cell {self.cell} ({self.where}): {self.message}"
 
 
+@dataclass(frozen=True)
+class PublicCheck:
+    """One public check as Validate shows it: the catalogue's title and the judge's verdict, both
+    written by the validate service (``attention_platform.grading.validate_service``)."""
+
+    title: str
+    passed: bool
+    message: str  # why it failed ("" if it passed)
+
+    @property
+    def text(self) -> str:
+        return f"✓ {self.title}" if self.passed else f"✗ {self.title} {self.message}"
+
+
 @dataclass
 class ValidationReport:
     notebook: str
     problems: list[Problem] = field(default_factory=list)
     ran: bool = True  # False when the notebook could not be run at all
     run_error: str = ""
+    public_checks: list[PublicCheck] | None = None  # None: run in a kernel, which runs no check
+
+    @property
+    def failing_checks(self) -> list[PublicCheck]:
+        return [check for check in self.public_checks or [] if not check.passed]
 
     @property
     def ok(self) -> bool:
-        return self.ran and not self.problems
+        return self.ran and not self.problems and not self.failing_checks
+
+    @property
+    def note(self) -> str:
+        return NO_PUBLIC_CHECKS_NOTE if self.public_checks is None else HIDDEN_CHECKS_NOTE
 
     @property
     def headline(self) -> str:
         if not self.ran:
             return f"Validate could not run {self.notebook}: {self.run_error}"
         if self.ok:
-            return READY
+            return READY  # its public checks, all passed, are listed below it
         unanswered = sum(p.kind == "unanswered" for p in self.problems)
         raising = len(self.problems) - unanswered
+        failing = len(self.failing_checks)
         parts = []
         if unanswered:
             parts.append(f"{unanswered} answer{'s' if unanswered != 1 else ''} still to write")
         if raising:
             parts.append(f"{raising} cell{'s' if raising != 1 else ''} raising an error")
-        return f"Not ready yet: {' and '.join(parts)}."
+        if failing:
+            parts.append(f"{failing} public check{'s' if failing != 1 else ''} failing")
+        return f"Not ready yet: {_join(parts)}."
 
     def to_json(self) -> dict:
         return {"notebook": self.notebook, "ok": self.ok, "ran": self.ran, "headline": self.headline,
-                "problems": [dict(asdict(p), text=p.text) for p in self.problems], "note": HIDDEN_CHECKS_NOTE}
+                "problems": [dict(asdict(p), text=p.text) for p in self.problems],
+                "public_checks": [dict(asdict(c), text=c.text) for c in self.public_checks or []],
+                "note": self.note}
 
     def text(self) -> str:
-        lines = [self.headline] + [f"  - {p.text}" for p in self.problems] + [HIDDEN_CHECKS_NOTE]
+        lines = ([self.headline] + [f"  - {p.text}" for p in self.problems]
+                 + [f"  {c.text}" for c in self.public_checks or []] + [self.note])
         return "\n".join(lines)
 
     # ------------------------------------------------------------------ building one
@@ -229,4 +265,7 @@ def validate_file(path: str, config=None, validator_class=None) -> ValidationRep
         else:
             report.run_error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"
         return report
-    return ValidationReport.from_notebooks(written, executed, name)
+    report = ValidationReport.from_notebooks(written, executed, name)
+    if validator.has_trait("public_checks"):  # None when the warm path fell back to a kernel
+        report.public_checks = validator.public_checks
+    return report

@@ -52,6 +52,7 @@ class Attempt:
     intake: Intake
     timestamp: object  # datetime the gradebook records
     policy: Policy
+    parts: dict = field(default_factory=dict)  # the service's share of where its time went (PARTS)
 
 
 @dataclass
@@ -63,6 +64,12 @@ class Result:
     notes: list = field(default_factory=list)  # per notebook: stopped, missing, not a notebook
     seconds: float = 0.0
     pages: dict = field(default_factory=dict)  # notebook -> feedback page file name in the student's folder
+    parts: dict = field(default_factory=dict)  # where the time went: part -> seconds (PARTS)
+
+
+# Where a graded attempt's time goes, as the grader logs it per attempt (bench-feedback-on-submit reads it):
+# the engine's parts, then the service's (intake and status, feedback pages, archive and what counts).
+PARTS = ("sandbox", "judges", "pictures", "gradebook", "status and ledger", "feedback pages", "archive and install")
 
 
 class GradebookRouter:
@@ -79,14 +86,15 @@ class GradebookRouter:
         return shared if shared is not None else self.real(db_url, course_id, *args, **kwargs)
 
     @contextlib.contextmanager
-    def opened(self, db_url: str, course_id: str):
+    def opened(self, db_url: str, course_id: str, remembered: dict | None = None):
         """This thread's gradebook for ``db_url`` until the block ends: yields the gradebook (whose
-        own commits only flush) and its session (commit/rollback the real transaction)."""
+        own commits only flush) and its session (commit/rollback the real transaction); with
+        ``remembered``, the instructor's cells found are kept there (``SharedGradebook.REMEMBERED``)."""
         from attention_platform.grading.batch import SharedGradebook
 
         gb = self.real(db_url, course_id)
         session = gb.db
-        shared = SharedGradebook(gb)
+        shared = SharedGradebook(gb, remembered=remembered)
         gb.db = shared.db
         opened = self.local.__dict__.setdefault("opened", {})
         opened[db_url] = shared
@@ -176,6 +184,7 @@ class Engine:
                                 source=self.main.source, config=self.config)
         self._definitions: dict[str, str] = {}  # assignment -> digest of what the scratch gradebook holds
         self._checked: dict[str, float] = {}  # assignment -> when the course's definition was last compared
+        self._cells: dict = {}  # the scratch gradebook's instructor's cells, as grading found them (emptied on a rebuild)
         self._grading = SharedLock()  # attempts share it; rebuilding a definition takes it alone
         self._patch = None
         self.router = None
@@ -259,6 +268,7 @@ class Engine:
                     session.commit()
                 _write_definition(gb, assignment, definition)
                 session.commit()
+            self._cells.clear()
             self._definitions[assignment] = digest
             self._checked[assignment] = time.monotonic()
         self.log.info("scratch gradebook: the definition of %s follows the course's gradebook (%s)", assignment,
@@ -275,6 +285,8 @@ class Engine:
         with self._grading.shared():
             result = self._grade(attempt, deadline)
         result.seconds = time.monotonic() - started
+        in_sandboxes = sum(result.parts.get(part, 0.0) for part in ("sandbox", "judges", "pictures"))
+        result.parts["gradebook"] = result.seconds - in_sandboxes  # staging, nbgrader's steps, the grades read
         for pictures in picture_modules():
             pictures.save_measurements()  # what this attempt measured (nothing, mostly): kept if the engine is killed
         return result
@@ -291,7 +303,7 @@ class Engine:
         src = pipeline.submitted(student, assignment)
         _replace_tree(attempt.intake.folder, src)
         dest = pipeline.autograded(student, assignment)
-        with self.router.opened(pipeline.db_url, self.course_id) as (gb, session):
+        with self.router.opened(pipeline.db_url, self.course_id, remembered=self._cells) as (gb, session):
             notebook_ids = [nb.name for nb in gb.find_assignment(assignment).notebooks]
             pipeline.stage(gb, student, assignment, src, dest, timestamp=_naive(attempt.timestamp))
             session.commit()
@@ -321,6 +333,9 @@ class Engine:
                 graded = grade_notebook(nb, zygote=get_zygote(needed), limits=pipeline.limits, seed_for=pipeline.seed_for,
                                         filename=f"{notebook_id}.ipynb",
                                         extra_files=submission_files(dest, notebook_id))
+                for part, seconds in (("sandbox", graded.seconds - graded.judging - graded.picturing),
+                                      ("judges", graded.judging), ("pictures", graded.picturing)):
+                    result.parts[part] = result.parts.get(part, 0.0) + seconds
                 if graded.stopped:
                     result.notes.append(f"{notebook_id}.ipynb: {graded.stopped}")
                 pipeline.finish(nb, resources, dest, notebook_id)
@@ -401,21 +416,28 @@ class Engine:
         shutil.rmtree(attempt.intake.folder, ignore_errors=True)
         return folder
 
-    def install(self, attempt_id: int, student: str, assignment: str, timestamp) -> None:
+    def install(self, attempt_id: int, student: str, assignment: str, timestamp, written_from: int | None = None) -> None:
         """Make the archived attempt the course's submission of ``student``: its files into
         ``submitted/`` and ``autograded/``, its grades into the course's gradebook (manual grades
-        already given stay, as nbgrader's autograde keeps them)."""
+        already given stay, as nbgrader's autograde keeps them). ``written_from``: another archived
+        attempt whose written answers replace this one's (the newer work a TA grades under ``best``)."""
         from attention_platform.grading.course_lock import course_grading_lock
 
-        folder = self.work / "archive" / student / assignment / str(attempt_id)
+        archive = self.work / "archive" / student / assignment
+        folder = archive / str(attempt_id)
+        written = archive / str(written_from) / "autograded" if written_from not in (None, attempt_id) else None
         pipeline = self.main
         src = pipeline.submitted(student, assignment)
         with course_grading_lock(pipeline.root):  # never while a TA's autograde writes this course
             _replace_tree(folder / "submitted", src)
+            if written is not None:  # a TA's own autograde of submitted/ keeps the same answers
+                for path in src.glob("*.ipynb"):
+                    _rewrite_written_answers(path, written / path.name)
             (src / "timestamp.txt").write_text(_naive(timestamp).strftime("%Y-%m-%d %H:%M:%S.%f UTC"))
-            self._install_grades(folder, pipeline, student, assignment, timestamp)
+            self._install_grades(folder, pipeline, student, assignment, timestamp, written)
 
-    def _install_grades(self, folder: Path, pipeline, student: str, assignment: str, timestamp) -> None:
+    def _install_grades(self, folder: Path, pipeline, student: str, assignment: str, timestamp,
+                        written: Path | None = None) -> None:
         src, dest = pipeline.submitted(student, assignment), pipeline.autograded(student, assignment)
         with self.router.opened(pipeline.db_url, self.course_id) as (gb, session):
             notebook_ids = [nb.name for nb in gb.find_assignment(assignment).notebooks]
@@ -430,6 +452,8 @@ class Engine:
                 import nbformat
 
                 nb = nbformat.read(graded, as_version=4)
+                if written is not None:
+                    _with_written_answers(nb, written / f"{notebook_id}.ipynb")
                 pipeline.finish(nb, pipeline.resources(student, assignment, notebook_id, dest), dest, notebook_id)
                 session.commit()
 
@@ -477,6 +501,47 @@ class SharedLock:
             with self._cond:
                 self._exclusive = False
                 self._cond.notify_all()
+
+
+def _is_written_answer(cell) -> bool:
+    """A written answer: nbgrader's manually graded answer cell (a solution cell with points)."""
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return bool(meta.get("solution")) and bool(meta.get("grade")) and bool(meta.get("grade_id"))
+
+
+def _with_written_answers(nb, other: Path) -> bool:
+    """Give each written answer of ``nb`` the text of the same answer (by grade id) in the notebook
+    at ``other``, one the grader wrote itself (an attempt's autograded copy), if there is one.
+    True if ``nb`` changed."""
+    if not other.is_file():
+        return False
+    import nbformat
+
+    answers = {cell.metadata.nbgrader["grade_id"]: cell.source
+               for cell in nbformat.read(other, as_version=4).cells if _is_written_answer(cell)}
+    changed = False
+    for cell in nb.cells:
+        if _is_written_answer(cell) and cell.metadata.nbgrader["grade_id"] in answers:
+            changed |= cell.source != answers[cell.metadata.nbgrader["grade_id"]]
+            cell.source = answers[cell.metadata.nbgrader["grade_id"]]
+    return changed
+
+
+def _rewrite_written_answers(path: Path, other: Path) -> None:
+    """The submitted notebook at ``path`` with the written answers of ``other`` (``_with_written_answers``);
+    one that cannot be read as a notebook, within the bounds grading reads it in, is left as it is
+    (its grading said so already)."""
+    import nbformat
+
+    from attention_platform import bounded_json
+    from attention_platform.grading.batch import SUBMITTED_NOTEBOOK
+
+    try:
+        nb = bounded_json.read_notebook(path, SUBMITTED_NOTEBOOK)
+    except Exception:  # noqa: BLE001 - not a notebook: nothing to carry over
+        return
+    if _with_written_answers(nb, other):
+        nbformat.write(nb, path)
 
 
 def _naive(value):

@@ -32,8 +32,10 @@ grading configuration itself when this process restarts (as the formgrader's).
 from __future__ import annotations
 
 import collections
+import contextlib
 import datetime as dt
 import errno
+import json
 import logging
 import os
 import shutil
@@ -50,7 +52,7 @@ from attention_platform import start_up_gc
 from attention_platform.exchange.submit import ExchangeLimits
 
 from attention_platform.attempts import status as status_file
-from .engine import Attempt, Engine
+from .engine import PARTS, Attempt, Engine
 from .fairqueue import FairQueue
 from .intake import Intake, IntakeError, collector, take
 from attention_platform.attempts.ledger import Ledger
@@ -97,7 +99,7 @@ class Service:
         self.engine.exchange_feedback = self.exchange / "feedback"
         with Gradebook(self.engine.main.db_url, self.course_id):
             pass  # nbgrader creates (and stamps) its gradebook before our tables join it
-        self.ledger = Ledger(self.engine.main.db_url)
+        self.ledger = Ledger(self.engine.main.db_url, remember=True)  # the one writer of the attempts
         self.queue: FairQueue = FairQueue()
         self.workers = max(1, self.settings.workers)
         self.pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="attempt")
@@ -328,6 +330,7 @@ class Service:
         if received < since:
             shutil.rmtree(copy, ignore_errors=True)
             return
+        started, attempt = time.monotonic(), None
         with self.status_locks[student]:
             rows = self.ledger.attempts(assignment, student)
             counting = [r["received_at"] for r in rows if r["state"] in COUNTING]
@@ -345,10 +348,12 @@ class Service:
                 attempt_id = self.ledger.add(**values, state="queued", message=notes)
                 os.rename(copy, self.incoming / str(attempt_id))
                 intake.folder = self.incoming / str(attempt_id)
-                self.queue.put(student, Attempt(attempt_id, assignment, student, name, intake,
-                                                values["timestamp"], policy))
+                attempt = Attempt(attempt_id, assignment, student, name, intake, values["timestamp"], policy)
+                self.queue.put(student, attempt)
                 self.log.info("%s: %s queued as attempt %d (received %s)", student, name, attempt_id, iso(received))
         self.write_status(assignment, student)
+        if attempt is not None:
+            attempt.parts["status and ledger"] = time.monotonic() - started
 
     # ------------------------------------------------------------------ grading
     def dispatch(self) -> None:
@@ -357,25 +362,41 @@ class Service:
         once no attempt is being graded, so that a result a student waits for never waits for, nor
         shares the cores with, another student's feedback pages. A graded attempt whose rest has
         waited ``FINISH_WAIT_SECONDS`` goes ahead anyway, one at a time, so that a steady stream of
-        submissions cannot hold pages back for ever."""
+        submissions cannot hold pages back for ever; so does, one at a time, the rest of an attempt
+        whose student has submitted again (their next attempt is graded only after it)."""
         while len(self.running) < self.workers:
             taken = self.queue.take() if time.monotonic() >= self.paused_until else None
             if taken is not None:
                 student, attempt = taken
-                self.ledger.set(attempt.id, state="grading")
-                self.write_status(attempt.assignment, student)
+                with spent(attempt.parts, "status and ledger"):
+                    self.ledger.set(attempt.id, state="grading")
+                    self.write_status(attempt.assignment, student)
                 future = self.pool.submit(self.work, attempt)
                 self.running[future] = attempt
                 self.grading.add(future)
-            elif self.finishing and self._may_finish():
-                attempt, result, _ = self.finishing.popleft()
+            elif (finished := self._next_to_finish()) is not None:
+                attempt, result, _ = finished
                 self.running[self.pool.submit(self.finish, attempt, result)] = attempt
             else:
                 return
 
-    def _may_finish(self) -> bool:
-        return may_finish(grading=len(self.grading), finishing=len(self.running) - len(self.grading),
-                          oldest_waited=time.monotonic() - self.finishing[0][2])
+    def _next_to_finish(self):
+        """The graded attempt whose rest may start now, taken from ``finishing``: first one whose
+        student's next attempt waits for it, else the oldest; None if none may (:func:`may_finish`)."""
+        if not self.finishing:
+            return None
+        grading, finishing = len(self.grading), len(self.running) - len(self.grading)
+        waited = time.monotonic() - self.finishing[0][2]
+        holding = next((i for i, (attempt, _, _) in enumerate(self.finishing) if self.queue.waiting(attempt.student)),
+                       None)
+        if holding is not None and may_finish(grading=grading, finishing=finishing, oldest_waited=waited,
+                                              holds_back_an_attempt=True):
+            finished = self.finishing[holding]
+            del self.finishing[holding]
+            return finished
+        if may_finish(grading=grading, finishing=finishing, oldest_waited=waited):
+            return self.finishing.popleft()
+        return None
 
     def work(self, attempt: Attempt):
         """In a worker thread: grade and tell the student at once. Returns ``("graded", result)``
@@ -399,9 +420,10 @@ class Service:
             self.write_status(attempt.assignment, attempt.student)
             return "error"
         notes = "; ".join(attempt.intake.notes[:5] + result.notes)
-        self.ledger.set(attempt.id, state="graded", graded_at=now(), seconds=result.seconds, score=result.score,
-                        max_score=result.max_score, checks=result.checks, message=notes)
-        self.write_status(attempt.assignment, attempt.student)  # the student sees the result now
+        with spent(attempt.parts, "status and ledger"):
+            self.ledger.set(attempt.id, state="graded", graded_at=now(), seconds=result.seconds, score=result.score,
+                            max_score=result.max_score, checks=result.checks, message=notes)
+            self.write_status(attempt.assignment, attempt.student)  # the student sees the result now
         self.log.info("%s: attempt %d graded in %.2f s: %g/%g", attempt.student, attempt.id, result.seconds,
                       result.score, result.max_score)
         return "graded", result
@@ -409,13 +431,22 @@ class Service:
     def finish(self, attempt: Attempt, result) -> str:
         """In a worker thread, once graded: feedback pages, archive, install what counts. The student
         stays busy in the queue until this is done (the scratch course holds their attempt's files)."""
+        parts = attempt.parts
         if attempt.policy.feedback == "full":
-            self.pages.make(attempt, result)
-            self.ledger.set(attempt.id, pages=result.pages, message="; ".join(attempt.intake.notes[:5] + result.notes))
-        self.engine.archive(attempt)
-        self._count(attempt, result)
-        self._prune(attempt.assignment, attempt.student)
-        self.write_status(attempt.assignment, attempt.student)
+            with spent(parts, "feedback pages"):
+                self.pages.make(attempt, result)
+            with spent(parts, "status and ledger"):
+                self.ledger.set(attempt.id, pages=result.pages,
+                                message="; ".join(attempt.intake.notes[:5] + result.notes))
+        with spent(parts, "archive and install"):
+            self.engine.archive(attempt)
+            self._count(attempt, result)
+            self._prune(attempt.assignment, attempt.student)
+        with spent(parts, "status and ledger"):
+            self.write_status(attempt.assignment, attempt.student)
+        parts = {**result.parts, **parts}
+        self.log.info("%s: attempt %d's time: %s", attempt.student, attempt.id,
+                      json.dumps({part: round(parts.get(part, 0.0), 4) for part in PARTS}))
         return "graded"
 
     def _count(self, attempt: Attempt, result) -> None:
@@ -427,7 +458,13 @@ class Service:
         current = next((r for r in rows if r["counted"]), None)
         if counts == "best" and current is not None and current["id"] != attempt.id and \
                 float(current["score"] or 0) > result.score:
-            return  # a better one counts (among equals, the newest: the student's latest work)
+            # A better one counts (among equals, the newest: the student's latest work) for the checks'
+            # points; the TA grades the written answers the student last wrote: this attempt's.
+            self.engine.install(current["id"], attempt.student, attempt.assignment,
+                                current["timestamp"] or current["received_at"], written_from=attempt.id)
+            self.log.info("%s: attempt %d still counts, with the written answers of attempt %d", attempt.student,
+                          current["id"], attempt.id)
+            return
         self.engine.install(attempt.id, attempt.student, attempt.assignment, attempt.timestamp)
         self.ledger.set_counted(attempt.assignment, attempt.student, attempt.id)
         self.log.info("%s: attempt %d now counts (%s)", attempt.student, attempt.id, counts)
@@ -624,13 +661,24 @@ def holds_notebook(folder_fd: int, name: str, most: int) -> bool:
         os.close(fd)
 
 
-def may_finish(*, grading: int, finishing: int, oldest_waited: float) -> bool:
+@contextlib.contextmanager
+def spent(parts: dict, part: str):
+    """Adds the block's wall time to ``parts[part]``."""
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        parts[part] = parts.get(part, 0.0) + time.monotonic() - started
+
+
+def may_finish(*, grading: int, finishing: int, oldest_waited: float, holds_back_an_attempt: bool = False) -> bool:
     """Whether a free worker may start the rest of a graded attempt (pages, archive, what counts)
     while ``grading`` attempts are graded and ``finishing`` others are finished, the oldest graded
-    attempt having waited ``oldest_waited`` seconds: see :meth:`Service.dispatch`."""
+    attempt having waited ``oldest_waited`` seconds, or (``holds_back_an_attempt``) its student
+    having an attempt in the queue, which waits for it: see :meth:`Service.dispatch`."""
     if grading == 0:
         return True
-    return finishing == 0 and oldest_waited >= FINISH_WAIT_SECONDS
+    return finishing == 0 and (holds_back_an_attempt or oldest_waited >= FINISH_WAIT_SECONDS)
 
 
 def main(course: Path, exchange: Path) -> int:

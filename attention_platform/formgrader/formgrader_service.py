@@ -20,11 +20,16 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 from attention_platform.settings import settings, settings_or_exit
 
 HUB_DIR = Path(__file__).resolve().parents[2] / "jupyter_config"
+# How long the formgrader waits for the hub's API: a hub's first start creates its database and an
+# upgrade migrates it, and jupyterhub-singleuser itself gives a hub that does not answer only five tries.
+HUB_API_WAIT_SECONDS = 600
 
 
 def service_env(*, course: str, api_token: str, hub_api_url: str, ip: str, port: int,
@@ -55,6 +60,22 @@ def command(course_dir: str, ip: str, port: int) -> list[str]:
             f"--port={port}", f"--ServerApp.root_dir={course_dir}"] + (["--allow-root"] if os.geteuid() == 0 else [])
 
 
+def wait_for_hub_api(url: str, timeout: float = HUB_API_WAIT_SECONDS) -> None:
+    """Return once the hub's API answers at ``url``: the container or pod that runs the formgrader starts
+    beside the hub rather than after it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5):
+                return
+        except OSError as exc:
+            if getattr(exc, "code", None):  # an HTTP error: the hub answered
+                return
+        if time.monotonic() >= deadline:
+            raise SystemExit(f"formgrader service: the hub's API at {url} did not answer within {timeout:.0f} s")
+        time.sleep(0.5)
+
+
 def main() -> None:
     configured = settings_or_exit("formgrader service")
     if not configured.formgrader_api_token:
@@ -63,6 +84,7 @@ def main() -> None:
     env = dict(os.environ, **service_env(
         course=configured.nbgrader_course_id, api_token=configured.formgrader_api_token,
         hub_api_url=configured.hub_api_url, ip=ip, port=port))
+    wait_for_hub_api(configured.hub_api_url)
     os.chdir(course_dir)
     cmd = command(course_dir, ip, port)
     os.execve(cmd[0], cmd, env)

@@ -99,10 +99,16 @@ class SharedGradebook:
     CACHED = ("find_notebook", "find_source_cell", "find_grade_cell", "find_solution_cell", "find_task_cell",
               "find_graded_cell", "find_assignment")
 
-    def __init__(self, gradebook, *, flush_on_commit: bool = True):
+    # Of those, the instructor's cells that OverwriteCells reads of every cell of every submission: with
+    # ``remembered`` (a dict its owner empties whenever the definition changes), found cells are kept across
+    # gradebooks as CellDefinition snapshots (a cell a submission names that is not there is looked up each time).
+    REMEMBERED = ("find_source_cell", "find_graded_cell")
+
+    def __init__(self, gradebook, *, flush_on_commit: bool = True, remembered: dict | None = None):
         self._gb = gradebook
         self.db = _Session(gradebook.db, flush=flush_on_commit)
         self._cache: dict = {}
+        self._remembered = remembered
 
     def __call__(self, *args, **kwargs):
         return self
@@ -142,6 +148,12 @@ class SharedGradebook:
 
         def cached(*args):
             key = (name, args)
+            if self._remembered is not None and name in self.REMEMBERED:
+                found = self._remembered.get(key)
+                if found is None:
+                    found = CellDefinition(method(*args))  # MissingEntry propagates, as nbgrader's
+                    self._remembered[key] = found
+                return found
             if key not in self._cache:
                 try:
                     self._cache[key] = (True, method(*args))
@@ -153,6 +165,18 @@ class SharedGradebook:
             return value
 
         return cached
+
+
+class CellDefinition:
+    """One of the instructor's cells as the gradebook defines it, its columns only (name, type,
+    points, source, checksum, locked, ...): kept across gradebook sessions, where a row of one
+    session would have expired. Reading anything else of it (a relationship) is an AttributeError."""
+
+    def __init__(self, row):
+        from sqlalchemy import inspect
+
+        for column in inspect(row).mapper.column_attrs:
+            setattr(self, column.key, getattr(row, column.key))
 
 
 class _CachedJsonschema:
@@ -425,7 +449,7 @@ def autograde_batch(course: Path, assignment: str, *, jobs: int | None = None, s
             run.finish_some()
         if bar:
             bar.close()
-        session.commit()  # the last steps
+        run.commit()  # the last steps
         session.expire_all()  # the scores below as the database computes them now
         gb.db = session
         _read_scores(gb, assignment, run.outcomes)
@@ -475,17 +499,33 @@ def _read_scores(gb, assignment: str, outcomes: dict[str, StudentOutcome]) -> No
 
 COMMIT_EVERY = 16  # gradebook steps per transaction (a student is two or three) ...
 COMMIT_SECONDS = 0.5  # ... or fewer, if they took this long: the database is locked for writers meanwhile
+# How long a transaction waits for another writer of the gradebook (feedback on submit's grader, a TA's save
+# in the formgrader) before its students are reported failed: theirs are short, a sandbox never holds ours.
+BUSY_SECONDS = 60
+
+
+class GradebookBusy(Exception):
+    """The transaction holding a student's steps could not be written: the database stayed locked."""
 
 
 def nesting_savepoints(engine) -> None:
     """Make savepoints nest on SQLite. Its Python driver opens a transaction only before a write, so
     a SAVEPOINT issued first opens one of its own, and releasing it commits (SQLAlchemy's SQLite
     notes, "Serializable isolation / Savepoints"): a BEGIN at the start of every transaction of
-    ``engine`` makes each savepoint a step inside the transaction, as on any other database."""
+    ``engine`` makes each savepoint a step inside the transaction, as on any other database.
+
+    The BEGIN is IMMEDIATE, so each transaction takes the write lock at its start, waiting up to
+    ``BUSY_SECONDS`` for another process's write (feedback on submit's ledger and installs). A deferred
+    transaction that has read and then wants to write while another process holds the write lock is
+    refused at once with "database is locked": SQLite does not wait there, as both would wait for ever."""
     from sqlalchemy import event
 
+    def begin(connection):
+        connection.exec_driver_sql(f"PRAGMA busy_timeout = {BUSY_SECONDS * 1000}")
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
     if engine.dialect.name == "sqlite":
-        event.listen(engine, "begin", lambda connection: connection.exec_driver_sql("BEGIN"))
+        event.listen(engine, "begin", begin)
 
 
 @dataclass
@@ -513,6 +553,8 @@ class _BatchRun:
         self.outcomes: dict[str, StudentOutcome] = {}
         self.rows: dict[str, list] = {}  # each student's submitted assignment and its notebooks (for _fresh)
         self.steps, self.since = 0, 0.0  # steps since the last commit, and when the first of them ended
+        self.uncommitted: set[str] = set()  # students with a step in the transaction not yet committed
+        self.not_saved: dict[str, str] = {}  # student -> why a transaction of theirs was refused (what they are told)
 
     def start(self, student: str) -> None:
         """Stage ``student``'s submission and send each of its notebooks to the pool."""
@@ -521,11 +563,11 @@ class _BatchRun:
         src = self.pipeline.submitted(student, self.assignment)
         dest = self.pipeline.autograded(student, self.assignment)
         try:
-            with self._step():  # the student and the submission exist whatever happens to the notebook
+            with self._step(student):  # the student and the submission exist whatever happens to the notebook
                 submission = self.pipeline.stage(self.gb, student, self.assignment, src, dest)
                 self.rows[student] = [submission, *submission.notebooks]  # made with it, or loaded once if found
         except Exception as exc:  # noqa: BLE001
-            outcome.status = f"error: {type(exc).__name__}: {exc}"[:60]
+            outcome.status = self.not_saved.get(student) or f"error: {type(exc).__name__}: {exc}"[:60]
             self._count_if_done(student)
             return
         for notebook_id in self.notebook_ids:
@@ -538,12 +580,15 @@ class _BatchRun:
         outcome, path = self.outcomes[student], src / f"{notebook_id}.ipynb"
         resources = self.pipeline.resources(student, self.assignment, notebook_id, dest)
         if not path.exists():
-            with self._step():
-                self.pipeline.missing(self.gb, student, self.assignment, notebook_id)
             outcome.status = f"missing {notebook_id}.ipynb"
+            try:
+                with self._step(student):
+                    self.pipeline.missing(self.gb, student, self.assignment, notebook_id)
+            except GradebookBusy:
+                outcome.status = self.not_saved[student]
             return
         try:
-            with self._step():
+            with self._step(student):
                 nb = self.pipeline.read(path, resources)
         except Exception as exc:  # noqa: BLE001 - e.g. not JSON: rejected for this student alone
             outcome.status = f"rejected: {unreadable(exc)}"[:60]
@@ -559,7 +604,7 @@ class _BatchRun:
         the steps so far are committed: the gradebook is never locked for a sandbox's sake."""
         done, _ = wait(list(self.pending), timeout=0)
         if not done:
-            self._commit()
+            self.commit()
             done, _ = wait(list(self.pending), return_when=FIRST_COMPLETED)
         for future in done:
             flight = self.pending.pop(future)
@@ -571,51 +616,83 @@ class _BatchRun:
         rows = self.rows.get(student, [])
         try:
             result = future.result()
-            with self._step():  # the late penalty then reads the scores just saved
+            with self._step(student):  # the late penalty then reads the scores just saved
                 self.pipeline.finish(flight.nb, flight.resources, flight.dest, flight.notebook_id,
                                      after_save=lambda: _fresh(session, rows))
             outcome.failed += [c.check_id for c in result.checks.values() if not c.passed]
             if result.stopped:
                 outcome.status = f"stopped: {result.stopped}"[:60]
         except Exception as exc:  # noqa: BLE001 - one student's failure never stops the batch
-            outcome.status = f"error: {type(exc).__name__}: {exc}"[:60]
+            outcome.status = self.not_saved.get(student) or f"error: {type(exc).__name__}: {exc}"[:60]
         outcome.seconds += time.monotonic() - flight.t0
         # The process's first notebook finished (imports, configuration, the first picture): the
         # end of its start-up, if its command paused the collector for it (start_up_gc).
         start_up_gc.resume()
 
     @contextlib.contextmanager
-    def _step(self):
+    def _step(self, student: str):
         """One step's gradebook writes (a student's staging, a notebook's sanitising or its grades) in
         a savepoint of its own: a step that fails takes back its own writes and no one else's. The
         transaction around the steps is committed every ``COMMIT_EVERY`` steps or ``COMMIT_SECONDS``
         -- one fsync for several students instead of two per student (a tenth of the batch's time on
         this machine) -- and before the batch waits for a sandbox (:meth:`finish_some`), so a TA
         saving a manual grade meanwhile waits well under a second for the database; what a crash
-        leaves uncommitted is graded again by the next run."""
-        savepoint = self.session.begin_nested()
+        leaves uncommitted is graded again by the next run. A transaction the database refuses
+        (:class:`GradebookBusy`) costs the students with a step in it, each reported failed, and no one else."""
+        from sqlalchemy.exc import OperationalError
+
+        self.uncommitted.add(student)
+        try:
+            savepoint = self.session.begin_nested()
+        except OperationalError as exc:
+            self._lost(exc)
+            raise GradebookBusy(_database_said(exc)) from None
         try:
             yield
         except BaseException:
-            savepoint.rollback()
+            try:
+                savepoint.rollback()
+            except OperationalError as exc:
+                self._lost(exc)
             raise
         savepoint.commit()
         if self.steps == 0:
             self.since = time.monotonic()
         self.steps += 1
         if self.steps >= COMMIT_EVERY or time.monotonic() - self.since >= COMMIT_SECONDS:
-            self._commit()
+            self.commit()
 
-    def _commit(self) -> None:
-        if self.steps:
-            self.session.commit()
-            self.steps = 0
+    def commit(self) -> None:
+        """Write the steps so far; if the database refuses, the students they belong to are failed."""
+        from sqlalchemy.exc import OperationalError
+
+        try:
+            if self.steps:
+                self.session.commit()
+        except OperationalError as exc:
+            self._lost(exc)
+        self.steps = 0
+        self.uncommitted.clear()
+
+    def _lost(self, exc: Exception) -> None:
+        """The transaction is gone: roll it back so the next student's steps begin afresh, and say
+        so for every student whose steps it held (their files in autograded/ are graded again next run)."""
+        self.session.rollback()
+        for student in self.uncommitted:
+            self.not_saved[student] = self.outcomes[student].status = f"error: not saved: {_database_said(exc)}"[:60]
+        self.uncommitted.clear()
+        self.steps = 0
 
     def _count_if_done(self, student: str) -> None:
         """Advance the progress bar once a student has no notebook left in the sandbox."""
         if self.bar and not any(flight.student == student for flight in self.pending.values()):
             self.bar.set_postfix_str(student)
             self.bar.update()
+
+
+def _database_said(exc: Exception) -> str:
+    """The database's own words of a failed write ("database is locked"), without the SQL."""
+    return str(getattr(exc, "orig", exc))
 
 
 def unreadable(exc: Exception) -> str:

@@ -13,8 +13,10 @@ Two halves:
   (``SO_PEERCRED``), and it serves only uids of the hub's users. Each request is one notebook and
   its folder's other files; it gets **a fresh sandbox per Validate** from the root sandbox broker
   (the same confinement and limits as grading: no network, its own uid, the course's limits), runs
-  every code cell in order there (``grading.execute_notebook``) and answers the notebook with its
-  outputs. It runs no student code itself, opens no path a client names, decides no verdict. At
+  every code cell in order there (``grading.execute_notebook``), then the notebook's public checks
+  (``HiddenCheck.public``) as grading runs them, and answers the notebook with its outputs and each
+  public check's title and verdict. It runs no student code itself and opens no path a client
+  names; the only verdicts it decides are the public checks' judges' (a hidden check never runs here). At
   most ``workers`` Validates run at once; students take turns (one running or waiting each, a
   second press while one waits is refused at once), so a rush queues fairly instead of
   starting fifty kernels. A uid's third connection open at once is refused before anything is read
@@ -149,8 +151,10 @@ class ValidateService:
 
     def serve_forever(self) -> None:
         from attention_platform.grading.sandbox.client import get_zygote
+        from attention_platform.grading.sandbox.grading import probe_payload
 
         get_zygote(self.first_uses).wait_ready()  # the broker's warm worker, before the first student asks
+        probe_payload()  # the public checks' probe code, compiled once before the first Validate
         server = self.listen()
         self.log.info("validate service on %s for uids %d-%d, %d at once", self.socket_path, *self.uid_range,
                       self.turns.workers)
@@ -211,7 +215,7 @@ class ValidateService:
         import nbformat
 
         from attention_platform.grading.sandbox.client import SandboxUnavailable, get_zygote
-        from attention_platform.grading.sandbox.grading import execute_notebook
+        from attention_platform.grading.sandbox.grading import execute_notebook, public_checks_of
 
         if not isinstance(request, dict) or request.get("op") != "validate":
             return {"op": "refused", "error": "not a validate request"}
@@ -227,11 +231,12 @@ class ValidateService:
             return {"op": "busy", "error": "your previous Validate is still running"}
         if turn is None:
             return {"op": "busy", "error": f"no Validate could start within {self.wait_seconds:.0f} s"}
+        public_checks = public_checks_of(nb)
         try:
             started = time.monotonic()
             result = execute_notebook(nb, zygote=get_zygote(self.first_uses), limits=self.limits,
                                       filename=os.path.basename(str(request.get("name", ""))) or "notebook.ipynb",
-                                      extra_files=files)
+                                      extra_files=files, public_checks=public_checks)
         except SandboxUnavailable as exc:
             return {"op": "unavailable", "error": exc.reason}
         finally:
@@ -239,7 +244,19 @@ class ValidateService:
         self.served += 1
         self.log.info("validated a notebook of uid %d in %.2f s%s", uid, time.monotonic() - started,
                       f" (stopped: {result.stopped})" if result.stopped else "")
-        return {"op": "executed", "notebook": nbformat.writes(nb), "stopped": result.stopped}
+        return {"op": "executed", "notebook": nbformat.writes(nb), "stopped": result.stopped,
+                "public_checks": [_public_verdict(check, result.checks.get(check.id)) for check in public_checks]}
+
+
+NOT_RUN = "It did not run: your notebook stopped before its last cell (see the cell named above)."
+
+
+def _public_verdict(check, outcome) -> dict:
+    """What Validate shows of one public check: its catalogue title and the judge's verdict, decided
+    in this process (``outcome``: None if the notebook stopped before the checks could run)."""
+    if outcome is None:
+        return {"title": check.title, "passed": False, "message": NOT_RUN}
+    return {"title": check.title, "passed": outcome.passed, "message": outcome.message}
 
 
 # --------------------------------------------------------------------------- the command

@@ -18,6 +18,8 @@ inline and foreign script, so a sanitiser bypass still runs nothing.
 
 from __future__ import annotations
 
+import functools
+import json
 from pathlib import Path
 
 import bleach
@@ -55,8 +57,22 @@ _cleaner = bleach.Cleaner(tags=TAGS, attributes=ATTRIBUTES, protocols=PROTOCOLS,
                           css_sanitizer=CSSSanitizer(allowed_css_properties=()))
 
 
+# The same cell comes back in every page of a class (the instructor's markdown and code, a check's
+# verdict): its sanitised or highlighted HTML is remembered, for this many cells of at most this many
+# characters each.
+REMEMBERED_CELLS = 2048
+REMEMBERED_CHARS = 16_384
+
+
+@functools.lru_cache(maxsize=REMEMBERED_CELLS)
+def _clean_remembered(html: str) -> str:
+    return _cleaner.clean(html)
+
+
 def clean_html(html: str) -> str:
     """``html`` (rendered from student content) without anything that runs or loads code."""
+    if len(html) <= REMEMBERED_CHARS:
+        return _clean_remembered(html)
     return _cleaner.clean(html)
 
 
@@ -73,8 +89,41 @@ class SanitizeOutputsAndRawCells(SanitizeHTML):
         return super().preprocess_cell(cell, resources, cell_index)
 
 
+@functools.lru_cache(maxsize=REMEMBERED_CELLS)
+def _highlighted(pygments_lexer, formatter_options: str, source: str, language, magics_language) -> str:
+    from nbconvert.filters.highlight import Highlight2HTML
+
+    highlight = Highlight2HTML(pygments_lexer=pygments_lexer, extra_formatter_options=json.loads(formatter_options))
+    return highlight(source, language, {"magics_language": magics_language} if magics_language else None)
+
+
+class RememberedHighlight:
+    """nbconvert's ``highlight_code`` filter (``Highlight2HTML``), its HTML remembered per source and
+    language: what it reads of a cell's metadata is only ``magics_language``."""
+
+    def __init__(self, highlight):
+        self.highlight = highlight
+
+    def __call__(self, source, language=None, metadata=None):
+        magics_language = metadata.get("magics_language") if metadata else None
+        try:
+            options = json.dumps(self.highlight.extra_formatter_options, sort_keys=True)
+        except (TypeError, ValueError):
+            options = None
+        if options is None or len(source) > REMEMBERED_CHARS or not isinstance(magics_language, (str, type(None))):
+            return self.highlight(source, language, metadata)
+        return _highlighted(self.highlight.pygments_lexer, options, source, language, magics_language)
+
+
 class SafeHTMLExporter(HTMLExporter):
     """HTML export of a notebook written by a student: markdown, raw cells and outputs sanitised."""
+
+    def register_filter(self, name, jinja_filter):
+        from nbconvert.filters.highlight import Highlight2HTML
+
+        if name == "highlight_code" and type(jinja_filter) is Highlight2HTML:
+            jinja_filter = RememberedHighlight(jinja_filter)
+        return super().register_filter(name, jinja_filter)
 
     @pass_context
     def markdown2html(self, context, source):

@@ -10,8 +10,8 @@ LAYER_NOTEBOOK = "multi_head_attention"
 QUESTIONS_NOTEBOOK = "02_heads_explained"
 
 
-def _check(id: str, title: str, points: int, misconception: str) -> HiddenCheck:
-    return HiddenCheck(id, LAYER_NOTEBOOK, title, points, misconception)
+def _check(id: str, title: str, points: int, misconception: str, public: bool = False) -> HiddenCheck:
+    return HiddenCheck(id, LAYER_NOTEBOOK, title, points, misconception, public)
 
 
 def _written(grade_id: str, question: str, points: int) -> WrittenAnswer:
@@ -20,7 +20,7 @@ def _written(grade_id: str, question: str, points: int) -> WrittenAnswer:
 
 LAYER = Part(LAYER_NOTEBOOK, 1, "the `MultiHeadSelfAttention` layer", (
     _check("mh_shapes", "Shapes are right for any B, T, D and H dividing D: heads (B, H, T, D/H), weights (B, H, T, T).",
-           1, "wrong shapes with heads"),
+           1, "wrong shapes with heads", public=True),
     _check("mh_split_order", "Splitting cuts each token's vector into H consecutive pieces, then moves the head axis "
                              "forward.", 2, "split by a bare reshape (heads mix tokens)"),
     _check("mh_merge_order", "Merging undoes the split: the head axis goes back behind the tokens before the join.", 2,
@@ -28,7 +28,7 @@ LAYER = Part(LAYER_NOTEBOOK, 1, "the `MultiHeadSelfAttention` layer", (
     _check("mh_head_scale", "Each head divides its scores by √(D/H), the square root of its own size, not by √D.", 2,
            "scale by √D instead of √d_head"),
     _check("mh_softmax_dim", "In every head, each query's weights sum to 1 over the keys (softmax over dim=-1).", 1,
-           "softmax over the heads or the queries"),
+           "softmax over the heads or the queries", public=True),
     _check("mh_mask_every_head", "With causal=True every head sees itself and earlier tokens, never later ones.", 2,
            "mask not broadcast over the heads"),
     _check("mh_causal_flag", "With causal=False no head is masked: a token also sees the tokens after it.", 1,

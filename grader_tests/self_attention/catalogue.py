@@ -19,7 +19,8 @@ from ..catalogue import HiddenCheck, Part, WrittenAnswer
 
 
 def _check(notebook: str):
-    return lambda id, title, points, misconception: HiddenCheck(id, notebook, title, points, misconception)
+    return lambda id, title, points, misconception, public=False: HiddenCheck(id, notebook, title, points,
+                                                                              misconception, public)
 
 
 def _written(notebook: str):
@@ -29,12 +30,12 @@ def _written(notebook: str):
 _core = _check("self_attention")
 SELF_ATTENTION = Part("self_attention", 1, "the `SelfAttention` layer", (
     _core("shapes", "Shapes are right for any B, T (even 1) and D: forward gives (B, T, D), attention_weights "
-                    "(B, T, T).", 1, "wrong shapes / transposed dims"),
+                    "(B, T, T).", 1, "wrong shapes / transposed dims", public=True),
     _core("score_pairing", "Row i of the scores is query i against every key: q_i·k_j, not k_i·q_j nor a viewed k.", 1,
           "transposed scores (k·qᵀ, or view for transpose)"),
     _core("sqrt_d_scale", "The scores are q·k divided by √D.", 2, "forgot √D (or misplaced it)"),
     _core("softmax_dim", "Each query's weights sum to 1 over the keys (softmax over dim=-1).", 2,
-          "softmax over the wrong dim"),
+          "softmax over the wrong dim", public=True),
     _core("mask_polarity", "With causal=True a token sees itself and earlier tokens, never later ones.", 2,
           "mask inverted (or diagonal blocked)"),
     _core("no_future_leak", "With causal=True, changing a later token never changes an earlier output.", 1,

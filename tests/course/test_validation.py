@@ -11,7 +11,8 @@ import nbformat
 import pytest
 
 from grader_tests.self_attention.answers import release_notebook
-from attention_platform.course.validation import HIDDEN_CHECKS_NOTE, READY, ValidationReport, validate_file
+from attention_platform.course.validation import (HIDDEN_CHECKS_NOTE, NO_PUBLIC_CHECKS_NOTE, READY, PublicCheck,
+                                                  ValidationReport, validate_file)
 from grader_tests.self_attention.answers import BUGGY, CORRECT, NOTEBOOKS, with_answer
 
 NO_SCALE = next(a for a in BUGGY if a.name == "no_scale").code
@@ -42,7 +43,21 @@ def test_an_answer_without_sqrt_d_is_not_called_correct():
     report = ValidationReport.from_notebooks(with_answer(release_notebook(), NO_SCALE), None, "self_attention.ipynb")
     assert report.ok and report.headline == READY
     assert "hidden checks run after you submit" in report.headline
-    assert "does not run the hidden checks" in report.to_json()["note"] == HIDDEN_CHECKS_NOTE
+    assert "no check ran, not even the public ones" in report.to_json()["note"] == NO_PUBLIC_CHECKS_NOTE  # a kernel's run
+    report.public_checks = []  # the validate service's run of a notebook without public checks
+    assert report.ok and "does not run the hidden checks" in report.to_json()["note"] == HIDDEN_CHECKS_NOTE
+
+
+def test_a_failing_public_check_is_named_with_its_message_and_the_notebook_is_not_ready():
+    report = ValidationReport.from_notebooks(with_answer(release_notebook(), NO_SCALE), None, "self_attention.ipynb")
+    report.public_checks = [PublicCheck("Shapes are right.", True, ""),
+                            PublicCheck("Rows sum to 1.", False, "Row 0 of your weights sums to 2.5, not 1.")]
+    shown = report.to_json()
+    assert not shown["ok"] and shown["headline"] == "Not ready yet: 1 public check failing."
+    assert [c["text"] for c in shown["public_checks"]] == ["✓ Shapes are right.",
+                                                           "✗ Rows sum to 1. Row 0 of your weights sums to 2.5, not 1."]
+    report.public_checks = report.public_checks[:1]
+    assert report.ok and report.headline == READY and report.to_json()["public_checks"][0]["text"] == "✓ Shapes are right."
 
 
 def test_a_cell_that_raises_is_named_with_its_error():

@@ -150,6 +150,9 @@ def fill_env(port: int, exchange: Path) -> dict[str, str]:
         "HUB_ADMIN_USERS": "instructor", "COURSE_INSTRUCTORS": "instructor", "COURSE_TAS": "ta",
         "COURSE_STUDENTS": "jane.doe,student2", "HUB_PUBLIC_ADDRESS": "127.0.0.1", "HUB_PUBLIC_PORT": str(port),
         "EXCHANGE_HOST_DIR": str(exchange),
+        # `up --wait` and the hub's restart wait on one health check after another: shorter than
+        # production's 5 s, long enough that the checks do not crowd two loaded cores
+        "HEALTHCHECK_INTERVAL": "2s",
     }
     if BASES == "local":  # no registry here: Debian-made bases, PyPI through the host's proxy and CA
         settings.update(PYTHON_BASE="dl-attention-local/python:3.11-bookworm",

@@ -101,6 +101,24 @@ def test_compose_services_and_volumes():
     assert hub["ports"] == ["${HUB_PUBLIC_ADDRESS:-127.0.0.1}:${HUB_PUBLIC_PORT:-8000}:8000"]
 
 
+def test_health_checks_run_at_the_interval_env_sets_with_a_start_period_for_a_shorter_one():
+    assert re.search(r"^HEALTHCHECK_INTERVAL=5s$", (REPO / ".env.example").read_text(), re.M)
+    for name in ("db", "docker-guard", "hub", "grader"):
+        check = COMPOSE["services"][name]["healthcheck"]
+        assert check["interval"] == "${HEALTHCHECK_INTERVAL:-5s}", name
+        # failures count only after the start period: a shorter interval (fewer seconds of retries) still
+        # gives a slow first start its minute
+        assert int(check["start_period"].removesuffix("s")) >= 60, name
+
+
+def test_every_service_built_here_stops_on_docker_stops_signal():
+    # Their first process is Python or bash, which as a container's pid 1 ignores SIGTERM: without an
+    # init, `docker compose down` or `restart` waits its 10 s and kills them. (db: postgres handles it.)
+    services = COMPOSE["services"]
+    for name in ("docker-guard", "hub", "grader"):
+        assert services[name].get("init") is True, name
+
+
 def test_networks_the_database_only_hub_and_grader():
     services, networks = COMPOSE["services"], COMPOSE["networks"]
     on = {name: set(service.get("networks", [])) for name, service in services.items() if name != "student-image"}
@@ -111,13 +129,57 @@ def test_networks_the_database_only_hub_and_grader():
     # students' containers: each on a network of its own with the hub (test_each_student_is_on_a_network_of_their_own)
 
 
-def test_hub_and_grader_have_healthchecks_and_the_grader_waits_for_them():
+def test_hub_and_grader_have_healthchecks_and_the_grader_starts_beside_the_hub():
     services = COMPOSE["services"]
     for name in ("db", "hub", "grader"):
         assert services[name]["healthcheck"]["test"], name
     assert "/hub/health" in " ".join(services["hub"]["healthcheck"]["test"])
+    # the grader's broker warms up while the hub starts; its formgrader waits for the hub's API (below)
     assert services["grader"]["depends_on"] == {"db": {"condition": "service_healthy"},
-                                                "hub": {"condition": "service_healthy"}}
+                                                "hub": {"condition": "service_started"}}
+
+
+def test_the_formgrader_starts_once_the_hubs_api_answers():
+    import http.server
+    import socket
+    import threading
+    import time
+
+    from attention_platform.formgrader.formgrader_service import wait_for_hub_api
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/hub/api"
+    with pytest.raises(SystemExit, match=f"the hub's API at {re.escape(url)} did not answer within 1 s"):
+        wait_for_hub_api(url, timeout=1)
+
+    asked = []
+
+    class Hub(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            asked.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'{"version": "5"}')
+
+        def log_message(self, *args):
+            pass
+
+    def hub_starts_late():
+        time.sleep(1.5)
+        server = http.server.HTTPServer(("127.0.0.1", port), Hub)
+        started.append(server)
+        server.serve_forever()
+
+    started = []
+    threading.Thread(target=hub_starts_late, daemon=True).start()
+    try:
+        wait_for_hub_api(url, timeout=60)
+        assert started and asked == ["/hub/api"]
+    finally:
+        for server in started:
+            server.shutdown()
 
 
 def test_every_compose_setting_has_its_comment():

@@ -250,7 +250,8 @@ def test_the_formgrader_shows_the_policy_and_every_attempt_to_the_course_staff_o
         staff = hub.session(user)
         page = staff.get(f"/services/{COURSE}/formgrader/feedback_on_submit")
         assert page.status_code == 200
-        assert "2 graded attempts per 24 hours. Your best graded attempt counts for the grade." in page.text
+        assert "2 graded attempts per 24 hours. Your best graded attempt counts for the hidden checks" in page.text
+        assert "the course staff grade the written answers of your latest graded attempt." in page.text
         assert page.text.count("data-student='student2'") == 3 and "data-state='refused'" in page.text
         assert "<script" not in page.text
         api = staff.formgrader("GET", f"attention/attempts/{ASSIGNMENT}").json()

@@ -302,3 +302,93 @@ def test_a_submission_that_is_no_notebook_is_rejected_saying_why(small_class, tm
     with pytest.raises(Exception) as raised:
         pipeline.read(path, pipeline.resources("ann", ASSIGNMENT, NOTEBOOK.removesuffix(".ipynb"), tmp_path))
     assert unreadable(raised.value) == status
+
+
+FEEDBACK_ON_SUBMIT_WRITING = """
+import datetime as dt, sys, time
+from pathlib import Path
+from nbgrader.api import Gradebook
+from attention_platform.attempts.ledger import Ledger
+
+course, assignment = Path(sys.argv[1]), sys.argv[2]
+url = f"sqlite:///{course / 'gradebook.db'}"
+ledger, written, failures = Ledger(url, remember=False), 0, []
+print("writing", flush=True)
+while not (course / "stop-writing").exists():
+    try:
+        at = dt.datetime.now(dt.timezone.utc)
+        attempt = ledger.add(assignment=assignment, student="eve", submission=f"eve+{assignment}+{written}",
+                             received_at=at, state="queued", feedback="full")
+        ledger.set(attempt, state="grading")
+        with Gradebook(url) as gb:  # the definition looked at, as ensure_definition does
+            gb.find_assignment(assignment).notebooks
+        ledger.set(attempt, state="graded", graded_at=at, score=1.0)
+        ledger.attempts(assignment)
+        written += 1
+    except Exception as exc:
+        failures.append(f"{type(exc).__name__}: {exc}"[:200])
+print(written, len(failures), failures[:3], flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_the_batch_grades_everyone_while_feedback_on_submit_writes_the_gradebook(small_class):
+    """Feedback on submit writes its attempts into the course's gradebook (a real Ledger and
+    Gradebook in another process, in a loop) while a TA's batch grades the class: every student is
+    graded and saved, and the other writer's writes all go through."""
+    writer = subprocess.Popen([sys.executable, "-c", FEEDBACK_ON_SUBMIT_WRITING, str(small_class), ASSIGNMENT],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "writing", writer.stderr.read()[-2000:]
+        outcomes = {o.student: o for o in autograde_batch(small_class, ASSIGNMENT, jobs=2, progress=False, log=None)}
+    finally:
+        (small_class / "stop-writing").touch()
+        out, err = writer.communicate(timeout=120)
+        (small_class / "stop-writing").unlink()
+    written, failed, failures = out.strip().splitlines()[-1].split(" ", 2)
+    assert {s: o.status for s, o in outcomes.items()} == dict.fromkeys(CLASS, "ok")
+    scores = check_scores(small_class, assignment=ASSIGNMENT, notebook=NOTEBOOK)
+    for student, answer in CLASS.items():
+        assert scores[student] == scores_for(answer), student
+    assert int(written) > 0 and failed == "0", failures
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_a_transaction_the_database_refuses_fails_its_students_with_the_reason_and_the_batch_goes_on(
+        small_class, monkeypatch):
+    """Just after bob's grades are saved, a reader holds the gradebook for longer than the batch waits,
+    so committing bob's step is refused ("database is locked"): bob, and whoever else's step the
+    database refuses meanwhile, is reported not saved, saying why; everyone else's grades are kept, the
+    batch finishes, and the next batch grades the ones not saved."""
+    from attention_platform.grading import batch
+
+    monkeypatch.setattr(batch, "BUSY_SECONDS", 1, raising=False)
+    monkeypatch.setattr(batch, "COMMIT_EVERY", 1)
+    original = Pipeline.finish
+
+    def finish_then_hold_the_database(self, nb, resources, dest, notebook_id, after_save=None):
+        graded = original(self, nb, resources, dest, notebook_id, after_save=after_save)
+        if resources["nbgrader"]["student"] == "bob":
+            reader = sqlite3.connect(small_class / "gradebook.db", check_same_thread=False)
+            reader.execute("BEGIN")
+            reader.execute("SELECT count(*) FROM grade").fetchall()  # a shared lock until it rolls back
+            threading.Timer(7, lambda: (reader.rollback(), reader.close())).start()
+        return graded
+
+    monkeypatch.setattr(Pipeline, "finish", finish_then_hold_the_database)
+    outcomes = {o.student: o for o in autograde_batch(small_class, ASSIGNMENT, jobs=1, progress=False, log=None)}
+    not_saved = {s for s, o in outcomes.items() if o.status != "ok"}
+    assert "bob" in not_saved
+    assert {outcomes[s].status for s in not_saved} == {"error: not saved: database is locked"}
+    scores = check_scores(small_class, assignment=ASSIGNMENT, notebook=NOTEBOOK)
+    for student in set(CLASS) - not_saved:
+        assert scores[student] == scores_for(CLASS[student]), student
+    time.sleep(7)
+    monkeypatch.setattr(Pipeline, "finish", original)
+    again = {o.student: o.status for o in autograde_batch(small_class, ASSIGNMENT, jobs=1, progress=False, log=None)}
+    assert again == dict.fromkeys(CLASS, "ok")
+    scores = check_scores(small_class, assignment=ASSIGNMENT, notebook=NOTEBOOK)
+    for student, answer in CLASS.items():
+        assert scores[student] == scores_for(answer), student

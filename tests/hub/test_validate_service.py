@@ -107,9 +107,12 @@ def both_validates(student, socket_path: Path, folder: Path, names: list[str], k
             class RunOnce(validator_class):
                 def _preprocess(self, nb):
                     key = json.dumps(nb, sort_keys=True)
-                    if key not in runs:
-                        runs[key] = super()._preprocess(nb)
-                    return copy.deepcopy(runs[key])
+                    if key not in runs:  # with the public checks the warm run judged
+                        runs[key] = super()._preprocess(nb), getattr(self, "public_checks", None)
+                    executed, public_checks = runs[key]
+                    if self.has_trait("public_checks"):
+                        self.public_checks = public_checks
+                    return copy.deepcopy(executed)
             return RunOnce
 
         config = Config()
@@ -161,9 +164,10 @@ def verdicts(report: dict) -> tuple:
 
 
 def same_words(report: dict) -> str:
-    """The report as the student reads it, with the name a SyntaxError gives the cell's code
-    left out: IPython's is a hash (``1930907593.py``), the sandbox's ``<cell 2>``."""
-    return re.sub(r"\((?:<cell \d+>|\d+\.py), line ", "(…, line ", json.dumps(report, ensure_ascii=False))
+    """The report's problems as the student reads them, with the name a SyntaxError gives the cell's
+    code left out: IPython's is a hash (``1930907593.py``), the sandbox's ``<cell 2>``. (The warm
+    Validate adds its public checks, a kernel runs none: tested on their own below.)"""
+    return re.sub(r"\((?:<cell \d+>|\d+\.py), line ", "(…, line ", json.dumps(report["problems"], ensure_ascii=False))
 
 
 def test_the_warm_validate_answers_as_nbgraders_own(service):
@@ -200,6 +204,7 @@ def test_the_warm_validate_answers_as_nbgraders_own(service):
             assert same_words(r["warm_report"]) == same_words(r["kernel_report"]), name
     assert verdicts(results["correct.ipynb"]["warm_report"]) == (True, True, [])
     assert verdicts(results["buggy.ipynb"]["warm_report"]) == (True, True, [])  # hidden checks are not run
+    assert {c["passed"] for c in results["buggy.ipynb"]["warm_report"]["public_checks"]} == {True}  # public ones are
     assert [kind for _, kind in verdicts(results["untouched.ipynb"]["warm_report"])[2]] == ["unanswered"]
     assert [kind for _, kind in verdicts(results["raising.ipynb"]["warm_report"])[2]] == ["raises"]
     # the class cell does not parse, so the try-it cell below it cannot find the class: both are named
@@ -211,6 +216,32 @@ def test_the_warm_validate_answers_as_nbgraders_own(service):
     assert results["changed.ipynb"]["warm"]["changed"] == [{"source": "assert add(2, 0) == 2"}]
     assert [line.split(":")[0] for _, line in failed_cells(results["looping.ipynb"]["warm"])] == ["CellTimeoutError"]
     assert "CellTimeoutError" in str(results["looping.ipynb"]["warm_report"]["problems"])
+
+
+def test_validate_shows_the_public_softmax_check_failing_for_rows_that_do_not_sum_to_one(service):
+    """The issue's case: a layer without a softmax prints weights whose rows visibly do not sum to 1.
+    The warm Validate runs the notebook's public checks as grading does and names the softmax check
+    failing, with its catalogue title and the judge's message; no other check's title appears. A
+    kernel's Validate runs no check, and says so."""
+    from grader_tests.registry import ALL_CHECKS, CHECKS
+    from attention_platform.course.validation import NO_PUBLIC_CHECKS_NOTE
+
+    socket_path, student, _ = service
+    no_softmax = next(a for a in BUGGY if a.name == "no_softmax")
+    folder = student_folder(student, {"rows.ipynb": with_answer(release_notebook(), no_softmax.code)})
+    try:
+        report = both_validates(student, socket_path, folder, ["rows.ipynb"])["rows.ipynb"]
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    warm, kernel = report["warm_report"], report["kernel_report"]
+    softmax = CHECKS["softmax_dim"].title
+    assert not warm["ok"] and warm["headline"] == "Not ready yet: 1 public check failing.", warm
+    assert [(c["title"], c["passed"]) for c in warm["public_checks"]] == [(CHECKS["shapes"].title, True), (softmax, False)]
+    assert warm["public_checks"][1]["text"] == (f"✗ {softmax} Your weights do not sum to 1 along any dimension: apply "
+                                                "softmax to the scaled scores, over the keys (dim=-1).")
+    said = json.dumps(warm, ensure_ascii=False)
+    assert not [c.title for c in ALL_CHECKS if not c.definition.public and c.title in said]
+    assert kernel["ok"] and kernel["public_checks"] == [] and kernel["note"] == NO_PUBLIC_CHECKS_NOTE
 
 
 @pytest.mark.slow

@@ -94,6 +94,8 @@ class NotebookResult:
     stopped: str | None = None  # why the sandbox stopped early, if it did
     layers: list = field(default_factory=list)
     seconds: float = 0.0
+    judging: float = 0.0  # of ``seconds``, in this process's judges
+    picturing: float = 0.0  # of ``seconds``, reading and drawing the teaching pictures
 
     @property
     def score(self) -> float:
@@ -517,23 +519,43 @@ def _grade_checks(sandbox, cells: list, grade_ids: list, checks: list, limits: S
             seed, request = requests[index]
             try:
                 kind, reply = sandbox.reply()
+                judging = time.monotonic()
                 verdict = judged(check, seed, request, kind, reply)
+                result.judging += time.monotonic() - judging
             except SandboxError as exc:
                 result.stopped = exc.reason
                 verdict = Verdict(False, f"This check could not finish: {exc.reason}.")
         cell.outputs = [_verdict_output(check, verdict)]
         result.checks[check.id] = CheckResult(check.id, verdict.passed, verdict.message, float(check.points))
         if (pictures := _pictures_after(check)) is not None and result.stopped is None:
+            picturing = time.monotonic()
             cell.outputs += _teaching_picture(sandbox, pictures)
+            result.picturing += time.monotonic() - picturing
+
+
+def public_checks_of(nb) -> list[Check]:
+    """The public checks (``HiddenCheck.public``) whose check cells ``nb`` has, in its order, each once:
+    what Validate may run. A hidden check is never among them, whatever the notebook's metadata says."""
+    found: list[Check] = []
+    for cell in nb.cells:
+        if is_test_cell(cell):
+            check = check_for_grade_id(str(cell["metadata"]["nbgrader"].get("grade_id", "")))
+            if check is not None and check.definition.public and check not in found:
+                found.append(check)
+    return found
 
 
 def execute_notebook(nb, *, zygote: Zygote | None = None, limits: SandboxLimits | None = None,
-                     filename: str = "notebook.ipynb", extra_files: dict[str, bytes] | None = None) -> NotebookResult:
+                     filename: str = "notebook.ipynb", extra_files: dict[str, bytes] | None = None,
+                     public_checks: list[Check] = ()) -> NotebookResult:
     """Run every code cell of ``nb`` in order in a fresh sandbox and write each cell's (bounded,
     re-checked) outputs into it, as nbgrader's ``Execute`` does in a kernel with ``allow_errors``:
-    a cell that raises gets its error output and the next cell runs. No hidden check is loaded:
-    this is Validate's run of the student's own notebook (``attention_platform.grading.validate_service``),
-    not grading. After the sandbox stops (a limit, ``sys.exit``), the remaining cells get no output."""
+    a cell that raises gets its error output and the next cell runs. This is Validate's run of the
+    student's own notebook (``attention_platform.grading.validate_service``), not grading: no hidden
+    check is loaded, only ``public_checks`` (``public_checks_of``), as grading runs checks -- the probe
+    code sent only once every cell's output is back, the probes run on the notebook as its last cell
+    left it, judged here -- into ``result.checks``, never into a cell's outputs (none runs if a cell
+    stopped the sandbox). After the sandbox stops (a limit, ``sys.exit``), the remaining cells get no output."""
     started = time.monotonic()
     limits = limits or SandboxLimits()
     result = NotebookResult()
@@ -548,6 +570,10 @@ def execute_notebook(nb, *, zygote: Zygote | None = None, limits: SandboxLimits 
         for cell in code:
             if result.stopped is None:
                 _read_cell(sandbox, cell, limits, result)
+        if public_checks and result.stopped is None:
+            _grade_checks(sandbox, [nbformat.v4.new_code_cell() for _ in public_checks],
+                          [check.definition.grade_id for check in public_checks], list(public_checks), limits,
+                          seed_function(), result, None)
     finally:
         sandbox.close()
     result.seconds = time.monotonic() - started

@@ -12,8 +12,8 @@
  *     course's formgrader in a new tab; instructors: ~/course-source;
  *   - Validate on every notebook's toolbar and on every notebook of nbgrader's Assignments list
  *     (whose own Validate posts to a server extension the course does not load): saves the
- *     notebook if it is open, runs it on the server and shows what is still to do, saying
- *     plainly that the hidden checks run only after submitting;
+ *     notebook if it is open, runs it on the server and shows what is still to do and the
+ *     verdicts of its public checks, saying plainly that the hidden checks run only after submitting;
  *   - Submit in nbgrader's list saves the assignment's open notebooks first (or hands in nothing
  *     and says why), and says so when the exchange filed nothing new (files identical to the
  *     newest submission);
@@ -96,6 +96,12 @@
       if (report.problems && report.problems.length) {
         node.appendChild(el('ul', { 'class': 'attention-validate-problems' }, report.problems.map(function (p) {
           return el('li', { 'data-kind': p.kind, 'data-cell': String(p.cell), text: p.text });
+        })));
+      }
+      if (report.public_checks && report.public_checks.length) {
+        node.appendChild(el('p', { text: 'Public checks:' }));
+        node.appendChild(el('ul', { 'class': 'attention-validate-checks' }, report.public_checks.map(function (c) {
+          return el('li', { 'data-passed': c.passed ? 'true' : 'false', text: c.text });
         })));
       }
       node.appendChild(el('p', { 'class': 'attention-validate-note', text: report.note }));

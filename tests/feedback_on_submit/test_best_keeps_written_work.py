@@ -1,0 +1,124 @@
+"""Under "best attempt counts", a later attempt that scores lower on the hidden checks but adds written
+answers does not lose them: the best attempt's checks count, and the TA's graded copy carries the
+written answers of the latest graded attempt.
+
+A real run: the feedback-on-submit grader (``feedback_on_submit.service.Service``, its scan, queue,
+engine and install) on a copy of the course, in a process of its own with a private sandbox worker,
+two submissions handed into the student's inbound folder one after the other."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.root,
+              pytest.mark.skipif(os.geteuid() != 0, reason="a private sandbox worker needs root")]
+
+ESSAY = "The weight token 5 gives token 10 when it mixes the values: 30 % of its output comes from token 10."
+
+TWO_ATTEMPTS = """
+import datetime as dt
+import json
+import shutil
+import time
+from concurrent.futures import FIRST_COMPLETED, wait
+from pathlib import Path
+
+import nbformat
+
+from attention_platform.feedback_on_submit.service import Service
+from grader_tests.self_attention.answers import ASSIGNMENT, BUGGY, CORRECT, release_notebook, with_answer
+
+course, exchange = Path({course!r}), Path({exchange!r})
+service = Service(course, exchange)
+for folder in ("inbound", "feedback"):
+    (service.exchange / folder / "ann").mkdir(parents=True)
+service.engine.start()
+service.scan()  # feedback on submit is on from now
+
+
+def hand_in(answer: str, essay: str | None, tag: str) -> None:
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+    folder = service.exchange / "inbound" / "ann" / f"ann+{{ASSIGNMENT}}+{{stamp}}+{{tag}}"
+    folder.mkdir()
+    nbformat.write(with_answer(release_notebook(), answer), folder / f"{{ASSIGNMENT}}.ipynb")
+    written = release_notebook(notebook="04_shapes_and_cost.ipynb")
+    if essay is not None:
+        for cell in written.cells:
+            if cell.metadata.get("nbgrader", {{}}).get("grade_id") == "meaning_answer":
+                cell.source = essay
+    nbformat.write(written, folder / "04_shapes_and_cost.ipynb")
+    (folder / "timestamp.txt").write_text(stamp)
+
+
+def drain() -> None:
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        service.scan()
+        service.dispatch()
+        if service.running:
+            done, _ = wait(list(service.running), timeout=0.2, return_when=FIRST_COMPLETED)
+            for future in done:
+                service.completed(future)
+            continue
+        states = [r["state"] for r in service.ledger.attempts(ASSIGNMENT, "ann")]
+        if states and not service.finishing and all(s not in ("queued", "grading") for s in states):
+            return
+        time.sleep(0.2)
+    raise SystemExit("the grader did not finish")
+
+
+hand_in(CORRECT[0].code, None, "first")  # every check of the layer, no essay
+drain()
+hand_in(next(a for a in BUGGY if a.name == "no_scale").code, {essay!r}, "second")  # one check fails, an essay
+drain()
+rows = service.ledger.attempts(ASSIGNMENT, "ann")
+autograded = course / "autograded" / "ann" / ASSIGNMENT
+submitted = course / "submitted" / "ann" / ASSIGNMENT
+
+
+def answer_in(path: Path, grade_id: str) -> str:
+    nb = nbformat.read(path, as_version=4)
+    return next(c.source for c in nb.cells if c.metadata.get("nbgrader", {{}}).get("grade_id") == grade_id)
+
+
+def outputs_of(path: Path, grade_id: str) -> str:
+    nb = nbformat.read(path, as_version=4)
+    outputs = next(c.outputs for c in nb.cells if c.metadata.get("nbgrader", {{}}).get("grade_id") == grade_id)
+    return json.dumps(outputs, ensure_ascii=False)
+
+
+status = json.loads((service.exchange / "feedback" / "ann" / f"feedback-on-submit-{{ASSIGNMENT}}.json").read_text())
+print(json.dumps({{
+    "attempts": [[r["state"], r["score"], r["counted"]] for r in rows],
+    "graded_essay": answer_in(autograded / "04_shapes_and_cost.ipynb", "meaning_answer"),
+    "submitted_essay": answer_in(submitted / "04_shapes_and_cost.ipynb", "meaning_answer"),
+    "graded_scale_check": outputs_of(autograded / f"{{ASSIGNMENT}}.ipynb", "check_sqrt_d_scale"),
+    "policy": status["policy"]["text"],
+}}))
+service.ledger.close()
+service.engine.close()
+"""
+
+
+def test_a_later_lower_attempt_with_an_essay_keeps_the_best_score_and_gives_the_ta_the_essay(tmp_path, released_course):
+    from grader_tests.self_attention.answers import ASSIGNMENT
+
+    course, exchange = released_course(tmp_path / "course", ASSIGNMENT), tmp_path / "exchange"
+    code = TWO_ATTEMPTS.format(course=str(course), exchange=str(exchange), essay=ESSAY)
+    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}",  # nbgrader runs alembic
+           "ATTENTION_FEEDBACK_ON_SUBMIT": json.dumps({ASSIGNMENT: {"feedback": "checks", "counts": "best"}})}
+    env.pop("ATTENTION_SANDBOX_SOCKET", None)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    (first, first_score, first_counts), (second, second_score, second_counts) = seen["attempts"]
+    assert first == second == "graded" and second_score < first_score, seen["attempts"]
+    assert first_counts and not second_counts  # the best attempt counts for the checks' points ...
+    assert "✓ Passed" in seen["graded_scale_check"]  # ... and its graded notebook is the one the TA sees
+    assert seen["graded_essay"] == seen["submitted_essay"] == ESSAY  # with the essay the student last wrote
+    assert "the course staff grade the written answers of your latest graded attempt" in seen["policy"]

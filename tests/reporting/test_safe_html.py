@@ -1,0 +1,80 @@
+"""The sanitiser every student page goes through (attention_platform/reporting/safe_html.py): what
+it drops, and that the cells every submission shares (the instructor's markdown and code, the same
+in each of a class's feedback pages) are sanitised and highlighted once, not once a page."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from attention_platform.reporting import safe_html
+
+
+class CountingCleaner:
+    """bleach's cleaner of the module, counting the documents it parses."""
+
+    def __init__(self, real):
+        self.real, self.cleaned = real, 0
+
+    def clean(self, html):
+        self.cleaned += 1
+        return self.real.clean(html)
+
+
+def _notebook(markdown: list[str]):
+    return new_notebook(cells=[new_markdown_cell(text) for text in markdown])
+
+
+def _page(nb) -> str:
+    html, _ = safe_html.SafeHTMLExporter().from_notebook_node(nbformat.from_dict(copy.deepcopy(nb)))
+    return html
+
+
+def test_markdown_shared_by_every_page_is_sanitised_once_and_reads_the_same(monkeypatch):
+    cleaner = CountingCleaner(safe_html._cleaner)
+    monkeypatch.setattr(safe_html, "_cleaner", cleaner)
+    marker = uuid.uuid4().hex  # never rendered before in this process
+    shared = [f"# Part {marker}\n\nCompute the **scores** {i}.\n\n| a | b |\n|---|---|\n| 1 | 2 |" for i in range(12)]
+    nb = _notebook(shared)
+    first = _page(nb)
+    cleaned_once = cleaner.cleaned
+    assert cleaned_once >= len(shared)
+    second = _page(nb)
+    assert second == first  # byte for byte
+    assert cleaner.cleaned == cleaned_once, "the same rendered markdown was sanitised again"
+
+
+def test_code_shared_by_every_page_is_highlighted_once_and_reads_the_same(monkeypatch):
+    import nbconvert.filters.highlight as highlight
+
+    highlighted = []
+    real = highlight._pygments_highlight
+
+    def counted(source, *args, **kwargs):
+        highlighted.append(source)
+        return real(source, *args, **kwargs)
+
+    monkeypatch.setattr(highlight, "_pygments_highlight", counted)
+    marker = uuid.uuid4().hex
+    nb = new_notebook(cells=[new_code_cell(f"scores = q @ k.T  # {marker} {i}") for i in range(12)],
+                      metadata={"language_info": {"name": "python", "pygments_lexer": "ipython3"}})
+    first = _page(nb)
+    assert len(highlighted) >= 12
+    highlighted.clear()
+    assert _page(nb) == first  # byte for byte
+    assert highlighted == [], "the same code was highlighted again"
+    plain = highlight.Highlight2HTML(pygments_lexer="ipython3")
+    for source in (f"x = 1  # {marker}", "%%bash\necho hi", ""):
+        for metadata in (None, {"magics_language": "bash"}):
+            assert safe_html.RememberedHighlight(plain)(source, None, metadata) == plain(source, None, metadata)
+
+
+def test_what_runs_code_is_dropped_also_when_remembered():
+    hostile = f"<script>alert('{uuid.uuid4().hex}')</script><img src=x onerror=alert(1)><a href='javascript:x'>a</a>"
+    nb = _notebook([hostile])
+    for _ in range(2):
+        html = _page(nb)
+        assert "<script>alert" not in html and "onerror" not in html and "javascript:" not in html
