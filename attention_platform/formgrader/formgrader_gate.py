@@ -130,6 +130,9 @@ ROUTES: tuple[Route, ...] = (
     _r("formgrader/reports", get=GRADER),
     _r(rf"formgrader/reports/{A}/(?:misconceptions\.html|check_breakdown\.csv|canvas_grades\.csv|attempts\.csv)",
        get=GRADER),
+    # the similarity report (attention_platform/formgrader/similarity_page.py)
+    _r("formgrader/similarity", get=GRADER),
+    _r(f"formgrader/similarity/{A}", get=GRADER),
 )
 # Query arguments that change what the formgrader *is*: ``?path=`` re-roots it on any
 # folder and loads that folder's nbgrader_config.py (code) into this process.
@@ -371,6 +374,7 @@ def install(web_app, base_url: str) -> None:
     from attention_platform.formgrader import autograde_all, feedback_on_submit, preview
     from attention_platform.formgrader import formgrader_extras
     from attention_platform.formgrader import policy_form, reports
+    from attention_platform.formgrader import similarity_page
 
     files_handler, images_handler = _image_files_handler()
     replaced = {files_handler: images_handler, AutogradeHandler: formgrader_extras.threaded_autograde(AutogradeHandler)}
@@ -380,6 +384,7 @@ def install(web_app, base_url: str) -> None:
     web_app.add_handlers(".*$", preview.handlers(base_url))
     web_app.add_handlers(".*$", policy_form.handlers(base_url))
     web_app.add_handlers(".*$", reports.handlers(base_url))
+    web_app.add_handlers(".*$", similarity_page.handlers(base_url))
 
     def find_handler(original, request, **kwargs):
         relative = relative_path(request.path, base_url)

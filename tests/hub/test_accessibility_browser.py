@@ -73,6 +73,11 @@ PAGES = [
     ("manage students", "instructor", formgrader("/manage_students"), None),
     ("the attempts page", "instructor", formgrader("/feedback_on_submit"), None),
     ("manage assignments as a TA", "ta", formgrader("/manage_assignments"), None),
+    ("the policy form", "instructor", formgrader(f"/policy/{ASSIGNMENT}"), None),
+    ("the Reports page", "ta", formgrader("/reports"), None),
+    ("the misconception report", "ta", formgrader(f"/reports/{ASSIGNMENT}/misconceptions.html"), None),
+    ("Preview", "instructor", formgrader(f"/attention/preview/{ASSIGNMENT}"), None),
+    ("Preview of a notebook", "instructor", formgrader(f"/attention/preview/{ASSIGNMENT}/{ASSIGNMENT}"), None),
 ]
 
 

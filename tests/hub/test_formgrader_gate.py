@@ -92,6 +92,9 @@ EXPECTED: dict[str, dict[str, str]] = {
     # the Reports page and its files (attention_platform/formgrader/reports.py)
     "ReportsPageHandler": {"GET": TA},
     "ReportFileHandler": {"GET": TA},
+    # the similarity report (attention_platform/formgrader/similarity_page.py)
+    "SimilarityIndexHandler": {"GET": TA},
+    "SimilarityReportHandler": {"GET": TA},
 }
 # Handlers whose only route here is the formgrader's catch-all or a route they share with
 # a served handler: their pattern is served, through another handler, only where listed.
@@ -256,6 +259,8 @@ LIVE = [
     ("POST", f"formgrader/policy/{PROBE}", "PolicyFormHandler"),
     ("GET", "formgrader/reports", "ReportsPageHandler"),
     ("GET", f"formgrader/reports/{PROBE}/attempts.csv", "ReportFileHandler"),
+    ("GET", "formgrader/similarity", "SimilarityIndexHandler"),
+    ("GET", f"formgrader/similarity/{PROBE}", "SimilarityReportHandler"),
     ("GET", f"formgrader/submissions/{PROBE}/notes.html", "SubmissionFilesHandler.html"),
 ]
 LIVE_EXPECTED = {**{k: v for k, v in EXPECTED.items()}, "FormgraderHandler?path": {},

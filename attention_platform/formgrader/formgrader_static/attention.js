@@ -19,6 +19,27 @@
   var page = (location.pathname.split('/formgrader/')[1] || 'formgrader').split('/')[0] || 'formgrader';
   document.body.classList.add('attention-role-' + (role || 'unknown'), 'attention-page-' + page);
 
+  // feedback on submit (attention_platform/formgrader/feedback_on_submit.py): the instructor's policy per
+  // assignment and every graded attempt, a link in nbgrader's sidebar (whose templates replace base.tpl's) for TAs and instructors alike
+  $(function () {
+    var nav = $('.nav.nav-pills.nav-stacked, ul.nav').first();
+    if (nav.length && !nav.find('a.attention-feedback-on-submit').length) {
+      nav.append($('<li role="presentation"/>').append(
+        $('<a/>').addClass('attention-feedback-on-submit').attr('href', base + '/formgrader/feedback_on_submit')
+          .text('Feedback on submit')));
+    }
+    // the Reports page (attention_platform/formgrader/reports.py), TAs and instructors alike
+    if (nav.length && !nav.find('a.attention-reports').length) {
+      nav.append($('<li role="presentation"/>').append(
+        $('<a/>').addClass('attention-reports').attr('href', base + '/formgrader/reports').text('Reports')));
+    }
+    // the similarity report (attention_platform/formgrader/similarity_page.py), TAs and instructors alike
+    if (nav.length && !nav.find('a.attention-similarity').length) {
+      nav.append($('<li role="presentation"/>').append(
+        $('<a/>').addClass('attention-similarity').attr('href', base + '/formgrader/similarity').text('Similar answers')));
+    }
+  });
+
   // the hub's login cookie counts for script requests only with the XSRF token (JupyterHub's rule)
   function getJSON(url) {
     var token = (document.cookie.match(/\b_xsrf=([^;]*)\b/) || [])[1];
