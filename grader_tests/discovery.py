@@ -32,3 +32,10 @@ def has_module(assignment: str, part: str, root: Path = HERE) -> bool:
 def probe_modules() -> list[ModuleType]:
     """Every assignment's ``probes`` module, imported."""
     return [importlib.import_module(module_name(name, PROBES)) for name in assignment_names()]
+
+
+def notebook_order(assignment: str) -> tuple[str, ...]:
+    """The assignment's notebook ids in the order students work through them, read from its catalogue
+    alone: what a process needs that must not wait for the judges' imports (torch)."""
+    catalogue = importlib.import_module(module_name(assignment, CATALOGUE))
+    return tuple(part.notebook for part in catalogue.PARTS)

@@ -208,6 +208,10 @@ _formgrader = {
     "oauth_no_confirm": True,  # no "Authorize access" stop for TAs (it is our own service)
     # The formgrader learns the user's groups: its gate tells TAs from instructors (attention_platform/formgrader/formgrader_gate.py).
     "oauth_client_allowed_scopes": ["read:users:groups!user"],
+    # The hub routes its login page once it has asked each service whether it is up: it asks for 1 s
+    # instead of 30, since the formgrader starts after the login page answers (hub/native.py) and,
+    # until it is up, its link gets the hub's "service unavailable" page.
+    "timeout": 1,
 }
 c.JupyterHub.services = [
     _formgrader,

@@ -19,9 +19,14 @@ if ((${#need_apt[@]})); then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-# configurable-http-proxy, pinned, into ./node_modules (the hub config looks there first).
+# configurable-http-proxy and axe-core (the browser tests' accessibility check, tests/accessibility.py),
+# pinned, into ./node_modules (the hub config looks there first). One npm call for both: an install
+# without a package.json keeps only what it was asked for.
 CHP_VERSION=5.3.0
-if [ ! -x node_modules/.bin/configurable-http-proxy ] || \
-   [ "$(node -p "require('./node_modules/configurable-http-proxy/package.json').version" 2>/dev/null)" != "$CHP_VERSION" ]; then
-  npm install --no-save --no-audit --no-fund --loglevel=error "configurable-http-proxy@${CHP_VERSION}" >/dev/null
+AXE_VERSION=4.10.3
+installed() { node -p "require('./node_modules/$1/package.json').version" 2>/dev/null || true; }
+if [ ! -x node_modules/.bin/configurable-http-proxy ] || [ "$(installed configurable-http-proxy)" != "$CHP_VERSION" ] || \
+   [ "$(installed axe-core)" != "$AXE_VERSION" ]; then
+  npm install --no-save --no-audit --no-fund --loglevel=error "configurable-http-proxy@${CHP_VERSION}" \
+    "axe-core@${AXE_VERSION}" >/dev/null
 fi

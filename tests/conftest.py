@@ -19,7 +19,7 @@
   or gives it its own environment, starts its own (``broker_helpers.start_broker``).
 
 Helpers (plain modules, imported by name): ``hub_helpers`` (launch a hub, log in, sessions),
-``e2e_class`` (a graded sample class), ``fault_helpers``, ``gradebooks``, ``broker_helpers`` (a
+``e2e_class`` (a graded sample class), ``accessibility`` (axe-core and the keyboard in a page), ``fault_helpers``, ``gradebooks``, ``broker_helpers`` (a
 sandbox broker and the accounts that talk to it); ``cheats/`` is the cheat-attempt catalogue.
 
 Where each part's tests are: one folder per package of ``attention_platform/`` (a test keeps
@@ -38,12 +38,14 @@ grader_tests/tests/.
   the load test): test_hub_native, test_hub_api, test_hub_accounts, test_hub_culler, test_lti, test_exchange_attacks, test_exchange_hub,
   test_faults_exchange, test_faults_hub, test_formgrader_gate, test_instructor_source, test_course_lab,
   test_validate_service, test_intra_hub_http, test_hub_request_limits, test_student_request_limits,
-  test_service_supervisor, test_student_lab_browser, test_every_assignment_hub, test_formgrader_browser
+  test_service_supervisor, test_student_lab_browser, test_every_assignment_hub, test_formgrader_browser,
+  test_accessibility_browser
 - feedback_on_submit/ (intake, fair queue, grader, pages; attempts/: policy, ledger, status; its Lab and formgrader sides):
   test_feedback_on_submit_units, test_feedback_on_submit_hub, test_grader_crash_hub,
-  test_feedback_on_submit_every_assignment, test_best_keeps_written_work, test_feedback_on_submit_flat_cost
-- reporting/ (report, exports, feedback page, safe HTML): test_report, test_exports, test_feedback_page,
-  test_hostile_submission, test_feedback_every_assignment, test_safe_html
+  test_feedback_on_submit_every_assignment, test_best_keeps_written_work, test_feedback_on_submit_flat_cost,
+  test_formgrader_pages_browser
+- reporting/ (report, exports, feedback page, safe HTML, similarity report): test_report, test_exports, test_feedback_page,
+  test_hostile_submission, test_feedback_every_assignment, test_safe_html, test_similarity
 - deploy/ (not a package: the Docker and Kubernetes deployments): test_compose_static, test_docker_guard,
   test_compose_roundtrip (marker docker), test_kubernetes (marker kubernetes; golden files in z2jh/)
 - e2e/ (not a package: the whole walk in a browser, marker browser): test_browser_e2e; it runs before

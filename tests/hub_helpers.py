@@ -276,6 +276,18 @@ class RunningHub:
     def session(self, user: str) -> HubSession:
         return HubSession(self.url, user, self.passwords[user]).login()
 
+    def browser_page(self, browser, user: str, timeout_ms: int = 120_000, **context_options):
+        """A page of a new Playwright context of ``browser``, logged in as ``user`` on the hub's login form."""
+        context = browser.new_context(**{"viewport": {"width": 1400, "height": 1000}, **context_options})
+        context.set_default_timeout(timeout_ms)
+        page = context.new_page()
+        page.goto(self.url + "/hub/login")
+        page.fill("input[name=username]", user)
+        page.fill("input[name=password]", self.passwords[user])
+        page.locator("input[name=password]").press("Enter")
+        page.wait_for_url(re.compile(r".*/(hub/(home|spawn|spawn-pending).*|user/.*)"))
+        return page
+
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 

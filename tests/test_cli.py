@@ -16,7 +16,7 @@ from attention_platform.venv import program
 from grader_tests import registry
 from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK
 
-EXPECTED_COMMANDS = {"demo", "hub", "load-test", "autograde-batch", "bench-autograde", "report", "feedback",
+EXPECTED_COMMANDS = {"demo", "hub", "load-test", "autograde-batch", "bench-autograde", "report", "similarity", "feedback",
                      "export-checks", "export-canvas", "feedback-on-submit", "attempts", "bench-feedback-on-submit",
                      "validate-service", "bench-submission", "new-assignment", "prove-checks",
                      "bench-start-up-tricks"}

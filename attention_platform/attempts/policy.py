@@ -1,6 +1,7 @@
 """The instructor's terms: what a student sees on submit, how often, and which attempt counts.
 
-Set per assignment in the course's ``nbgrader_config.py``::
+Set per assignment in the formgrader's form (saved by policy_store.py), or in the course's
+``nbgrader_config.py``, the default for an assignment the form has not set::
 
     c.FeedbackOnSubmit.policies = {
         "<assignment>": {              # the nbgrader assignment id
@@ -234,7 +235,8 @@ class FeedbackOnSubmit(LoggingConfigurable):
 def load_config(course_dir):
     """The configuration nbgrader's own commands would use in ``course_dir``: every
     ``nbgrader_config.py`` on the Jupyter config path (the grader's jupyter_config/grader/ settings: the
-    exchange, its limits, the collect's claim tolerance), then the course's own, which wins."""
+    exchange, its limits, the collect's claim tolerance), then the course's own, which wins; then the
+    feedback-on-submit policies saved in the formgrader (policy_store.py), which win over both."""
     from pathlib import Path
 
     from jupyter_core.paths import jupyter_config_path
@@ -245,7 +247,9 @@ def load_config(course_dir):
     for folder in [*reversed(jupyter_config_path()), str(course_dir)]:  # lowest priority first
         if (Path(folder) / "nbgrader_config.py").is_file():
             config.merge(PyFileConfigLoader("nbgrader_config.py", path=str(folder)).load_config())
-    return config
+    from .policy_store import with_saved_policies  # it builds on this module
+
+    return with_saved_policies(config, course_dir)
 
 
 def now() -> dt.datetime:

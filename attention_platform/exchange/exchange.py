@@ -831,9 +831,10 @@ def counted_attempts(config, coursedir, assignment: str) -> dict:
     collect leaves those alone (attention_platform/feedback_on_submit)."""
     from attention_platform.attempts.ledger import Ledger
     from attention_platform.attempts.policy import FeedbackOnSubmit, PolicyError
+    from attention_platform.attempts.policy_store import with_saved_policies
 
     try:
-        policy = FeedbackOnSubmit(config=config).policy_for(assignment)
+        policy = FeedbackOnSubmit(config=with_saved_policies(config, coursedir.root)).policy_for(assignment)
     except PolicyError:
         return {}
     if policy.counts not in ("last", "best"):

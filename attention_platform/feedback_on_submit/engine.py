@@ -39,7 +39,7 @@ from attention_platform.course.assignment_checks import by_notebook_order, check
 from .intake import Intake
 from attention_platform.attempts.policy import Policy
 
-
+WORK = "attempts"  # the scratch course and the archive of graded attempts, in the course directory
 DEFINITION_SECONDS = 5.0  # how stale the scratch definition may be after the instructor regenerates
 
 
@@ -182,7 +182,7 @@ class Engine:
 
         self.log = log or logging.getLogger("feedback-on-submit")
         self.course = Path(course).resolve()
-        self.work = Path(work).resolve() if work else self.course / "attempts"
+        self.work = Path(work).resolve() if work else self.course / WORK
         self.work.mkdir(mode=0o700, exist_ok=True)
         self.attempt_seconds = attempt_seconds
         self.exchange_feedback = Path(exchange_feedback) if exchange_feedback else None
@@ -416,7 +416,7 @@ class Engine:
     # ------------------------------------------------------------------ archive and install
     def archive(self, attempt: Attempt) -> Path:
         """Move the attempt's graded files out of the scratch course into ``archive/<student>/<assignment>/<id>``."""
-        folder = self.work / "archive" / attempt.student / attempt.assignment / str(attempt.id)
+        folder = archived_attempt(self.work, attempt.student, attempt.assignment, attempt.id)
         if folder.exists():
             shutil.rmtree(folder)
         folder.mkdir(parents=True, mode=0o700)
@@ -514,6 +514,12 @@ class SharedLock:
             with self._cond:
                 self._exclusive = False
                 self._cond.notify_all()
+
+
+def archived_attempt(work: Path, student: str, assignment: str, attempt_id: int) -> Path:
+    """The folder of an attempt's graded files (``submitted/``, ``autograded/``, ``feedback/``),
+    kept for the newest attempts and the one that counts (FeedbackOnSubmit.keep_attempt_files)."""
+    return Path(work) / "archive" / student / assignment / str(attempt_id)
 
 
 def _is_written_answer(cell) -> bool:

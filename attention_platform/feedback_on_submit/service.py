@@ -122,13 +122,16 @@ class Service:
 
     # ------------------------------------------------------------------ the instructor's policy
     def reload(self, force: bool = False) -> None:
-        """Re-read the course's policies when its nbgrader_config.py changed."""
+        """Re-read the course's policies when its nbgrader_config.py or the formgrader's saved policies changed."""
+        from attention_platform.attempts import policy_store
         from attention_platform.attempts.policy import load_config
 
-        try:
-            mtime = self.config_file.stat().st_mtime_ns
-        except OSError:
-            mtime = None
+        mtime = []
+        for changes in (self.config_file, policy_store.path(self.course)):
+            try:
+                mtime.append(changes.stat().st_mtime_ns)
+            except OSError:
+                mtime.append(None)
         if not force and mtime == self._config_mtime:
             return
         self._config_mtime = mtime
@@ -136,8 +139,8 @@ class Service:
             config = load_config(self.course)
             settings = FeedbackOnSubmit(config=config)
         except Exception as exc:  # noqa: BLE001 - a broken config file: keep the last good policies
-            self.log.error("the course's nbgrader_config.py cannot be loaded (%s); feedback on submit keeps the "
-                           "policies it had", exc)
+            self.log.error("the course's nbgrader_config.py or saved policies cannot be loaded (%s); feedback on "
+                           "submit keeps the policies it had", exc)
             return
         policies, errors = {}, {}
         for assignment in settings.assignments() or [None]:

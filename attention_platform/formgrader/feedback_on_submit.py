@@ -1,20 +1,21 @@
 """Feedback on submit in the formgrader (TAs and instructors; behind formgrader_gate.py).
 
-* ``formgrader/feedback_on_submit``: a page — per assignment the instructor's policy as the
-  course configuration says it now (or why it cannot be used), and per student every attempt:
-  when the exchange received it, its state, points, how long grading took, and the one that
-  counts; a link to the student's submission in the formgrader.
-* ``formgrader/api/attention/attempts/<assignment>``: the same as JSON (the policy and every
-  attempt row of the gradebook).
+* ``formgrader/feedback_on_submit``: a page in the formgrader's layout — per assignment the policy
+  in force (what the students are told, and a link to its form, policy_form.py), and per student
+  every attempt: when the exchange received it, its state, points, how long grading took, which one
+  is the counting attempt, and a link to each notebook of any attempt whose files are kept; the
+  attempts as CSV (reports.py).
+* ``formgrader/attempts/<assignment>/<student>/<attempt>/<notebook>``: that notebook of that attempt
+  as the grader graded it, rendered like the formgrader's submissions (student content sanitised).
+* ``formgrader/api/attention/attempts/<assignment>``: the policy and every attempt row as JSON.
 
-The page is built here with every value escaped and carries no script at all; the policy is
-read from the course's ``nbgrader_config.py`` at each request, as the grader re-reads it.
+The policy is read at each request, as the grader re-reads it.
 """
 
 from __future__ import annotations
 
-import html
 import json
+from pathlib import Path
 
 from tornado import web
 
@@ -52,6 +53,45 @@ def _json_row(row: dict) -> dict:
             "graded_at": iso(row["graded_at"])}
 
 
+def kept_notebooks(course_root: str, row: dict, notebooks: list[str]) -> list[str]:
+    """The assignment's notebooks whose graded copy of this attempt is still kept."""
+    from attention_platform.feedback_on_submit.engine import WORK, archived_attempt
+
+    folder = archived_attempt(Path(course_root) / WORK, row["student"], row["assignment"], row["id"]) / "autograded"
+    return [name for name in notebooks if (folder / f"{name}.ipynb").is_file()]
+
+
+def sections(course_root: str, found: dict, rows: list[dict], notebooks: dict[str, list[str]]) -> list[dict]:
+    """Per assignment, what the attempts page shows: the policy, a summary line, and each attempt
+    (numbered per student from 1, in the order the exchange received them)."""
+    out = []
+    for assignment, policy in found.items():
+        mine = sorted((row for row in rows if row["assignment"] == assignment),
+                      key=lambda r: (r["student"], r["received_at"], r["id"]))
+        graded = [row for row in mine if row["state"] == "graded"]
+        seconds = sorted(row["seconds"] for row in graded if row["seconds"] is not None)
+        summary = ""
+        if seconds:
+            summary = (f"{len(mine)} attempts, {len(graded)} graded, by {len({r['student'] for r in graded})} "
+                       f"students; grading took {seconds[len(seconds) // 2]:.1f} s (median), "
+                       f"{seconds[-1]:.1f} s at most.")
+        numbers: dict[str, int] = {}
+        attempts = []
+        for row in mine:
+            numbers[row["student"]] = numbers.get(row["student"], 0) + 1
+            attempts.append({
+                **row, "number": numbers[row["student"]],
+                "received": row["received_at"].strftime("%Y-%m-%d %H:%M:%S"),
+                "points": "" if row["score"] is None else f"{row['score']:g} / {row['max_score']:g}",
+                "took": "" if row["seconds"] is None else f"{row['seconds']:.1f} s",
+                "note": row["message"][:300],
+                "notebooks": kept_notebooks(course_root, row, notebooks.get(assignment, [])),
+            })
+        out.append({"assignment": assignment, "policy": policy if isinstance(policy, Policy) else None,
+                    "error": policy if isinstance(policy, str) else "", "summary": summary, "attempts": attempts})
+    return out
+
+
 def _handlers():
     from nbgrader.server_extensions.formgrader.base import BaseApiHandler, BaseHandler
 
@@ -69,66 +109,37 @@ def _handlers():
     class AttemptsPageHandler(BaseHandler):
         @web.authenticated
         def get(self):
-            assignments = [a.name for a in self.gradebook.assignments]
-            found = policies(self.coursedir.root, assignments)
+            notebooks = {a.name: [nb.name for nb in a.notebooks] for a in self.gradebook.assignments}
+            found = policies(self.coursedir.root, list(notebooks))
             rows = _ledger(self.coursedir.db_url).attempts()
+            self.write(self.render("attention_attempts.tpl", base_url=self.base_url,
+                                   sections=sections(self.coursedir.root, found, rows, notebooks)))
+
+    class AttemptNotebookHandler(BaseHandler):
+        @web.authenticated
+        def get(self, assignment, student, attempt, notebook):
+            from attention_platform.bounded_json import TooComplex, read_notebook
+            from attention_platform.feedback_on_submit.engine import WORK, archived_attempt
+            from attention_platform.reporting.safe_html import SafeHTMLExporter
+
+            row = next((r for r in _ledger(self.coursedir.db_url).attempts(assignment, student)
+                        if r["id"] == int(attempt)), None)
+            if row is None:
+                raise web.HTTPError(404, f"{student} has no attempt {attempt} at {assignment}")
+            known = {nb.name for a in self.gradebook.assignments if a.name == assignment for nb in a.notebooks}
+            if notebook not in known or notebook not in kept_notebooks(self.coursedir.root, row, [notebook]):
+                raise web.HTTPError(404, f"the graded {notebook} of this attempt is not kept (the grader keeps "
+                                         f"the newest attempts' files and the counting attempt's)")
+            path = archived_attempt(Path(self.coursedir.root) / WORK, student, assignment, row["id"])
+            try:
+                graded = read_notebook(path / "autograded" / f"{notebook}.ipynb")
+            except TooComplex as exc:
+                raise web.HTTPError(409, f"this attempt's {notebook} is not shown here: {exc}") from None
+            body, _ = SafeHTMLExporter().from_notebook_node(graded)
             self.set_header("Content-Type", "text/html; charset=utf-8")
-            self.write(page(self.base_url, found, rows))
+            self.write(body)
 
-    return AttemptsPageHandler, AttemptsApiHandler
-
-
-def _cell(value) -> str:
-    return f"<td>{html.escape(str(value))}</td>"
-
-
-def page(base_url: str, found: dict, rows: list[dict]) -> str:
-    e = html.escape
-    parts = [
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Feedback on submit</title>",
-        f"<link rel='stylesheet' href='{e(base_url)}/formgrader/static/node_modules/bootstrap/dist/css/bootstrap.min.css'>",
-        "<style>body{margin:1.5rem} td,th{padding:.2rem .6rem} tr.counted{font-weight:600} "
-        ".policy{max-width:60rem} .error{color:#a94442}</style></head><body>",
-        f"<p><a href='{e(base_url)}/formgrader'>← Formgrader</a></p><h1>Feedback on submit</h1>",
-        "<p class='policy'>Set per assignment in the course's <code>nbgrader_config.py</code> "
-        "(<code>c.FeedbackOnSubmit.policies</code>); the grader applies a change within a second. "
-        "Points below are the hidden checks' (written answers are graded here, by hand).</p>",
-    ]
-    for assignment, policy in found.items():
-        parts.append(f"<h2 id='{e(assignment)}'>{e(assignment)}</h2>")
-        if isinstance(policy, str):
-            parts.append(f"<p class='policy error'>Not in force: {e(policy)}</p>")
-        else:
-            parts.append(f"<p class='policy' data-feedback='{e(policy.feedback)}' data-counts='{e(policy.counts)}'>"
-                         f"{e(policy.describe())}</p>")
-        mine = [row for row in rows if row["assignment"] == assignment]
-        if not mine:
-            parts.append("<p>No attempts.</p>")
-            continue
-        graded = [row for row in mine if row["state"] == "graded"]
-        seconds = sorted(row["seconds"] for row in graded if row["seconds"] is not None)
-        if seconds:
-            parts.append(f"<p>{len(mine)} attempts, {len(graded)} graded by {len({r['student'] for r in graded})} "
-                         f"students; grading took {seconds[len(seconds) // 2]:.1f} s (median), "
-                         f"{seconds[-1]:.1f} s at most.</p>")
-        parts.append("<table class='table table-condensed attempts'><thead><tr><th>student</th><th>attempt</th>"
-                     "<th>received (UTC)</th><th>state</th><th>points</th><th>grading</th><th>counts</th>"
-                     "<th>note</th></tr></thead><tbody>")
-        numbers: dict[str, int] = {}
-        for row in sorted(mine, key=lambda r: (r["student"], r["received_at"], r["id"])):
-            numbers[row["student"]] = numbers.get(row["student"], 0) + 1
-            points = "" if row["score"] is None else f"{row['score']:g} / {row['max_score']:g}"
-            took = "" if row["seconds"] is None else f"{row['seconds']:.1f} s"
-            student = (f"<td><a href='{e(base_url)}/formgrader/manage_students/{e(row['student'])}/{e(assignment)}'>"
-                       f"{e(row['student'])}</a></td>")
-            parts.append(f"<tr class='{'counted' if row['counted'] else ''}' data-student='{e(row['student'])}' "
-                         f"data-state='{e(row['state'])}'>{student}{_cell(numbers[row['student']])}"
-                         f"{_cell(row['received_at'].strftime('%Y-%m-%d %H:%M:%S'))}{_cell(row['state'])}"
-                         f"{_cell(points)}{_cell(took)}{_cell('yes' if row['counted'] else '')}"
-                         f"{_cell(row['message'][:300])}</tr>")
-        parts.append("</tbody></table>")
-    parts.append("</body></html>")
-    return "".join(parts)
+    return AttemptsPageHandler, AttemptsApiHandler, AttemptNotebookHandler
 
 
 def handlers(base_url: str) -> list:
@@ -137,8 +148,10 @@ def handlers(base_url: str) -> list:
 
     from attention_platform.formgrader.formgrader_gate import _ID
 
-    page_handler, api_handler = _handlers()
+    page_handler, api_handler, notebook_handler = _handlers()
     return [
         (join(base_url, r"formgrader/feedback_on_submit/?"), page_handler),
         (join(base_url, rf"formgrader/api/attention/attempts/(?P<assignment_id>{_ID})/?"), api_handler),
+        (join(base_url, rf"formgrader/attempts/(?P<assignment>{_ID})/(?P<student>{_ID})/(?P<attempt>[0-9]{{1,12}})/"
+                        rf"(?P<notebook>{_ID})/?"), notebook_handler),
     ]

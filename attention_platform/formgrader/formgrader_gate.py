@@ -123,6 +123,16 @@ ROUTES: tuple[Route, ...] = (
     # feedback on submit (attention_platform/formgrader/feedback_on_submit.py): the policies and every attempt
     _r("formgrader/feedback_on_submit", get=GRADER),
     _r(f"formgrader/api/attention/attempts/{A}", get=GRADER),
+    _r(f"formgrader/attempts/{A}/{S}/[0-9]{{1,12}}/{N}", get=GRADER),
+    # the policy's form (policy_form.py): TAs read it, instructors change it
+    _r(f"formgrader/policy/{A}", get=GRADER, post=INSTRUCTOR),
+    # the reports and exports (reports.py)
+    _r("formgrader/reports", get=GRADER),
+    _r(rf"formgrader/reports/{A}/(?:misconceptions\.html|check_breakdown\.csv|canvas_grades\.csv|attempts\.csv)",
+       get=GRADER),
+    # the similarity report (attention_platform/formgrader/similarity_page.py)
+    _r("formgrader/similarity", get=GRADER),
+    _r(f"formgrader/similarity/{A}", get=GRADER),
 )
 # Query arguments that change what the formgrader *is*: ``?path=`` re-roots it on any
 # folder and loads that folder's nbgrader_config.py (code) into this process.
@@ -363,6 +373,8 @@ def install(web_app, base_url: str) -> None:
 
     from attention_platform.formgrader import autograde_all, feedback_on_submit, preview
     from attention_platform.formgrader import formgrader_extras
+    from attention_platform.formgrader import policy_form, reports
+    from attention_platform.formgrader import similarity_page
 
     files_handler, images_handler = _image_files_handler()
     replaced = {files_handler: images_handler, AutogradeHandler: formgrader_extras.threaded_autograde(AutogradeHandler)}
@@ -370,6 +382,9 @@ def install(web_app, base_url: str) -> None:
     web_app.add_handlers(".*$", feedback_on_submit.handlers(base_url))
     web_app.add_handlers(".*$", autograde_all.handlers(base_url))
     web_app.add_handlers(".*$", preview.handlers(base_url))
+    web_app.add_handlers(".*$", policy_form.handlers(base_url))
+    web_app.add_handlers(".*$", reports.handlers(base_url))
+    web_app.add_handlers(".*$", similarity_page.handlers(base_url))
 
     def find_handler(original, request, **kwargs):
         relative = relative_path(request.path, base_url)

@@ -32,7 +32,6 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from attention_platform.course.assignment_checks import notebook_order
 from attention_platform.course.directory import copy_course, source_assignments
 from attention_platform.hub.accounts import UidRange, ensure_account
 from attention_platform.course.notebooks import COURSE_ROOT
@@ -276,13 +275,20 @@ def _copy_grader_tests(dest: Path) -> None:
 def notebook_order_setting(course_root: Path = COURSE_ROOT) -> str:
     """``ATTENTION_NOTEBOOK_ORDER``: each assignment's notebook ids in the order students work through
     them, as JSON, for the students' Lab (which cannot read the hidden checks that say it)."""
-    return json.dumps({name: notebook_order(name) for name in source_assignments(course_root)})
+    from grader_tests import discovery  # the hub's image has no hidden checks; only the launcher reads them
+
+    known = set(discovery.assignment_names())
+    return json.dumps({name: discovery.notebook_order(name) if name in known else ()
+                       for name in source_assignments(course_root)})
 
 
 def prepare(state: Path, *, port: int = 8000, formgrader_port: int = 9999, release: bool = True,
-            course_root: Path = COURSE_ROOT, demo: DemoClass | None = None, log=print) -> NativeHub:
-    """Everything before the hub starts: accounts, course directory, exchange. ``demo``
-    defaults to the class the environment describes (:meth:`DemoClass.from_environment`)."""
+            course_root: Path = COURSE_ROOT, demo: DemoClass | None = None, log=print,
+            assignments: bool = True) -> NativeHub:
+    """Everything before the hub starts: accounts, course directory, exchange, and with ``assignments``
+    the course's assignments generated and released (:func:`prepare_assignments` and
+    :func:`release_assignments`, which the launcher runs once the login page answers instead). ``demo`` defaults to the class the environment
+    describes (:meth:`DemoClass.from_environment`)."""
     demo = demo or DemoClass.from_environment()
     course = course_id()
     state = state.resolve()
@@ -342,7 +348,6 @@ def prepare(state: Path, *, port: int = 8000, formgrader_port: int = 9999, relea
     # The exchange's top folders (root's; outbound/ the grader's): see exchange_layout.py.
     # Students get their own inbound/feedback folders and view when their server first
     # starts (the hub's pre-spawn hook).
-    course_x = hub.exchange / course
     ExchangeLayout(hub.exchange, course, grader=Ids.of_user(grader) if grader else None,
                    views=state / "exchange-views").prepare_course()
 
@@ -357,22 +362,41 @@ def prepare(state: Path, *, port: int = 8000, formgrader_port: int = 9999, relea
         log(f"course directory created: {hub.course_dir}")
     if as_root:
         share_source_with_instructors(hub)
-    nbgrader = program("nbgrader")
-    as_grader = hub.as_grader()
-    # The assignments the course ships (the checkout's source/); one an instructor adds in the hub's
-    # course directory is theirs to release from the formgrader, never released by a restart.
+    if assignments:
+        prepare_assignments(hub, course_root=course_root, log=log)
+        if release:
+            release_assignments(hub, course_root=course_root, log=log)
+    return hub
+
+
+def _shipped_assignments(hub: NativeHub, course_root: Path, log=print) -> list[str]:
+    """The assignments the course ships (the checkout's source/); one an instructor adds in the hub's
+    course directory is theirs to release from the formgrader, never released by a restart."""
     assignments = [a for a in source_assignments(course_root) if a in source_assignments(hub.course_dir)]
     for missing in sorted(set(source_assignments(course_root)) - set(assignments)):
         log(f"assignment {missing!r} is not in {hub.course_dir / 'source'} (made before it shipped): not released")
-    for assignment in assignments:
+    return assignments
+
+
+def prepare_assignments(hub: NativeHub, *, course_root: Path = COURSE_ROOT, log=print) -> None:
+    """The assignments the course ships generated (their gradebook entries with them) and the demo
+    roster imported: nbgrader commands of seconds each, as the grader."""
+    nbgrader = program("nbgrader")
+    as_grader = hub.as_grader()
+    for assignment in _shipped_assignments(hub, course_root, log=log):
         _run([nbgrader, "generate_assignment", assignment, "--force"], **as_grader)
     _run([nbgrader, "db", "student", "import", str(write_demo_roster(hub))], **as_grader)
-    if release:
-        for assignment in assignments:
-            if not (course_x / "outbound" / assignment).is_dir():
-                _run([nbgrader, "release_assignment", assignment], **as_grader)
-        log(f"released to {course_x / 'outbound'}: {', '.join(assignments) or 'no assignment (source/ is empty)'}")
-    return hub
+
+
+def release_assignments(hub: NativeHub, *, course_root: Path = COURSE_ROOT, log=print) -> None:
+    """Each assignment the course ships released that is not yet. The launcher does this once the
+    feedback-on-submit grader runs: it grades only what is submitted after it first sees an assignment."""
+    course_x = hub.exchange / hub.course
+    assignments = _shipped_assignments(hub, course_root, log=lambda line: None)
+    for assignment in assignments:
+        if not (course_x / "outbound" / assignment).is_dir():
+            _run([program("nbgrader"), "release_assignment", assignment], **hub.as_grader())
+    log(f"released to {course_x / 'outbound'}: {', '.join(assignments) or 'no assignment (source/ is empty)'}")
 
 
 # The checkout the hub runs from, as its students' kernels see it: the venv's editable
@@ -439,14 +463,19 @@ def start_broker(hub: NativeHub, log_file, timeout: float = 120, wait: bool = Tr
         cwd=hub.state, env=hub.env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
     )
     hub.services.contain("broker", hub.broker)
+    if wait:
+        wait_for_broker(hub, timeout)
+    return hub.broker
+
+
+def wait_for_broker(hub: NativeHub, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
-    while wait and not _listening_soon(hub.sandbox_socket):
+    while not _listening_soon(hub.sandbox_socket):
         if hub.broker.poll() is not None:
             raise RuntimeError(f"the sandbox broker exited with status {hub.broker.returncode}")
         if time.monotonic() > deadline:
             raise TimeoutError(f"the sandbox broker did not start within {timeout:.0f} s")
         time.sleep(0.1)
-    return hub.broker
 
 
 def _listening_soon(path: Path) -> bool:
@@ -461,6 +490,15 @@ def start(hub: NativeHub) -> NativeHub:
     """Start JupyterHub, the sandbox broker, the formgrader and the feedback-on-submit grader
     (child processes, own sessions, the services each in a memory cgroup of its own) and wait for them."""
     started = time.monotonic()
+    start_hub(hub)
+    start_services(hub)
+    hub.start_seconds = time.monotonic() - started
+    return hub
+
+
+def start_hub(hub: NativeHub) -> NativeHub:
+    """Start JupyterHub and the sandbox broker, and wait until the hub's login page answers (the
+    broker's warm-up goes on meanwhile; :func:`start_services` waits for it)."""
     private_file(hub.state / "jupyterhub.log")  # user names, paths and errors of everyone: root's alone
     log = open(hub.state / "jupyterhub.log", "ab")
     hub.log_file = log
@@ -470,14 +508,24 @@ def start(hub: NativeHub) -> NativeHub:
         cwd=hub.state, env=hub.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     if hub.grader_user:
-        start_broker(hub, log)
+        start_broker(hub, log, wait=False)
+    wait_for_hub(hub.url, hub.process)
+    return hub
+
+
+def start_services(hub: NativeHub, timeout: float = 120) -> NativeHub:
+    """Once the hub answers: the validate service (once the broker listens), the formgrader (which asks
+    the hub's API for its version as it starts) and the feedback-on-submit grader; waits for the
+    formgrader. Until then a student's Validate runs in their own kernel (lab/warm_validate.py), a
+    submission waits in the inbound for the grader, and the hub answers the formgrader's link with
+    its "service unavailable" page."""
+    log = hub.log_file
+    if hub.grader_user:
+        wait_for_broker(hub, timeout)
+    start_feedback_on_submit(hub, log)  # before the others: it takes seconds to watch, and the release waits for it
+    if hub.grader_user:
         start_validate(hub, log)  # students' Validate, in sandboxes of the broker, as the grader account
-    # The formgrader once the hub's own server answers: it asks the hub's API for its version at start
-    # and gives up after 5 tries (with 100 accounts to create on a loaded machine the hub took longer than
-    # that), and the hub, before its proxy routes a first page, waits for the formgrader to answer.
-    wait_for_hub(f"http://127.0.0.1:{hub.env['HUB_INTERNAL_PORT']}", hub.process)
     start_formgrader(hub, log)
-    start_feedback_on_submit(hub, log)
     deadline = time.monotonic() + 90
     while True:  # the formgrader answers its version once it is up
         if hub.formgrader.poll() is not None:
@@ -491,8 +539,6 @@ def start(hub: NativeHub) -> NativeHub:
             if time.monotonic() > deadline:
                 raise TimeoutError("the formgrader did not start within 90 s")
         time.sleep(0.25)
-    wait_for_hub(hub.url, hub.process)
-    hub.start_seconds = time.monotonic() - started
     return hub
 
 
@@ -607,7 +653,9 @@ def run(state: Path, port: int = 8000, formgrader_port: int = 9999, release: boo
         print("cannot start the hub, these ports on 127.0.0.1 are in use (choose another --port or "
               "--formgrader-port):\n  " + "\n  ".join(busy), file=sys.stderr)
         return 1
-    hub = prepare(state, port=port, formgrader_port=formgrader_port, release=release, course_root=course_root)
+    started = time.monotonic()
+    hub = prepare(state, port=port, formgrader_port=formgrader_port, release=release, course_root=course_root,
+                  assignments=False)
     stopping = []
 
     def on_signal(signum, frame):
@@ -615,14 +663,39 @@ def run(state: Path, port: int = 8000, formgrader_port: int = 9999, release: boo
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    # The login page first; what a student or TA needs after logging in follows while they do.
     try:
-        start(hub)
+        start_hub(hub)
+        print()
+        print(f"JupyterHub for course {hub.course!r}: its login page answers on {hub.url} (127.0.0.1 only) "
+              f"after {time.monotonic() - started:.1f} s.  Log: {hub.state / 'jupyterhub.log'}")
+        print_logins(hub)
+        print("Still starting: the feedback-on-submit grader, the sandbox broker, the validate service and the "
+              "formgrader (until then the formgrader's page says it is unavailable), then the assignments' release.")
+        sys.stdout.flush()
+        prepare_assignments(hub, course_root=course_root)
+        start_services(hub)
+        if release:
+            release_assignments(hub, course_root=course_root)
     except BaseException:
         stop(hub)
         raise
-    print()
-    print(f"JupyterHub for course {hub.course!r} is up on {hub.url} (127.0.0.1 only), "
-          f"started in {hub.start_seconds:.1f} s.  Log: {hub.state / 'jupyterhub.log'}")
+    hub.start_seconds = time.monotonic() - started
+    print(f"Everything started in {hub.start_seconds:.1f} s.  Formgrader (instructor, ta): "
+          f"{hub.url}/services/{hub.course}/")
+    print("Press Ctrl-C to stop everything.")
+    sys.stdout.flush()
+    supervisor = supervise(hub)
+    while not stopping and hub.process.poll() is None:
+        supervisor.poll()
+        time.sleep(0.2)
+    seconds = stop(hub)
+    print(f"stopped in {seconds:.1f} s")
+    return 0
+
+
+def print_logins(hub: NativeHub) -> None:
+    """How people log in: the demo accounts and their passwords, or with LTI the URLs to register in the LMS."""
     if hub.env.get("HUB_AUTHENTICATOR") == "lti":
         # LTI logs in from the LMS only: the demo passwords open nothing
         print("Logins come from the LMS (LTI 1.3); register the tool there with "
@@ -633,13 +706,3 @@ def run(state: Path, port: int = 8000, formgrader_port: int = 9999, release: boo
         print(f"Demo accounts (passwords kept in {hub.state / 'demo-accounts.json'}):")
         for name in hub.demo.accounts:
             print(f"  {name:<11} {hub.passwords[name]:<14} {hub.demo.role(name)}")
-    print(f"Formgrader (instructor, ta): {hub.url}/services/{hub.course}/")
-    print("Press Ctrl-C to stop everything.")
-    sys.stdout.flush()
-    supervisor = supervise(hub)
-    while not stopping and hub.process.poll() is None:
-        supervisor.poll()
-        time.sleep(0.2)
-    seconds = stop(hub)
-    print(f"stopped in {seconds:.1f} s")
-    return 0

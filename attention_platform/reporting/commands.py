@@ -1,4 +1,4 @@
-"""``attention-course report / export-checks / export-canvas / feedback`` (kept import-light:
+"""``attention-course report / similarity / export-checks / export-canvas / feedback`` (kept import-light:
 torch and matplotlib load only when one of these commands runs).
 
 ``report`` and ``feedback`` need the assignment named (a course has several; nbgrader's own commands
@@ -30,6 +30,15 @@ def register(commands) -> None:
                         help="HTML file to write (default: <course>/build/reports/<assignment>.html)")
     common(report)
     report.set_defaults(run=_with_report_errors(_report))
+
+    similar = commands.add_parser("similarity", help="write the similarity report (self-contained HTML) for an "
+                                                      "assignment: pairs of students whose answers are unusually alike")
+    similar.add_argument("assignment", type=assignment_name, help="the assignment to compare (its nbgrader id)")
+    similar.add_argument("--out", type=Path, default=None,
+                         help="HTML file to write (default: <course>/build/reports/<assignment>-similarity.html)")
+    similar.add_argument("--pairs", type=int, default=30, help="how many pairs to show, the closest first")
+    common(similar)
+    similar.set_defaults(run=_with_report_errors(_similarity))
 
     feedback = commands.add_parser("feedback", help="nbgrader generate_feedback with progress and a summary")
     feedback.add_argument("assignment", type=assignment_name, help="the assignment whose feedback to generate")
@@ -78,6 +87,21 @@ def _report(args, db_url: str) -> int:
 
     out = args.out or Path(args.course) / "build" / "reports" / f"{args.assignment}.html"
     data = write_report(db_url, args.assignment, out, course=args.course)
+    print(summary_text(data, out.resolve()))
+    return 0
+
+
+def _similarity(args, db_url: str) -> int:
+    from attention_platform.reporting.similarity import SimilarityError, collect, render_html, summary_text
+
+    out = args.out or Path(args.course) / "build" / "reports" / f"{args.assignment}-similarity.html"
+    try:
+        data = collect(Path(args.course), args.assignment, db_url=db_url, limit=args.pairs)
+    except SimilarityError as exc:
+        print(f"attention-course similarity: {exc}", file=sys.stderr)
+        return 1
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_html(data), encoding="utf-8")
     print(summary_text(data, out.resolve()))
     return 0
 

@@ -67,6 +67,105 @@ def test_policies_come_from_the_environment_and_broken_json_is_refused_naming_it
         FeedbackOnSubmit().policy_for("self_attention")
 
 
+# --------------------------------------------------------------------------- the policy saved in the formgrader's form
+
+def course_with_config(tmp_path, policies: dict):
+    (tmp_path / "nbgrader_config.py").write_text(f"c = get_config()\nc.FeedbackOnSubmit.policies = {policies!r}\n")
+    return tmp_path
+
+
+def policy_in_force(course, assignment: str) -> Policy:
+    from attention_platform.attempts.policy import load_config
+
+    return FeedbackOnSubmit(config=load_config(course)).policy_for(assignment)
+
+
+def test_a_policy_saved_in_the_form_wins_over_nbgrader_config_for_its_assignment_only(tmp_path):
+    from attention_platform.attempts import policy_store
+    from attention_platform.formgrader.policy_form import from_form
+
+    course = course_with_config(tmp_path, {"self_attention": {"feedback": "checks", "attempts": 3},
+                                           "multi_head_attention": {"feedback": "full"}})
+    form = {"feedback": "full", "attempts": "2", "window_hours": "12", "cooldown_minutes": "0.5", "counts": "best"}
+    saved = policy_store.save(course, "self_attention", from_form(form))
+    assert saved == Policy("self_attention", feedback="full", attempts=2, window_hours=12, cooldown_minutes=0.5,
+                           counts="best")
+    assert policy_in_force(course, "self_attention") == saved  # what the grader and the formgrader read
+    assert policy_in_force(course, "multi_head_attention").feedback == "full"  # the configuration's, untouched
+    assert stat.S_IMODE(os.stat(policy_store.path(course)).st_mode) == 0o640
+    # "no limit" in the form is an empty field
+    policy_store.save(course, "self_attention", from_form({**form, "attempts": ""}))
+    assert policy_in_force(course, "self_attention").attempts is None
+    # the TA's collect leaves the counting attempt alone under the saved "best" (the configuration says
+    # nothing of what counts, which would let collect pick)
+    from nbgrader.coursedir import CourseDirectory
+
+    from attention_platform.attempts.ledger import Ledger
+    from attention_platform.exchange.exchange import counted_attempts
+
+    coursedir = CourseDirectory(root=str(course), db_url=f"sqlite:///{course / 'gradebook.db'}")
+    ledger = Ledger(coursedir.db_url)
+    counted = ledger.add(assignment="self_attention", student="student1", submission="s1", received_at=T0,
+                         state="graded", feedback="full")
+    ledger.set_counted("self_attention", "student1", counted)
+    ledger.close()
+    assert counted_attempts(load_course_config(course), coursedir, "self_attention") == {"student1": ("best", T0)}
+    policy_store.forget(course, "self_attention")
+    assert policy_in_force(course, "self_attention") == Policy("self_attention", feedback="checks", attempts=3)
+    assert counted_attempts(load_course_config(course), coursedir, "self_attention") == {}
+
+
+def load_course_config(course):
+    from traitlets.config.loader import PyFileConfigLoader
+
+    return PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("attempts", "0", "'attempts' must be at least 1, not 0"),
+    ("attempts", "three", "'attempts' must be a whole number or null, not 'three'"),
+    ("window_hours", "", "'window_hours' must be a number, not ''"),
+    ("cooldown_minutes", "nan", "'cooldown_minutes' must be at least 0, not nan"),
+    ("counts", "first", "'counts' must be one of last, best, collected, not 'first'"),
+])
+def test_a_form_the_grader_could_not_use_says_what_to_change_and_saves_nothing(tmp_path, field, value, says):
+    from attention_platform.attempts import policy_store
+    from attention_platform.formgrader.policy_form import from_form
+
+    course = course_with_config(tmp_path, {"self_attention": {"feedback": "checks"}})
+    form = {"feedback": "full", "attempts": "2", "window_hours": "24", "cooldown_minutes": "0", "counts": "best"}
+    policy_store.save(course, "self_attention", from_form(form))
+    before = policy_store.path(course).read_bytes()
+    with pytest.raises(PolicyError) as caught:
+        policy_store.save(course, "self_attention", from_form({**form, field: value}))
+    assert says in str(caught.value), str(caught.value)
+    assert policy_store.path(course).read_bytes() == before
+    assert [p.name for p in course.iterdir() if p.name.startswith(".")] == []  # no temporary file left
+
+
+def test_the_saved_policies_are_not_read_through_a_link_nor_when_oversized(tmp_path):
+    from attention_platform.attempts import policy_store
+
+    (tmp_path / "course").mkdir()
+    course = course_with_config(tmp_path / "course", {})
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps({"self_attention": {"feedback": "full"}}))
+    policy_store.path(course).symlink_to(elsewhere)
+    with pytest.raises(PolicyError, match="cannot be read"):
+        policy_in_force(course, "self_attention")
+    policy_store.path(course).unlink()
+    policy_store.path(course).write_text(" " * (policy_store.MAX_BYTES + 1))
+    with pytest.raises(PolicyError, match="larger than 64 kB"):
+        policy_in_force(course, "self_attention")
+    policy_store.path(course).write_text("[1, 2]")
+    with pytest.raises(PolicyError, match="one policy per assignment id, not a list"):
+        policy_in_force(course, "self_attention")
+    # an entry edited by hand into something unusable is reported as a configuration's mistake is
+    policy_store.path(course).write_text(json.dumps({"self_attention": {"feedback": "all"}}))
+    with pytest.raises(PolicyError, match="'feedback' must be one of off, checks, full, not 'all'"):
+        policy_in_force(course, "self_attention")
+
+
 def test_n_attempts_per_window_and_when_the_next_is_possible():
     policy = Policy("a", feedback="checks", attempts=3, window_hours=24)
     graded = [minutes(0), minutes(10), minutes(20)]

@@ -86,6 +86,15 @@ EXPECTED: dict[str, dict[str, str]] = {
     # feedback on submit (attention_platform/formgrader/feedback_on_submit.py)
     "AttemptsPageHandler": {"GET": TA},
     "AttemptsApiHandler": {"GET": TA},
+    "AttemptNotebookHandler": {"GET": TA},  # any attempt's graded notebook
+    # the policy's form (attention_platform/formgrader/policy_form.py): TAs read, instructors change
+    "PolicyFormHandler": {"GET": TA, "POST": INSTRUCTOR},
+    # the Reports page and its files (attention_platform/formgrader/reports.py)
+    "ReportsPageHandler": {"GET": TA},
+    "ReportFileHandler": {"GET": TA},
+    # the similarity report (attention_platform/formgrader/similarity_page.py)
+    "SimilarityIndexHandler": {"GET": TA},
+    "SimilarityReportHandler": {"GET": TA},
 }
 # Handlers whose only route here is the formgrader's catch-all or a route they share with
 # a served handler: their pattern is served, through another handler, only where listed.
@@ -114,6 +123,11 @@ def _examples(matcher: PathMatches, handler: str) -> list[str]:
         return [matcher.reverse("js/utils.js") if "static" in pattern else matcher.reverse("x.js")]
     if "fonts" in pattern:
         return [matcher.reverse("glyphicons-halflings-regular.woff")]
+    if handler == "AttemptNotebookHandler":  # an attempt's number is digits
+        return [PREFIX + f"formgrader/attempts/{PROBE}/{PROBE}/1/{PROBE}"]
+    if handler == "ReportFileHandler":  # a choice of file names tornado cannot reverse
+        return [PREFIX + f"formgrader/reports/{PROBE}/{name}"
+                for name in ("misconceptions.html", "check_breakdown.csv", "canvas_grades.csv", "attempts.csv")]
     if handler == "SubmissionFilesHandler":
         return [matcher.reverse(f"{PROBE}/data/figure.png"), matcher.reverse(f"{PROBE}/notes.html")]
     if "next_incorrect" in pattern:
@@ -240,6 +254,13 @@ LIVE = [
     ("GET", f"formgrader/api/attention/attempts/{PROBE}", "AttemptsApiHandler"),
     ("GET", f"formgrader/api/attention/autograde_all/{PROBE}", "AutogradeAllHandler"),
     ("GET", f"formgrader/attention/preview/{PROBE}", "PreviewHandler"),
+    ("GET", f"formgrader/attempts/{PROBE}/{PROBE}/1/{PROBE}", "AttemptNotebookHandler"),
+    ("GET", f"formgrader/policy/{PROBE}", "PolicyFormHandler"),
+    ("POST", f"formgrader/policy/{PROBE}", "PolicyFormHandler"),
+    ("GET", "formgrader/reports", "ReportsPageHandler"),
+    ("GET", f"formgrader/reports/{PROBE}/attempts.csv", "ReportFileHandler"),
+    ("GET", "formgrader/similarity", "SimilarityIndexHandler"),
+    ("GET", f"formgrader/similarity/{PROBE}", "SimilarityReportHandler"),
     ("GET", f"formgrader/submissions/{PROBE}/notes.html", "SubmissionFilesHandler.html"),
 ]
 LIVE_EXPECTED = {**{k: v for k, v in EXPECTED.items()}, "FormgraderHandler?path": {},

@@ -128,6 +128,17 @@ def test_a_servers_own_tmp_shows_only_what_it_needs_of_the_machines(tmp_path):
     assert not os.path.exists(scratch)
 
 
+def test_the_lab_learns_each_assignments_order_without_the_launcher_importing_torch():
+    """The order is in the hub's environment, so it is read before the hub starts: from the catalogues
+    alone, never through the checks' judges (which import torch, seconds before the login page answers)."""
+    script = ("import json, sys; from attention_platform.hub.native import notebook_order_setting; "
+              "print(json.dumps([notebook_order_setting(), 'torch' in sys.modules]))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    order, imported_torch = json.loads(done.stdout)
+    assert json.loads(order) == {name: list(assignment(name).notebooks) for name in sorted(ASSIGNMENTS)}
+    assert not imported_torch
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="the launcher prepares real accounts as root")
 @pytest.mark.root
 @pytest.mark.hub
@@ -144,3 +155,22 @@ def test_the_launcher_releases_every_assignment_and_tells_the_lab_its_order():
     assert json.loads(hub.env["ATTENTION_NOTEBOOK_ORDER"]) == {name: list(assignment(name).notebooks)
                                                                for name in sorted(ASSIGNMENTS)}
     assert any(line.startswith("released to ") and all(name in line for name in ASSIGNMENTS) for line in said), said
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the launcher prepares real accounts as root")
+@pytest.mark.root
+@pytest.mark.hub
+@pytest.mark.slow
+def test_the_login_page_answers_before_the_assignments_and_services_are_started():
+    """`make start`: the login page first; the release (nbgrader commands of seconds each), the broker's
+    warm-up and the grader's services follow, and the launcher says when everything is up."""
+    from hub_helpers import launch_hub
+
+    with launch_hub("login-first-hub", env={"HUB_DEMO_STUDENTS": "1"}) as hub:
+        said = hub.log()
+        login = said.index("its login page answers on " + hub.url)
+        assert login < said.index("released to ") < said.index("Everything started in ") < said.index("Press Ctrl-C")
+        assert "student1" in said[login:said.index("released to ")]  # the logins are printed with the login page
+        session = hub.session("student1")
+        session.spawn()
+        assert session.assignment_action("fetch", sorted(ASSIGNMENTS)[0])["success"]

@@ -20,13 +20,23 @@
   document.body.classList.add('attention-role-' + (role || 'unknown'), 'attention-page-' + page);
 
   // feedback on submit (attention_platform/formgrader/feedback_on_submit.py): the instructor's policy per
-  // assignment and every graded attempt, one link in nbgrader's sidebar for TAs and instructors alike
+  // assignment and every graded attempt, a link in nbgrader's sidebar (whose templates replace base.tpl's) for TAs and instructors alike
   $(function () {
     var nav = $('.nav.nav-pills.nav-stacked, ul.nav').first();
     if (nav.length && !nav.find('a.attention-feedback-on-submit').length) {
       nav.append($('<li role="presentation"/>').append(
         $('<a/>').addClass('attention-feedback-on-submit').attr('href', base + '/formgrader/feedback_on_submit')
           .text('Feedback on submit')));
+    }
+    // the Reports page (attention_platform/formgrader/reports.py), TAs and instructors alike
+    if (nav.length && !nav.find('a.attention-reports').length) {
+      nav.append($('<li role="presentation"/>').append(
+        $('<a/>').addClass('attention-reports').attr('href', base + '/formgrader/reports').text('Reports')));
+    }
+    // the similarity report (attention_platform/formgrader/similarity_page.py), TAs and instructors alike
+    if (nav.length && !nav.find('a.attention-similarity').length) {
+      nav.append($('<li role="presentation"/>').append(
+        $('<a/>').addClass('attention-similarity').attr('href', base + '/formgrader/similarity').text('Similar answers')));
     }
   });
 
@@ -244,6 +254,37 @@
     });
     $(window).on('load', function () { refreshStates(); });
   }
+
+  /* ---------------------------------------------------------------- names for assistive technology */
+  // nbgrader's actions are icon-only links; each gets a name saying what it does to which row
+  var ICON_ACTIONS = {
+    'pencil': 'Edit', 'education': 'Generate', 'search': 'Preview', 'cloud-upload': 'Release',
+    'remove': 'Unrelease', 'cloud-download': 'Collect', 'comment': 'Generate feedback',
+    'envelope': 'Release feedback', 'flash': 'Autograde', 'eye-open': 'Show names', 'eye-close': 'Hide names'
+  };
+  function nameControls() {
+    $('a, button').filter(function () { return !this.getAttribute('aria-label') && !$(this).text().trim(); })
+      .each(function () {
+        var icon = $(this).find('.glyphicon').first();
+        var glyph = ((icon.attr('class') || '').match(/glyphicon-([a-z-]+)/) || [])[1];
+        if (!ICON_ACTIONS[glyph]) { return; }
+        icon.attr('aria-hidden', 'true');
+        var row = $(this).closest('tr').children('td').first().text().trim();
+        $(this).attr('aria-label', ICON_ACTIONS[glyph] + (row ? ' ' + row : ''));
+      });
+    // nbgrader's collapsible panels are marked up as tabs holding links, and its sidebar's items as
+    // presentation: a reader then finds no list and controls inside controls
+    $('.panel-heading[role=tab]').removeAttr('role');
+    $('.panel-collapse[role=tabpanel]').attr('role', 'region');
+    $('[role=tablist]').filter(function () { return !$(this).find('[role=tab]').length; })
+      .removeAttr('role aria-multiselectable');
+    $('ul.nav > li[role=presentation]').removeAttr('role');
+  }
+  if (!document.documentElement.lang) { document.documentElement.lang = 'en'; }  // nbgrader's page has no <html>
+  $(function () {
+    nameControls();
+    new MutationObserver(nameControls).observe(document.body, { childList: true, subtree: true });
+  });
 
   /* ---------------------------------------------------------------- hide what this role may not do */
   var style = document.createElement('style');

@@ -1,8 +1,16 @@
 {#- nbgrader's base page with the course's additions (attention_platform/formgrader/formgrader_extras.py).
     Every page of the formgrader extends 'base.tpl', which the loader finds here first. The
     script carries the page's nonce (NonceScripts covers this folder) and learns the role from
-    its data attributes: no inline script, no inline handler. -#}
+    its data attributes: no inline script, no inline handler. The course's own pages are linked
+    in the sidebar here; nbgrader's page templates replace this block, so attention.js adds the same
+    links to theirs (and adds none a page already has). -#}
 {%- extends 'nbgrader/base.tpl' -%}
+{%- block sidebar -%}
+{{ super() }}
+<li role="presentation"><a class="attention-feedback-on-submit" href="{{ base_url }}/formgrader/feedback_on_submit">Feedback on submit</a></li>
+<li role="presentation"><a class="attention-reports" href="{{ base_url }}/formgrader/reports">Reports</a></li>
+<li role="presentation"><a class="attention-similarity" href="{{ base_url }}/formgrader/similarity">Similar answers</a></li>
+{%- endblock -%}
 {%- block script -%}
 {{ super() }}
 <link rel="stylesheet" href="{{ base_url }}/formgrader/attention/static/attention.css">

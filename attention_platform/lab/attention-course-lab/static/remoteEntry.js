@@ -423,6 +423,19 @@
         var role = course.role || 'student';
         courseId = course.course || '';
         document.head.appendChild(el('style', { text: CSS }));
+        // nbgrader's lists say they are tab lists and hold no tabs: a screen reader then announces
+        // an empty widget; plain containers read as what they are
+        var plainLists = function () {
+          var root = document.getElementById('nbgrader-assignment-list');
+          var lists = root ? root.querySelectorAll('[role=tablist]') : [];
+          for (var i = 0; i < lists.length; i++) {
+            if (!lists[i].querySelector('[role=tab]')) {
+              lists[i].removeAttribute('role');
+              lists[i].removeAttribute('aria-multiselectable');
+            }
+          }
+        };
+        new MutationObserver(plainLists).observe(document.body, { childList: true, subtree: true });
         var commands = app.commands, items = [];
 
         commands.addCommand('attention:validate', {

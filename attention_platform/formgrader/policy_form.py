@@ -1,0 +1,128 @@
+"""An assignment's feedback-on-submit policy as a form in the formgrader (behind formgrader_gate.py).
+
+``formgrader/policy/<assignment>``: GET shows the policy in force and where it comes from, to TAs
+(read only) and instructors; POST (instructors only, the gate checks it for every request, the
+server's XSRF check covers the form) saves it with attempts/policy_store.py, checked as the grader
+will read it. A value the grader could not use is answered with the form, the sentence saying what to
+change, and nothing saved. "Use the course configuration" forgets the form's policy: the assignment
+takes nbgrader_config.py's again.
+"""
+
+from __future__ import annotations
+
+from tornado import web
+
+from attention_platform.attempts import policy_store
+from attention_platform.attempts.policy import COUNTS, FEEDBACK_LEVELS, POLICY_KEYS, Policy, PolicyError
+
+FEEDBACK_CHOICES = {
+    "off": "off: nothing on submit; feedback comes when the course staff release it",
+    "checks": "checks: each hidden check's title, passed or not, and the points",
+    "full": "full: the feedback page the TAs would release",
+}
+COUNTS_CHOICES = {
+    "last": "last: the newest graded attempt",
+    "best": "best: the highest-scoring graded attempt (the newest among equals)",
+    "collected": "collected: the submission the TAs' collect picks",
+}
+assert set(FEEDBACK_CHOICES) == set(FEEDBACK_LEVELS) and set(COUNTS_CHOICES) == set(COUNTS)
+
+
+def from_form(values: dict[str, str]) -> dict:
+    """The form's text fields as the policy's values: numbers where they read as numbers, an empty
+    attempts field as no limit; anything else stays text, for parse() to name what is wrong."""
+    raw = {}
+    for key in POLICY_KEYS:
+        text = values.get(key, "").strip()
+        if key in ("feedback", "counts"):
+            raw[key] = text
+        elif key == "attempts" and not text:
+            raw[key] = None
+        else:
+            raw[key] = _number(text)
+    return raw
+
+
+def _number(text: str):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return text
+
+
+def _text(value) -> str:
+    return "" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def source(course_root: str, assignment: str) -> str:
+    """Where the assignment's policy comes from, in words for the page."""
+    try:
+        saved = policy_store.read(course_root)
+    except PolicyError:
+        saved = {}
+    if assignment in saved:
+        return "Set in this form, which takes precedence over the course's nbgrader_config.py."
+    return ("From the course's nbgrader_config.py, or the deployment's ATTENTION_FEEDBACK_ON_SUBMIT; "
+            "off when neither names the assignment.")
+
+
+def _handler():
+    from nbgrader.server_extensions.formgrader.base import BaseHandler
+
+    from attention_platform.formgrader.feedback_on_submit import policies
+    from attention_platform.formgrader.formgrader_gate import INSTRUCTOR, role_of
+
+    class PolicyFormHandler(BaseHandler):
+        def _show(self, assignment: str, *, values: dict | None = None, error: str = "", saved: str = ""):
+            found = policies(self.coursedir.root, [assignment])[assignment]
+            current = found if isinstance(found, Policy) else Policy(assignment)
+            if values is None:
+                values = {key: _text(getattr(current, key)) for key in POLICY_KEYS}
+            self.write(self.render(
+                "attention_policy.tpl", base_url=self.base_url, assignment=assignment, values=values,
+                in_force=found.describe() if isinstance(found, Policy) else "",
+                not_in_force=found if isinstance(found, str) else "",
+                source=source(self.coursedir.root, assignment), error=error, saved=saved,
+                editable=role_of(self.current_user) == INSTRUCTOR, xsrf=self.xsrf_token.decode(),
+                feedback_choices=FEEDBACK_CHOICES, counts_choices=COUNTS_CHOICES))
+
+        def _known(self, assignment: str) -> None:
+            if assignment not in {a.name for a in self.gradebook.assignments}:
+                raise web.HTTPError(404, f"the gradebook has no assignment {assignment!r}")
+
+        @web.authenticated
+        def get(self, assignment):
+            self._known(assignment)
+            saved = {"saved": "Saved. The grader applies it to the next submission, within a second.",
+                     "reset": "The assignment takes its policy from the course configuration again."}
+            self._show(assignment, saved=saved.get(self.get_query_argument("done", ""), ""))
+
+        @web.authenticated
+        def post(self, assignment):
+            self._known(assignment)
+            values = {key: self.get_body_argument(key, "")[:100] for key in POLICY_KEYS}
+            try:
+                if self.get_body_argument("action", "save") == "reset":
+                    policy_store.forget(self.coursedir.root, assignment)
+                    done = "reset"
+                else:
+                    policy_store.save(self.coursedir.root, assignment, from_form(values))
+                    done = "saved"
+            except PolicyError as exc:
+                self.set_status(400)
+                self._show(assignment, values=values, error=str(exc))
+                return
+            self.redirect(f"{self.base_url}/formgrader/policy/{assignment}?done={done}", status=303)
+
+    return PolicyFormHandler
+
+
+def handlers(base_url: str) -> list:
+    """The routes this module serves (each also in formgrader_gate.ROUTES)."""
+    from jupyter_server.utils import url_path_join as join
+
+    from attention_platform.formgrader.formgrader_gate import _ID
+
+    return [(join(base_url, rf"formgrader/policy/(?P<assignment>{_ID})/?"), _handler())]
