@@ -40,9 +40,10 @@ def _handler():
             if notebook_id not in notebooks:
                 raise web.HTTPError(404, f"{assignment_id} has no released notebook {notebook_id}: "
                                          "generate the student version first")
-            from attention_platform.reporting.safe_html import SafeHTMLExporter
+            from attention_platform.reporting.safe_html import FEEDBACK_TEMPLATES, SafeHTMLExporter
 
-            body, _ = SafeHTMLExporter(template_name="classic").from_filename(str(folder / f"{notebook_id}.ipynb"))
+            exporter = SafeHTMLExporter(template_name="attention_preview", extra_template_basedirs=[FEEDBACK_TEMPLATES])
+            body, _ = exporter.from_filename(str(folder / f"{notebook_id}.ipynb"))
             self.write(body)
 
     return PreviewHandler
