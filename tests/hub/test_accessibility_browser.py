@@ -76,6 +76,7 @@ PAGES = [
     ("the policy form", "instructor", formgrader(f"/policy/{ASSIGNMENT}"), None),
     ("the Reports page", "ta", formgrader("/reports"), None),
     ("the misconception report", "ta", formgrader(f"/reports/{ASSIGNMENT}/misconceptions.html"), None),
+    ("the similarity report", "ta", formgrader(f"/similarity/{ASSIGNMENT}"), None),
     ("Preview", "instructor", formgrader(f"/attention/preview/{ASSIGNMENT}"), None),
     ("Preview of a notebook", "instructor", formgrader(f"/attention/preview/{ASSIGNMENT}/{ASSIGNMENT}"), None),
 ]
