@@ -213,6 +213,17 @@ _formgrader = {
     # until it is up, its link gets the hub's "service unavailable" page.
     "timeout": 1,
 }
+
+
+class _FormgraderStartsAfterTheLoginPage(logging.Filter):
+    """The hub's start-up check of the formgrader fails by design (it starts once the login page answers;
+    the launcher says when it is up): that line is normal, not a warning to act on."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(f"Cannot connect to external service {COURSE} at ")
+
+
+logging.getLogger("JupyterHub").addFilter(_FormgraderStartsAfterTheLoginPage())
 c.JupyterHub.services = [
     _formgrader,
     {

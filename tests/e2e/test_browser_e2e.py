@@ -245,10 +245,14 @@ def test_a_whole_assignment_in_the_browser(hub, browser, record_property):
         panel = assignments_panel(page)
         panel.get_by_role("button", name="Submit").first.click()
         said = toast(page, "Submitted")
-        assert STAMP_TO_THE_SECOND.search(said), said
         listed = panel.locator("text=/\\d{4}-\\d{2}-\\d{2}/").first
         listed.wait_for()
         assert STAMP_TO_THE_SECOND.search(listed.inner_text()) and not re.search(r":\d{2}\.\d", listed.inner_text())
+        # the toast gives the submission's time in the student's zone, in the Lab's one format for times
+        shown = page.evaluate("""stamp => new Intl.DateTimeFormat(undefined, {day: 'numeric', month: 'short',
+            hour: '2-digit', minute: '2-digit', timeZoneName: 'short'}).format(new Date(stamp.replace(' ', 'T') + 'Z'))""",
+                              STAMP_TO_THE_SECOND.search(listed.inner_text()).group(0))
+        assert f"at {shown}" in said, (shown, said)
         shot(page, f"{user}-submitted")
         pages[user] = page
 

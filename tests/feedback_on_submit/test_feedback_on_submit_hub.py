@@ -16,7 +16,8 @@ instructor would, and the grader follows. In order:
 * the Assignments tab shows the result in chromium;
 * the panel reads as a student reads it: checks in the notebook's order, "not started" for a notebook
   left as released, the counting attempt unfolded, times in the student's zone, the refusal in a
-  dialog and Submit off until the next graded attempt (its screenshot is the students' page's).
+  dialog and Submit off until the next graded attempt (its screenshot is the students' page's);
+* under "best", a lower attempt's essay is what the TA grades, in the formgrader, and the panel says so.
 """
 
 from __future__ import annotations
@@ -464,6 +465,67 @@ def test_the_panel_reads_as_a_student_reads_it(hub, students):
             received = now["attempts"][-1]["received"]  # the exchange's stamp is within a second of it
             assert any(local_clock(received, later) in told for later in (-1, 0, 1)), (received, told)
             assert page.evaluate(CUT_OFF, ".jp-toast-message") == []
+        finally:
+            chromium.close()
+
+
+ESSAY = "Token 5 takes 30 % of its output from token 10's value: the weight is how much query 5 attends to key 10."
+WRITTEN = ("04_shapes_and_cost", "meaning_answer")  # a written answer of the assignment, graded by a TA
+
+
+def write_essay(session, text: str) -> None:
+    notebook, grade_id = WRITTEN
+    path = f"{ASSIGNMENT}/{notebook}.ipynb"
+    nb = session.contents(path).json()["content"]
+    (cell,) = [c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id]
+    cell["source"] = text
+    session.save_notebook(path, nb)
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="Debian's chromium: make system-deps")
+def test_under_best_the_ta_grades_the_written_answers_of_the_newest_attempt(hub, students):
+    """Under "best", a later attempt that scores lower on the hidden checks but adds an essay keeps it: the
+    student's panel says whose written answers are graded, and the TA's grading view of the counting
+    submission shows the essay (it used to show the best attempt's empty answer)."""
+    set_policy(hub, {ASSIGNMENT: {"feedback": "full", "attempts": None, "counts": "best"}})
+    s3 = students["student3"]
+    known = len(status(s3)["attempts"])
+    answer(s3, CORRECT[0].code, "best, right layer")
+    assert submit(s3)["success"]
+    wait_for(s3, graded(known + 1), "student3's right layer graded")
+    answer(s3, NO_SCALE.code, "best, the bug and an essay")
+    write_essay(s3, ESSAY)
+    assert submit(s3)["success"]
+    now = wait_for(s3, lambda s: graded(known + 2)(s) and s["attempts"][known]["counted"],
+                   "student3's lower attempt graded, the right one still counting")
+    assert not now["attempts"][known + 1]["counted"]
+    notebook = hub.state / "course" / "autograded" / "student3" / ASSIGNMENT / f"{WRITTEN[0]}.ipynb"
+    deadline = time.monotonic() + WAIT
+    while ESSAY not in (notebook.read_text() if notebook.exists() else ""):
+        assert time.monotonic() < deadline, "the newer attempt's essay never reached the TA's graded copy"
+        time.sleep(0.3)
+
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS, headless=True)
+        try:
+            _, page = assignments_tab(chromium, hub, "student3", viewport={"width": 1280, "height": 1000})
+            panel = page.locator("#feedback_on_submit_panel")
+            panel.locator("li.fos-attempt[data-counted=true]").wait_for()
+            assert "grade the written answers of your latest graded attempt" in panel.inner_text()
+
+            ta = hub.browser_page(chromium, "ta")
+            formgrader = f"{hub.url}/services/{COURSE}/formgrader"
+            ta.goto(f"{formgrader}/gradebook/{ASSIGNMENT}/{WRITTEN[0]}")
+            ta.locator("#main-table").wait_for()
+            listed = ("async () => { const xsrf = (document.cookie.match(/\\b_xsrf=([^;]*)/) || [])[1] || '';"
+                      f" const url = {formgrader + '/api/submitted_notebooks/' + ASSIGNMENT + '/' + WRITTEN[0]!r};"
+                      " return await (await fetch(url, {headers: {'X-XSRFToken': xsrf}})).json(); }")
+            (mine,) = [s for s in ta.evaluate(listed) if s["student"] == "student3"]
+            ta.goto(f"{formgrader}/submissions/{mine['id']}")
+            ta.locator(f"input.score#{WRITTEN[1]}").wait_for()
+            assert ESSAY in ta.locator("body").inner_text()
         finally:
             chromium.close()
 

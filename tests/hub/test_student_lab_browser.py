@@ -2,7 +2,8 @@
 (full feedback, any number of attempts, the last counts):
 
 * a feedback page opens from the panel rendered, and its links to the other notebooks open their pages;
-* a Validate button in the Assignments list validates the notebook (the course's Validate dialog);
+* a Validate button in the Assignments list validates the notebook (the course's Validate dialog), and
+  shows the public checks' verdicts (rows not summing to one fail the softmax check), never a hidden one;
 * an unchanged resubmission says that nothing new was filed, and adds no row to the list;
 * an edit not yet saved is saved by Submit: the submitted file holds it.
 """
@@ -157,6 +158,29 @@ def test_a_validate_button_in_the_assignments_list_validates(hub, students, brow
     dialog.wait_for(timeout=WAIT * 1000)
     assert page.locator(".jp-Dialog-header").inner_text() == f"Validate: {ASSIGNMENT}.ipynb"
     assert "Error validating" not in listing.inner_text()
+
+
+def test_validate_shows_the_public_checks_and_never_a_hidden_one(hub, students, browser):
+    """A layer without a softmax prints weights whose rows visibly do not sum to 1: Validate, pressed in the
+    Assignments list, shows the public softmax check failing with its catalogue message and the public
+    shapes check passing; no hidden check's title appears."""
+    from grader_tests.registry import ALL_CHECKS, CHECKS
+
+    answer(students["student1"], next(a for a in BUGGY if a.name == "no_softmax").code)
+    page = open_lab(browser, hub, "student1")
+    listing = assignments_tab(page)
+    listing.locator(".assignment-notebooks-link", has_text=ASSIGNMENT).first.click()
+    row = listing.locator(".nested_list_item", has=page.locator(".item_name a", has_text=re.compile(f"^{ASSIGNMENT}$")))
+    row.get_by_role("button", name="Validate").click()
+    checks = page.locator(".jp-Dialog .attention-validate ul.attention-validate-checks")
+    checks.wait_for(timeout=WAIT * 1000)
+    failing = checks.locator("li[data-passed=false]").all_inner_texts()
+    passing = checks.locator("li[data-passed=true]").all_inner_texts()
+    assert len(failing) == 1 and CHECKS["softmax_dim"].title in failing[0], failing
+    assert "softmax" in failing[0].split(CHECKS["softmax_dim"].title, 1)[1], failing  # what to fix, after the title
+    assert len(passing) == 1 and CHECKS["shapes"].title in passing[0], passing
+    said = page.locator(".jp-Dialog").inner_text()
+    assert not [c.title for c in ALL_CHECKS if not c.definition.public and c.title in said], said
 
 
 def test_an_unchanged_resubmission_says_nothing_new_was_filed(hub, students, browser):
