@@ -366,8 +366,7 @@ class Service:
         once no attempt is being graded, so that a result a student waits for never waits for, nor
         shares the cores with, another student's feedback pages. A graded attempt whose rest has
         waited ``FINISH_WAIT_SECONDS`` goes ahead anyway, one at a time, so that a steady stream of
-        submissions cannot hold pages back for ever; so does, one at a time, the rest of an attempt
-        whose student has submitted again (their next attempt is graded only after it)."""
+        submissions cannot hold pages back for ever."""
         while len(self.running) < self.workers:
             taken = self.queue.take() if time.monotonic() >= self.paused_until else None
             if taken is not None:
@@ -378,29 +377,15 @@ class Service:
                 future = self.pool.submit(self.work, attempt)
                 self.running[future] = attempt
                 self.grading.add(future)
-            elif (finished := self._next_to_finish()) is not None:
-                attempt, result, _ = finished
+            elif self.finishing and self._may_finish():
+                attempt, result, _ = self.finishing.popleft()
                 self.running[self.pool.submit(self.finish, attempt, result)] = attempt
             else:
                 return
 
-    def _next_to_finish(self):
-        """The graded attempt whose rest may start now, taken from ``finishing``: first one whose
-        student's next attempt waits for it, else the oldest; None if none may (:func:`may_finish`)."""
-        if not self.finishing:
-            return None
-        grading, finishing = len(self.grading), len(self.running) - len(self.grading)
-        waited = time.monotonic() - self.finishing[0][2]
-        holding = next((i for i, (attempt, _, _) in enumerate(self.finishing) if self.queue.waiting(attempt.student)),
-                       None)
-        if holding is not None and may_finish(grading=grading, finishing=finishing, oldest_waited=waited,
-                                              holds_back_an_attempt=True):
-            finished = self.finishing[holding]
-            del self.finishing[holding]
-            return finished
-        if may_finish(grading=grading, finishing=finishing, oldest_waited=waited):
-            return self.finishing.popleft()
-        return None
+    def _may_finish(self) -> bool:
+        return may_finish(grading=len(self.grading), finishing=len(self.running) - len(self.grading),
+                          oldest_waited=time.monotonic() - self.finishing[0][2])
 
     def work(self, attempt: Attempt):
         """In a worker thread: grade and tell the student at once. Returns ``("graded", result)``
@@ -677,14 +662,13 @@ def spent(parts: dict, part: str):
         parts[part] = parts.get(part, 0.0) + time.monotonic() - started
 
 
-def may_finish(*, grading: int, finishing: int, oldest_waited: float, holds_back_an_attempt: bool = False) -> bool:
+def may_finish(*, grading: int, finishing: int, oldest_waited: float) -> bool:
     """Whether a free worker may start the rest of a graded attempt (pages, archive, what counts)
     while ``grading`` attempts are graded and ``finishing`` others are finished, the oldest graded
-    attempt having waited ``oldest_waited`` seconds, or (``holds_back_an_attempt``) its student
-    having an attempt in the queue, which waits for it: see :meth:`Service.dispatch`."""
+    attempt having waited ``oldest_waited`` seconds: see :meth:`Service.dispatch`."""
     if grading == 0:
         return True
-    return finishing == 0 and (holds_back_an_attempt or oldest_waited >= FINISH_WAIT_SECONDS)
+    return finishing == 0 and oldest_waited >= FINISH_WAIT_SECONDS
 
 
 def main(course: Path, exchange: Path) -> int:

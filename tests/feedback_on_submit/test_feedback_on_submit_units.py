@@ -423,18 +423,6 @@ def test_feedback_pages_wait_while_a_result_is_being_graded(grading, finishing, 
     assert may_finish(grading=grading, finishing=finishing, oldest_waited=waited) is expected
 
 
-@pytest.mark.parametrize("grading, finishing, expected", [
-    (2, 0, True),  # its student's next attempt waits for it: it goes ahead beside the grading ...
-    (2, 1, False),  # ... one at a time
-    (0, 1, True),
-])
-def test_pages_a_students_next_attempt_waits_for_go_ahead_of_grading(grading, finishing, expected):
-    """Pages waited while anyone's attempt was graded, and a student's next attempt waits for their last
-    one's pages: a class submitting again stopped and went by turns. Pages that hold back a waiting
-    attempt go ahead beside the grading, one at a time (their process is niced)."""
-    assert may_finish(grading=grading, finishing=finishing, oldest_waited=0.0, holds_back_an_attempt=True) is expected
-
-
 @pytest.mark.slow
 def test_a_pages_process_that_dies_costs_one_page_and_a_new_process_makes_the_next(tmp_path):
     """The pages' worker process dies (as nbconvert crashing on a hostile notebook would take it):
