@@ -3,7 +3,8 @@
 * ``GET <base>attention/feedback-on-submit?course_id=<course>``: every status the grader wrote
   into the student's feedback folder (see :mod:`attention_platform.attempts.status`), for their
   Assignments tab, which shows each attempt's state and result and when the next graded attempt
-  is possible;
+  is possible; and beside them every deadline the grader wrote there (:mod:`attention_platform.lab.deadlines`),
+  with this server's clock (``now``) for the time left;
 * ``GET <base>attention/feedback-on-submit/page/<assignment>/<attempt>/<notebook>.html``: the
   feedback page of one notebook of their attempt number ``<attempt>`` (1 is the first), straight
   from that folder, as HTML with a policy that lets no script run; a page's links to the other
@@ -29,6 +30,7 @@ import stat
 from attention_platform.attempts import status as status_file
 from attention_platform.attempts.policy import now
 from attention_platform.attempts.refusal import feedback_folder, refused_submit
+from attention_platform.lab.deadlines import deadlines
 
 PAGE = re.compile(r"[0-9a-f]{32}\.html\Z")
 ASSIGNMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
@@ -80,7 +82,8 @@ def _handlers():
                 raise web.HTTPError(400, "course_id must be a course id")
             folder = feedback_folder(_exchange_root(), course_id)
             self.set_header("Cache-Control", "no-store")
-            self.finish(json.dumps({"course_id": course_id, "now": now().isoformat(), "assignments": statuses(folder)}))
+            self.finish(json.dumps({"course_id": course_id, "now": now().isoformat(), "assignments": statuses(folder),
+                                    "deadlines": deadlines(folder)}))
 
     class PageHandler(JupyterHandler):
         """A page, not an API answer: served as HTML (an APIHandler answers application/json)."""
