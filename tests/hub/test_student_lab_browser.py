@@ -226,7 +226,7 @@ def test_an_unsaved_edit_is_saved_before_the_submit(hub, students, browser):
         timeout=WAIT * 1000)
 
 
-# --------------------------------------------------------------------------- deadlines (issue 46)
+# --------------------------------------------------------------------------- deadlines
 # Last in this file: they move the assignment's due date and late policy, and put both back at the end.
 
 FORMGRADER = f"/services/{COURSE}/formgrader"
