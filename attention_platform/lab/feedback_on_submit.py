@@ -3,7 +3,7 @@
 * ``GET <base>attention/feedback-on-submit?course_id=<course>``: every status the grader wrote
   into the student's feedback folder (see :mod:`attention_platform.attempts.status`), for their
   Assignments tab, which shows each attempt's state and result and when the next graded attempt
-  is possible; and beside them every deadline the grader wrote there (:mod:`attention_platform.lab.deadlines`),
+  is possible; and beside them each deadline the grader wrote there (:mod:`attention_platform.attempts.deadline_file`),
   with this server's clock (``now``) for the time left;
 * ``GET <base>attention/feedback-on-submit/page/<assignment>/<attempt>/<notebook>.html``: the
   feedback page of one notebook of their attempt number ``<attempt>`` (1 is the first), straight
@@ -27,10 +27,10 @@ import os
 import re
 import stat
 
+from attention_platform.attempts import deadline_file
 from attention_platform.attempts import status as status_file
 from attention_platform.attempts.policy import now
 from attention_platform.attempts.refusal import feedback_folder, refused_submit
-from attention_platform.lab.deadlines import deadlines
 
 PAGE = re.compile(r"[0-9a-f]{32}\.html\Z")
 ASSIGNMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
@@ -38,21 +38,36 @@ ASSIGNMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
 
 def statuses(folder: str) -> dict:
     """``{assignment: status}`` of every status in ``folder``; an unreadable one is reported as such."""
+    return by_assignment(folder, status_file)
+
+
+def deadlines(folder: str) -> dict:
+    """``{assignment: deadline file}`` of every deadline the grader wrote in ``folder`` (each read bounded,
+    never through a link); an unreadable one is reported as such. The Lab works out what it means at
+    the server's time from its effective deadline, cut-off and policy."""
+    return by_assignment(folder, deadline_file)
+
+
+def by_assignment(folder: str, kind) -> dict:
+    """``{assignment: kind.read(folder, assignment)}`` of every ``<kind.PREFIX><assignment><kind.SUFFIX>``
+    in ``folder``; an unreadable one as ``{"error": why}``."""
     found = {}
     try:
         names = os.listdir(folder)
     except OSError:
         return found
     for name in sorted(names):
-        if not (name.startswith(status_file.PREFIX) and name.endswith(status_file.SUFFIX)):
+        if not (name.startswith(kind.PREFIX) and name.endswith(kind.SUFFIX)):
             continue
-        assignment = name[len(status_file.PREFIX):-len(status_file.SUFFIX)]
+        assignment = name[len(kind.PREFIX):-len(kind.SUFFIX)]
         if not ASSIGNMENT.match(assignment):
             continue
         try:
-            found[assignment] = status_file.read(folder, assignment)
+            content = kind.read(folder, assignment)
         except ValueError as exc:
-            found[assignment] = {"error": str(exc)}
+            content = {"error": str(exc)}
+        if content is not None:
+            found[assignment] = content
     return found
 
 

@@ -20,7 +20,7 @@ from attention_platform.deadlines.extensions import ExtensionError, ExtensionSto
 from attention_platform.deadlines.late_policy import LatePolicyError
 from attention_platform.formgrader import formgrader_gate, late_policy_form, submission_deadlines
 from attention_platform.formgrader.extensions_page import change_log, new_deadline
-from attention_platform.lab.deadlines import deadlines
+from attention_platform.lab.feedback_on_submit import deadlines
 
 UTC = dt.timezone.utc
 DUE = dt.datetime(2030, 5, 6, 12, 0, tzinfo=UTC)

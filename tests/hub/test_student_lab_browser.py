@@ -234,17 +234,6 @@ LAB_CLOCK = """iso => new Intl.DateTimeFormat(undefined, {day: 'numeric', month:
     minute: '2-digit', timeZoneName: 'short'}).format(new Date(iso))"""
 
 
-@pytest.fixture(scope="module")
-def chromium():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
 def set_due(instructor, due) -> None:
     """The gradebook's due date, through nbgrader's own API (Manage Assignments' edit); None: no due date."""
     body = {} if due is None else {"duedate_notimezone": due.strftime("%Y-%m-%d %H:%M:%S"), "duedate_timezone": "UTC"}
@@ -269,12 +258,12 @@ def lab_time(page, when) -> str:
     return page.evaluate(LAB_CLOCK, when.astimezone(dt.timezone.utc).isoformat())
 
 
-def test_the_deadline_beside_the_assignment_before_with_an_extension_and_after(hub, students, chromium):
+def test_the_deadline_beside_the_assignment_before_with_an_extension_and_after(hub, students, browser):
     """Each student's deadline in their Assignments tab, in their own zone and on the server's clock:
     before it (the time left and the policy), with an extension an instructor grants on the Extensions
     page (the change log keeps who and why), and after it under "penalty" (what a submission now costs)
     and under "closed"; a TA is refused the Extensions page, which the course has not allowed them."""
-    instructor = hub.session("instructor")
+    instructor, chromium = hub.session("instructor"), browser.browser
     now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     try:
         # before the deadline: the time left, then the policy in the grader's words

@@ -18,7 +18,7 @@
  * submit. All text is set with textContent: nothing from the server is parsed as HTML.
  *
  * Under each assignment of nbgrader's lists it shows the deadline the grader wrote for the student
- * (attention_platform/lab/deadlines.py): the due date and the time left, their extension if they have
+ * (attention_platform/lab/feedback_on_submit.py): the due date and the time left, their extension if they have
  * one, the late policy, and once the deadline has passed what a submission now would be (late by how
  * much and with what penalty or how many late days, or that it would not count). The time left is
  * counted on the server's clock, which the grader enforces, not the student's.
