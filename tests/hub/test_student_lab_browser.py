@@ -302,7 +302,7 @@ def test_the_deadline_beside_the_assignment_before_with_an_extension_and_after(h
         page.locator("table.attention-extensions-index a", has_text=ASSIGNMENT).click()
         page.wait_for_url(f"**/formgrader/extensions/{ASSIGNMENT}")
         assert "The class's deadline: " + due.strftime("%Y-%m-%d %H:%M UTC") in page.locator("#extensions-class-due").inner_text()
-        page.get_by_label("Student").fill("student2")
+        page.get_by_label("Student", exact=True).fill("student2")
         page.get_by_label("Extra hours").fill("26")
         page.get_by_label("Reason, kept for the record").fill("a documented illness")
         page.get_by_role("button", name="Grant the extension").click()
