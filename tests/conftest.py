@@ -40,7 +40,8 @@ grader_tests/tests/.
   test_validate_service, test_intra_hub_http, test_hub_request_limits, test_student_request_limits,
   test_service_supervisor, test_student_lab_browser, test_every_assignment_hub, test_formgrader_browser,
   test_accessibility_browser
-- deadlines/ (late policies, extensions, standing, the student's deadline file; its Lab and formgrader sides): test_deadlines_units,
+- deadlines/ (late policies, extensions, standing, the student's deadline file; collect by each
+  student's own deadline; its Lab and formgrader sides): test_deadlines_units, test_deadlines_collect,
   test_deadlines_pages_units
 - feedback_on_submit/ (intake, fair queue, grader, pages; attempts/: policy, ledger, status; its Lab and formgrader sides):
   test_feedback_on_submit_units, test_feedback_on_submit_hub, test_grader_crash_hub,
