@@ -11,6 +11,7 @@ takes nbgrader_config.py's again. The assignment's late policy has its own form 
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 
 from tornado import web
@@ -113,14 +114,16 @@ def _handler():
             self._show(assignment, saved=saved.get(self.get_query_argument("done", ""), ""))
 
         @web.authenticated
-        def post(self, assignment):
+        async def post(self, assignment):
             self._known(assignment)
             action = self.get_body_argument("action", "save")
             if action in late_policy_form.ACTIONS:
                 late_values = {key: self.get_body_argument(key, "")[:100] for key in late_policy.KEYS}
-                try:
-                    done = late_policy_form.apply(self.coursedir.root, assignment, action, late_values,
-                                                  dt.datetime.now(dt.timezone.utc))
+                students = sorted(student.id for student in self.gradebook.students)
+                try:  # every student's deadline file is written: off the server's only thread
+                    done = await asyncio.get_running_loop().run_in_executor(
+                        None, late_policy_form.apply, self.coursedir.root, assignment, action, late_values,
+                        dt.datetime.now(dt.timezone.utc), students)
                 except late_policy.LatePolicyError as exc:
                     self.set_status(400)
                     self._show(assignment, late_values=late_values, late_error=str(exc))

@@ -25,6 +25,7 @@ from attention_platform.lab.feedback_on_submit import deadlines
 UTC = dt.timezone.utc
 DUE = dt.datetime(2030, 5, 6, 12, 0, tzinfo=UTC)
 COURSE = "dl-attention"
+STUDENTS = ["ada", "bo", "cy"]
 
 
 def hours(n: float) -> dt.datetime:
@@ -39,7 +40,7 @@ def course(tmp_path, monkeypatch):
     folder.mkdir()
     with Gradebook(db_url(folder)) as gb:
         gb.update_or_create_assignment("self_attention", duedate=DUE.replace(tzinfo=None))
-        for student in ("ada", "bo", "cy"):
+        for student in STUDENTS:
             gb.add_student(student)
             (tmp_path / "exchange" / COURSE / "feedback" / student).mkdir(parents=True)
     monkeypatch.setenv("NBGRADER_EXCHANGE_ROOT", str(tmp_path / "exchange"))
@@ -91,28 +92,29 @@ def test_the_change_log_says_who_when_what_and_why_newest_first(course):
 def test_the_late_policy_form_saves_what_the_grader_reads_and_rewrites_every_students_file(course, tmp_path):
     done = late_policy_form.apply(str(course), "self_attention", "late-save",
                                   {"kind": "penalty", "penalty_percent": "10", "per": "hour",
-                                   "max_penalty_percent": "30", "cutoff_hours": "", "late_days_budget": ""}, hours(2))
+                                   "max_penalty_percent": "30", "cutoff_hours": "", "late_days_budget": ""}, hours(2),
+                                  STUDENTS)
     assert done == "late-saved"
     policy = late_policy.policy_for(course, "self_attention")
     assert (policy.kind, policy.penalty_percent, policy.per, policy.max_penalty_percent, policy.cutoff_hours) == \
         ("penalty", 10, "hour", 30, None)
-    for student in ("ada", "bo", "cy"):
+    for student in STUDENTS:
         written = deadline_file.read(str(tmp_path / "exchange" / COURSE / "feedback" / student), "self_attention")
         assert written["now"]["policy"]["kind"] == "penalty" and written["now"]["state"] == "late", written
     assert late_policy_form.form_values(policy)["cutoff_hours"] == ""
     assert late_policy_form.form_values(policy)["penalty_percent"] == "10"
 
-    assert late_policy_form.apply(str(course), "self_attention", "late-reset", {}, hours(2)) == "late-reset"
+    assert late_policy_form.apply(str(course), "self_attention", "late-reset", {}, hours(2), STUDENTS) == "late-reset"
     assert late_policy.policy_for(course, "self_attention") is None
     written = deadline_file.read(str(tmp_path / "exchange" / COURSE / "feedback" / "ada"), "self_attention")
     assert written["now"]["policy"] is None
 
 
 def test_a_late_policy_the_grader_could_not_use_is_named_and_nothing_is_saved(course):
-    late_policy_form.apply(str(course), "self_attention", "late-save", {"kind": "closed"}, hours(0))
+    late_policy_form.apply(str(course), "self_attention", "late-save", {"kind": "closed"}, hours(0), STUDENTS)
     with pytest.raises(LatePolicyError, match="penalty_percent"):
         late_policy_form.apply(str(course), "self_attention", "late-save",
-                               {"kind": "penalty", "penalty_percent": "ten", "per": "hour"}, hours(0))
+                               {"kind": "penalty", "penalty_percent": "ten", "per": "hour"}, hours(0), STUDENTS)
     assert late_policy.policy_for(course, "self_attention").kind == "closed"
 
 
