@@ -16,6 +16,7 @@ saved. Times on these pages are UTC.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 
 from tornado import web
@@ -23,6 +24,7 @@ from tornado import web
 from attention_platform.deadlines import late_policy, student_file
 from attention_platform.deadlines.extensions import ExtensionError, ExtensionStore, parse_time
 from attention_platform.deadlines.late_policy import LatePolicyError
+from attention_platform.deadlines.standing import Deadlines
 
 DONE = {
     "granted": "Granted. The student's Lab shows the new deadline.",
@@ -66,6 +68,13 @@ def change_log(history: list[dict], assignment: str) -> list[dict]:
         rows.append({"at": _shown_time(entry.get("at")), "by": str(entry.get("by", "")),
                      "student": str(entry.get("student", "")), "what": what, "why": str(entry.get("reason") or "")})
     return rows
+
+
+def publish(course_root: str, changed: list[tuple[str, str]], now: dt.datetime) -> None:
+    """Write the deadline file of each (assignment, student) changed, the course's deadlines read once."""
+    deadlines = Deadlines(course_root)
+    for assignment, student in changed:
+        student_file.publish(course_root, assignment, student, now, deadlines=deadlines)
 
 
 def _shown_time(text) -> str:
@@ -133,7 +142,7 @@ def _handlers():
             self._show(assignment, done=DONE.get(self.get_query_argument("done", ""), ""))
 
         @web.authenticated
-        def post(self, assignment):
+        async def post(self, assignment):
             class_due = self._class_due(assignment)
             action = self.get_body_argument("action", "")
             by, now = self.current_user.username, dt.datetime.now(dt.timezone.utc)  # the hub's user, the server's clock
@@ -167,8 +176,8 @@ def _handlers():
                 self.set_status(400)
                 self._show(assignment, error=str(exc), values=values)
                 return
-            for changed_assignment, student in changed:
-                student_file.publish(self.coursedir.root, changed_assignment, student, now)
+            # the students' deadline files (a list may name many): off the server's only thread
+            await asyncio.get_running_loop().run_in_executor(None, publish, self.coursedir.root, changed, now)
             done = {"grant": "granted", "revoke": "revoked", "import": "imported"}[action]
             self.redirect(f"{self.base_url}/formgrader/extensions/{assignment}?done={done}", status=303)
 
