@@ -17,7 +17,7 @@ import datetime as dt
 import math
 from dataclasses import dataclass
 
-from .due_dates import aware, default_db_url, read_due_dates
+from .due_dates import aware, default_db_url, due_dates, read_due_dates
 from .extensions import Extension, ExtensionError, ExtensionStore
 from .late_policy import LatePolicy, LatePolicyError, policies
 
@@ -114,12 +114,15 @@ class Deadlines:
     """The course's deadlines read once: policies, extensions, due dates (and, for late days, the
     gradebook's submission times). For many standings at once (a collect, a gradebook export)."""
 
-    def __init__(self, course_dir, *, db_url: str | None = None, due_dates: dict | None = None):
+    def __init__(self, course_dir, *, db_url: str | None = None, gradebook=None):
+        """``gradebook``: an open nbgrader Gradebook to read instead of opening ``db_url`` (a grader
+        inside a gradebook transaction reads its own session)."""
         self.course_dir = course_dir
         self.db_url = db_url or default_db_url(course_dir)
+        self.gradebook = gradebook
         self.policies = policies(course_dir)
         self.extensions = ExtensionStore(course_dir).everything()
-        self.due_dates = read_due_dates(self.db_url) if due_dates is None else due_dates
+        self.due_dates = read_due_dates(self.db_url) if gradebook is None else due_dates(gradebook)
         self._submitted: dict[tuple[str, str], dt.datetime] | None = None
 
     def submitted_times(self) -> dict[tuple[str, str], dt.datetime]:
@@ -127,19 +130,22 @@ class Deadlines:
         if self._submitted is None:
             self._submitted = {}
             late_day_assignments = [a for a, p in self.policies.items() if p.kind == "late_days"]
-            if late_day_assignments and self.db_url:
-                from nbgrader.api import Gradebook, MissingEntry
+            if late_day_assignments:
+                if self.gradebook is not None:
+                    self._read_submitted(self.gradebook, late_day_assignments)
+                elif self.due_dates:  # else there is no gradebook yet
+                    from nbgrader.api import Gradebook
 
-                with Gradebook(self.db_url) as gradebook:
-                    for assignment in late_day_assignments:
-                        try:
-                            rows = gradebook.assignment_submissions(assignment)
-                        except MissingEntry:
-                            continue
-                        for row in rows:
-                            if row.timestamp is not None:
-                                self._submitted[(assignment, row.student.id)] = aware(row.timestamp)
+                    with Gradebook(self.db_url) as gradebook:
+                        self._read_submitted(gradebook, late_day_assignments)
         return self._submitted
+
+    def _read_submitted(self, gradebook, assignments: list[str]) -> None:
+        for assignment in assignments:
+            if assignment in self.due_dates:
+                for row in gradebook.assignment_submissions(assignment):
+                    if row.timestamp is not None:
+                        self._submitted[(assignment, row.student.id)] = aware(row.timestamp)
 
     def effective_due(self, assignment: str, student: str) -> dt.datetime | None:
         due = self.due_dates.get(assignment)
