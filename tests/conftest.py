@@ -46,7 +46,7 @@ grader_tests/tests/.
 - feedback_on_submit/ (intake, fair queue, grader, pages; attempts/: policy, ledger, status; its Lab and formgrader sides):
   test_feedback_on_submit_units, test_feedback_on_submit_hub, test_grader_crash_hub,
   test_feedback_on_submit_every_assignment, test_best_keeps_written_work, test_feedback_on_submit_flat_cost,
-  test_formgrader_pages_browser
+  test_feedback_on_submit_deadlines, test_formgrader_pages_browser
 - reporting/ (report, exports, feedback page, safe HTML, similarity report): test_report, test_exports, test_feedback_page,
   test_hostile_submission, test_feedback_every_assignment, test_safe_html, test_similarity
 - deploy/ (not a package: the Docker and Kubernetes deployments): test_compose_static, test_docker_guard,
