@@ -17,7 +17,7 @@ import datetime as dt
 import math
 from dataclasses import dataclass
 
-from .due_dates import aware, default_db_url, read_due_dates
+from .due_dates import aware, default_db_url, due_dates, read_due_dates, read_submitted
 from .extensions import Extension, ExtensionError, ExtensionStore
 from .late_policy import LatePolicy, LatePolicyError, policies
 
@@ -76,6 +76,28 @@ class Standing:
                     f"without penalty.")
         return f"Late: {late}; {self.penalty_percent:g}% of the score is taken."
 
+    def refusal(self) -> str:
+        """Why a submission received at ``at`` does not count (state ``closed``), for the student."""
+        yours = " (your extension)" if self.extension else ""
+        if self.policy is not None and self.policy.kind == "late_days":
+            rule = f"your late days left ({self.late_days_left}) do not cover {_duration(self.late_by)}"
+        elif self.policy is not None and self.policy.kind == "penalty":
+            rule = f"late submissions are accepted until {_clock(self.cutoff)}"
+        else:
+            rule = "this assignment accepts nothing after its deadline"
+        return (f"Not counted: received {_clock(self.at)}, {_duration(self.late_by)} after your deadline "
+                f"{_clock(self.effective_due)}{yours}, and {rule}. It is kept for the record; if you think this "
+                f"is wrong, write to the course staff.")
+
+    def late_note(self) -> dict | None:
+        """How late a counted submission received at ``at`` was and what it costs (None if on time)."""
+        if self.state != "late":
+            return None
+        note = {"late_by_seconds": int(self.late_by.total_seconds()), "penalty_percent": self.penalty_percent}
+        if self.late_days_left is not None:
+            note.update(late_days_spent=days_begun(self.late_by), late_days_left=self.late_days_left)
+        return note
+
     @property
     def _spent_elsewhere(self) -> int:
         return self.late_days_used - days_begun(self.late_by) if self.state == "late" else self.late_days_used
@@ -114,12 +136,15 @@ class Deadlines:
     """The course's deadlines read once: policies, extensions, due dates (and, for late days, the
     gradebook's submission times). For many standings at once (a collect, a gradebook export)."""
 
-    def __init__(self, course_dir, *, db_url: str | None = None, due_dates: dict | None = None):
+    def __init__(self, course_dir, *, db_url: str | None = None, gradebook=None):
+        """``gradebook``: an open nbgrader Gradebook to read instead of opening ``db_url`` (a grader
+        inside a gradebook transaction reads its own session)."""
         self.course_dir = course_dir
         self.db_url = db_url or default_db_url(course_dir)
+        self.gradebook = gradebook
         self.policies = policies(course_dir)
         self.extensions = ExtensionStore(course_dir).everything()
-        self.due_dates = read_due_dates(self.db_url) if due_dates is None else due_dates
+        self.due_dates = read_due_dates(self.db_url) if gradebook is None else due_dates(gradebook)
         self._submitted: dict[tuple[str, str], dt.datetime] | None = None
 
     def submitted_times(self) -> dict[tuple[str, str], dt.datetime]:
@@ -127,18 +152,14 @@ class Deadlines:
         if self._submitted is None:
             self._submitted = {}
             late_day_assignments = [a for a, p in self.policies.items() if p.kind == "late_days"]
-            if late_day_assignments and self.db_url:
-                from nbgrader.api import Gradebook, MissingEntry
-
-                with Gradebook(self.db_url) as gradebook:
-                    for assignment in late_day_assignments:
-                        try:
-                            rows = gradebook.assignment_submissions(assignment)
-                        except MissingEntry:
-                            continue
-                        for row in rows:
+            if self.gradebook is not None:
+                for assignment in late_day_assignments:
+                    if assignment in self.due_dates:
+                        for row in self.gradebook.assignment_submissions(assignment):
                             if row.timestamp is not None:
                                 self._submitted[(assignment, row.student.id)] = aware(row.timestamp)
+            elif late_day_assignments:
+                self._submitted = read_submitted(self.db_url, late_day_assignments)
         return self._submitted
 
     def effective_due(self, assignment: str, student: str) -> dt.datetime | None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from attention_platform.attempts import deadline_file
 
-from .due_dates import aware
+from .due_dates import read_submitted
 from .standing import Deadlines
 
 OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -41,18 +41,7 @@ def content(deadlines: Deadlines, assignment: str, student: str, now: dt.datetim
 
 def submitted_times(db_url: str, assignment: str) -> dict[str, dt.datetime]:
     """``{student: time}`` of the assignment's gradebook submissions."""
-    from nbgrader.api import Gradebook, MissingEntry
-
-    from .due_dates import read_due_dates
-
-    if assignment not in read_due_dates(db_url):
-        return {}
-    with Gradebook(db_url) as gradebook:
-        try:
-            return {row.student.id: aware(row.timestamp) for row in gradebook.assignment_submissions(assignment)
-                    if row.timestamp is not None}
-        except MissingEntry:
-            return {}
+    return {student: when for (_, student), when in read_submitted(db_url, [assignment]).items()}
 
 
 def _write(folder: Path, student: str, assignment: str, data: dict) -> bool:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import sys
+from pathlib import Path
 
 import pytest
 from nbgrader.api import Gradebook
@@ -30,8 +32,9 @@ def hours(n: float) -> dt.datetime:
 
 
 @pytest.fixture
-def course(tmp_path):
+def course(tmp_path, monkeypatch):
     """A course directory whose gradebook has both assignments due at DUE."""
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))  # alembic
     folder = tmp_path / "course"
     folder.mkdir()
     with Gradebook(db_url(folder)) as gb:

@@ -1,0 +1,54 @@
+"""Deadlines where the gradebook's grade is made: the same answers, submitted late, graded by a real
+``nbgrader autograde`` (sandboxed) without a late policy and with one: the penalty is applied only
+with it, by the student's own deadline."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from attention_platform.course.directory import nbgrader, write_submission
+from attention_platform.deadlines import late_policy
+from attention_platform.deadlines.extensions import ExtensionStore
+from gradebooks import ANSWERS
+from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK, with_answer
+
+pytestmark = [pytest.mark.slow, pytest.mark.root]  # real nbgrader autograde, in the sandbox
+DUE = dt.datetime(2030, 5, 6, 12, 0, tzinfo=dt.timezone.utc)
+# ann: 2 h 30 min late; bo: as late, with an extension that covers it; cy: on time
+SUBMITTED = {"ann": DUE + dt.timedelta(hours=2.5), "bo": DUE + dt.timedelta(hours=2.5), "cy": DUE}
+
+
+def penalties(course) -> dict[str, tuple[float, float | None]]:
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        return {student: (notebook.score, notebook.late_submission_penalty) for student in SUBMITTED
+                for notebook in [gb.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, student)]}
+
+
+def test_the_same_late_answers_lose_points_only_under_the_late_policy(tmp_path, released_course):
+    if os.geteuid() != 0:
+        pytest.skip("the sandbox needs root (CI is root)")
+    course = released_course(tmp_path / "course", ASSIGNMENT, notebooks=[NOTEBOOK])
+    release = nbformat.read(course / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    for student, when in SUBMITTED.items():
+        write_submission(course, student, with_answer(release, ANSWERS["reference_style"].code),
+                         assignment=ASSIGNMENT, name=NOTEBOOK, timestamp=when)
+    nbgrader(course, "db", "assignment", "add", ASSIGNMENT, "--duedate", DUE.strftime("%Y-%m-%d %H:%M:%S UTC"),
+             check=True)
+    ExtensionStore(course).grant(ASSIGNMENT, "bo", DUE + dt.timedelta(hours=3), "accommodation", "prof", now=DUE)
+
+    nbgrader(course, "autograde", ASSIGNMENT, "--force", check=True)
+    without = penalties(course)
+    assert all(score > 0 and not penalty for score, penalty in without.values()), without
+
+    late_policy.save(course, ASSIGNMENT, {"kind": "penalty", "penalty_percent": 10, "per": "hour",
+                                          "max_penalty_percent": 50})
+    nbgrader(course, "autograde", ASSIGNMENT, "--force", check=True)
+    policed = penalties(course)
+    assert {s: score for s, (score, _) in policed.items()} == {s: score for s, (score, _) in without.items()}
+    assert policed["ann"][1] == pytest.approx(0.3 * policed["ann"][0])  # three hours begun
+    assert not policed["bo"][1] and not policed["cy"][1]
