@@ -10,7 +10,7 @@
 {%- if done %}<div class="alert alert-success" role="status" id="extensions-done">{{ done | e }}</div>{% endif -%}
 {%- if error %}<div class="alert alert-danger" role="alert" id="extensions-error"><strong>Not saved:</strong> {{ error | e }}
 {%- if errors %}<ul class="attention-import-errors">{% for line in errors %}<li>{{ line | e }}</li>{% endfor %}</ul>{% endif %}</div>{% endif -%}
-<p id="extensions-class-due">The class's deadline: {% if class_due %}{{ class_due | e }}{% else %}none (set a due date in Manage Assignments){% endif %}.
+<p id="extensions-class-due" class="attention-sentence-links">The class's deadline: {% if class_due %}{{ class_due | e }}{% else %}none (set a due date in Manage Assignments){% endif %}.
 Late policy: {% if policy %}{{ policy | e }}{% else %}none (nbgrader's: late submissions are marked late){% endif %}
 <a href="{{ base_url }}/formgrader/policy/{{ assignment | e }}">(the policies of {{ assignment | e }})</a></p>
 

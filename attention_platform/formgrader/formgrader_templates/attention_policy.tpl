@@ -69,7 +69,7 @@
 {%- else %}
 <p id="late-policy-in-force">None: nbgrader's behaviour (late submissions are accepted and marked late).</p>
 {%- endif %}
-<p>It applies from each student's own deadline: the class's, or their extension
+<p class="attention-sentence-links">It applies from each student's own deadline: the class's, or their extension
 {%- if attention_may_extend %} (<a href="{{ base_url }}/formgrader/extensions/{{ assignment | e }}">the extensions of {{ assignment | e }}</a>){% endif %}.</p>
 <form method="post" action="{{ base_url }}/formgrader/policy/{{ assignment | e }}#late-policy" class="attention-late-policy-form" style="max-width:48rem">
   <input type="hidden" name="_xsrf" value="{{ xsrf | e }}">
