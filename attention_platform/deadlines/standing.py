@@ -98,6 +98,19 @@ class Standing:
             note.update(late_days_spent=days_begun(self.late_by), late_days_left=self.late_days_left)
         return note
 
+    def late_text(self) -> str:
+        """How late, in words ("2 h 30 min")."""
+        return _duration(self.late_by)
+
+    def deadline_text(self) -> str:
+        """The student's deadline ("2030-05-06 12:00 UTC (your extension)")."""
+        return _clock(self.effective_due) + (" (your extension)" if self.extension else "")
+
+    def late_days_text(self) -> str:
+        """The late days a late submission spent and those left ("2 late days (1 left)")."""
+        used = days_begun(self.late_by)
+        return f"{used} late day{'s' * (used != 1)} ({self.late_days_left} left)"
+
     @property
     def _spent_elsewhere(self) -> int:
         return self.late_days_used - days_begun(self.late_by) if self.state == "late" else self.late_days_used

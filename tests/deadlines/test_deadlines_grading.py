@@ -1,11 +1,13 @@
 """Deadlines where the gradebook's grade is made: the same answers, submitted late, graded by a real
 ``nbgrader autograde`` (sandboxed) without a late policy and with one: the penalty is applied only
-with it, by the student's own deadline."""
+with it, by the student's own deadline, and the feedback page says how late and what it cost."""
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+import re
+from html import unescape
 
 import nbformat
 import pytest
@@ -29,7 +31,7 @@ def penalties(course) -> dict[str, tuple[float, float | None]]:
                 for notebook in [gb.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, student)]}
 
 
-def test_the_same_late_answers_lose_points_only_under_the_late_policy(tmp_path, released_course):
+def test_the_same_late_answers_lose_points_only_under_the_late_policy_and_the_page_says_so(tmp_path, released_course):
     if os.geteuid() != 0:
         pytest.skip("the sandbox needs root (CI is root)")
     course = released_course(tmp_path / "course", ASSIGNMENT, notebooks=[NOTEBOOK])
@@ -52,3 +54,11 @@ def test_the_same_late_answers_lose_points_only_under_the_late_policy(tmp_path, 
     assert {s: score for s, (score, _) in policed.items()} == {s: score for s, (score, _) in without.items()}
     assert policed["ann"][1] == pytest.approx(0.3 * policed["ann"][0])  # three hours begun
     assert not policed["bo"][1] and not policed["cy"][1]
+
+    nbgrader(course, "generate_feedback", ASSIGNMENT, "--force", check=True)
+    pages = {s: (course / "feedback" / s / ASSIGNMENT / NOTEBOOK.replace(".ipynb", ".html")).read_text() for s in SUBMITTED}
+    ann = " ".join(unescape(re.search(r'id="late-note">(.*?)</p>', pages["ann"], re.S).group(1)).split())
+    assert ann.startswith("Submitted 2 h 30 min after your deadline, 2030-05-06 12:00 UTC: 30% of the score is taken "
+                          "under this assignment's late policy"), ann
+    assert f"your total after it is {policed['ann'][0] - policed['ann'][1]:g} of " in ann, ann
+    assert 'id="late-note"' not in pages["bo"] and 'id="late-note"' not in pages["cy"]
