@@ -1,9 +1,11 @@
 """Deadlines where the gradebook's grade is made: the same answers, submitted late, graded by a real
 ``nbgrader autograde`` (sandboxed) without a late policy and with one: the penalty is applied only
-with it, by the student's own deadline, and the feedback page says how late and what it cost."""
+with it, by the student's own deadline, and the feedback page, the per-check export and the
+misconception report say how late and what it cost."""
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
 import os
 import re
@@ -16,6 +18,8 @@ from nbgrader.api import Gradebook
 from attention_platform.course.directory import nbgrader, write_submission
 from attention_platform.deadlines import late_policy
 from attention_platform.deadlines.extensions import ExtensionStore
+from attention_platform.reporting.exports import CheckBreakdownExportPlugin, run_export
+from attention_platform.reporting.report import collect
 from gradebooks import ANSWERS
 from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK, with_answer
 
@@ -62,3 +66,14 @@ def test_the_same_late_answers_lose_points_only_under_the_late_policy_and_the_pa
                           "under this assignment's late policy"), ann
     assert f"your total after it is {policed['ann'][0] - policed['ann'][1]:g} of " in ann, ann
     assert 'id="late-note"' not in pages["bo"] and 'id="late-note"' not in pages["cy"]
+
+    db_url = f"sqlite:///{course / 'gradebook.db'}"
+    run_export(CheckBreakdownExportPlugin, db_url, to=str(tmp_path / "checks.csv"), course_root=str(course))
+    with open(tmp_path / "checks.csv", newline="") as fh:
+        rows = {row["student_id"]: row for row in csv.DictReader(fh)}
+    assert (rows["ann"]["late_by_minutes"], float(rows["ann"]["late_penalty"])) == ("150", policed["ann"][1])
+    assert rows["bo"]["deadline"] == "2030-05-06 15:00:00 UTC" and rows["bo"]["late_by_minutes"] == ""
+    assert rows["cy"]["deadline"] == "2030-05-06 12:00:00 UTC"
+    report = {row.student_id: row for row in collect(db_url, ASSIGNMENT, course=course).students}
+    assert report["ann"].late == "2 h 30 min late (by the deadline 2030-05-06 12:00 UTC): 30% penalty"
+    assert report["bo"].late == report["cy"].late == ""
