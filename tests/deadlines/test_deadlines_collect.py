@@ -14,7 +14,6 @@ from pathlib import Path
 import nbformat
 import pytest
 
-import gradebooks  # noqa: F401 - asks alembic for the schema once per session
 from attention_platform.course.directory import copy_course
 from attention_platform.deadlines import late_policy
 from attention_platform.deadlines.extensions import ExtensionStore
