@@ -9,6 +9,7 @@ import csv
 import datetime as dt
 import os
 import re
+import shutil
 from html import unescape
 
 import nbformat
@@ -18,6 +19,7 @@ from nbgrader.api import Gradebook
 from attention_platform.course.directory import nbgrader, write_submission
 from attention_platform.deadlines import late_policy
 from attention_platform.deadlines.extensions import ExtensionStore
+from attention_platform.grading.batch import autograde_batch
 from attention_platform.reporting.exports import CheckBreakdownExportPlugin, run_export
 from attention_platform.reporting.report import collect
 from gradebooks import ANSWERS
@@ -77,3 +79,14 @@ def test_the_same_late_answers_lose_points_only_under_the_late_policy_and_the_pa
     report = {row.student_id: row for row in collect(db_url, ASSIGNMENT, course=course).students}
     assert report["ann"].late == "2 h 30 min late (by the deadline 2030-05-06 12:00 UTC): 30% penalty"
     assert report["bo"].late == report["cy"].late == ""
+
+    # the formgrader's batch grader (one shared gradebook session) applies the same penalties
+    batch = tmp_path / "batch-course"
+    shutil.copytree(course, batch, symlinks=True)
+    with Gradebook(f"sqlite:///{batch / 'gradebook.db'}") as gb:
+        for student in SUBMITTED:
+            gb.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, student).late_submission_penalty = None
+        gb.db.commit()
+    autograde_batch(batch, ASSIGNMENT, jobs=1, progress=False, log=None)
+    assert {s: (score, pytest.approx(penalty or 0)) for s, (score, penalty) in penalties(batch).items()} == \
+        {s: (score, penalty or 0) for s, (score, penalty) in policed.items()}
