@@ -21,7 +21,8 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .course_files import CourseFileError, read_object, write_object
+from attention_platform.attempts.policy import checked_number, checked_settings
+from attention_platform.course_files import CourseFileError, read_object, write_object
 
 POLICY_FILE = "late_policies.json"
 MAX_BYTES = 64 * 1024  # a policy is six short values; a course has a few assignments
@@ -85,26 +86,13 @@ def _plural(n: float, word: str) -> str:
 
 
 def _number(assignment: str, key: str, value, *, whole: bool, low: float, high: float, allow_none: bool = False):
-    where = f"late policy of {assignment!r}: {key!r}"
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (whole and not float(value).is_integer()):
-        kind = "a whole number" if whole else "a number"
-        raise LatePolicyError(f"{where} must be {kind}{' or empty' if allow_none else ''}, not {value!r}")
-    if not math.isfinite(value) or not low <= value <= high:
-        raise LatePolicyError(f"{where} must be between {low:g} and {high:g}, not {value!r}")
-    return int(value) if whole else float(value)
+    return checked_number(f"late policy of {assignment!r}: {key!r}", value, whole=whole, minimum=low, maximum=high,
+                          allow_none=allow_none, error=LatePolicyError, none="empty")
 
 
 def parse(assignment: str, raw) -> LatePolicy:
     """One assignment's late policy from the form's (or the file's) dict; LatePolicyError names what is wrong."""
-    if not isinstance(raw, dict):
-        raise LatePolicyError(f"late policy of {assignment!r} must be a dict of {', '.join(KEYS)}, "
-                              f"not {type(raw).__name__}")
-    unknown = sorted(set(raw) - set(KEYS))
-    if unknown:
-        raise LatePolicyError(f"late policy of {assignment!r}: unknown setting {unknown[0]!r} "
-                              f"(the settings are {', '.join(KEYS)})")
+    checked_settings(f"late policy of {assignment!r}", raw, KEYS, error=LatePolicyError)
     kind = raw.get("kind", "closed")
     if kind not in KINDS:
         raise LatePolicyError(f"late policy of {assignment!r}: 'kind' must be one of {', '.join(KINDS)}, not {kind!r}")
@@ -133,7 +121,7 @@ def path(course_dir) -> Path:
 def read(course_dir) -> dict:
     """``{assignment: raw policy}`` as saved; {} when nothing is. LatePolicyError if the file cannot be used."""
     try:
-        return read_object(path(course_dir), MAX_BYTES)
+        return read_object(path(course_dir), MAX_BYTES, holds="one late policy per assignment id")
     except CourseFileError as exc:
         raise LatePolicyError(str(exc)) from None
 

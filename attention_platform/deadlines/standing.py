@@ -98,6 +98,33 @@ class Standing:
             note.update(late_days_spent=days_begun(self.late_by), late_days_left=self.late_days_left)
         return note
 
+    def late_text(self) -> str:
+        """How late, in words ("2 h 30 min")."""
+        return _duration(self.late_by)
+
+    def deadline_text(self) -> str:
+        """The student's deadline ("2030-05-06 12:00 UTC (your extension)")."""
+        return _clock(self.effective_due) + (" (your extension)" if self.extension else "")
+
+    def late_days_text(self) -> str:
+        """The late days a late submission spent and those left ("2 late days (1 left)")."""
+        used = days_begun(self.late_by)
+        return f"{used} late day{'s' * (used != 1)} ({self.late_days_left} left)"
+
+    def staff_note(self) -> str:
+        """For the course staff's reports: how late by whose deadline, and what the policy made of it."""
+        if self.state not in ("late", "closed"):
+            return ""
+        whose = "their extension " if self.extension else "the deadline "
+        late = f"{_duration(self.late_by)} late (by {whose}{_clock(self.effective_due)})"
+        if self.state == "closed":
+            return f"{late}, received after the assignment closed to them: it does not count"
+        if self.policy is None:
+            return late
+        if self.policy.kind == "late_days":
+            return f"{late}: {self.late_days_text()}"
+        return f"{late}: {self.penalty_percent:g}% penalty"
+
     @property
     def _spent_elsewhere(self) -> int:
         return self.late_days_used - days_begun(self.late_by) if self.state == "late" else self.late_days_used

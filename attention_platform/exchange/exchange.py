@@ -129,6 +129,27 @@ class PerStudentReleaseAssignment(GraderExchangeRoot, ExchangeReleaseAssignment)
         if not check_mode(self.outbound_path, write=True, execute=True):
             self.fail(f"The grader may not write to {self.outbound_path}.")
 
+    def copy_files(self):
+        super().copy_files()
+        self._publish_deadlines()
+
+    def _publish_deadlines(self) -> None:
+        """Each student's deadline file of the released assignment (attention_platform/deadlines): what
+        their Lab shows beside it. The release stands if they cannot be written; the grader writes
+        them again at the next change of a late policy or an extension."""
+        from attention_platform.deadlines.standing import DeadlinesError
+        from attention_platform.deadlines.student_file import publish_all
+
+        try:
+            written = publish_all(self.coursedir.root, self.coursedir.assignment_id, dt.datetime.now(dt.timezone.utc),
+                                  db_url=self.coursedir.db_url, exchange_root=self.root,
+                                  course_id=self.coursedir.course_id)
+        except (DeadlinesError, OSError) as exc:
+            self.log.warning("The students' deadline files of %s were not written: %s", self.coursedir.assignment_id,
+                             exc)
+        else:
+            self.log.info("Deadline files of %s written for %d students", self.coursedir.assignment_id, written)
+
 
 class PerStudentList(GraderExchangeRoot, ExchangeList):
     """The grader's listing of released assignments (the formgrader checks the exchange with it).

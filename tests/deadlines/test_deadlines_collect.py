@@ -1,6 +1,7 @@
 """Deadlines where collect decides what counts: each student's own effective deadline, in one real
 ``nbgrader collect`` over a real per-student exchange (tests/fault_helpers.py: the hub's layout, students
-submitting through nbgrader's own Assignments-tab code), judged on the exchange's time."""
+submitting through nbgrader's own Assignments-tab code), judged on the exchange's time; and the
+deadline file a release writes for each student."""
 
 from __future__ import annotations
 
@@ -13,11 +14,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-import gradebooks  # noqa: F401 - asks alembic for the schema once per session
 from attention_platform.course.directory import copy_course
 from attention_platform.deadlines import late_policy
 from attention_platform.deadlines.extensions import ExtensionStore
-from tests.fault_helpers import ASSIGNMENT, make_exchange
+from tests.fault_helpers import ASSIGNMENT, REPO, make_exchange
 
 NOTEBOOK = f"{ASSIGNMENT}.ipynb"
 STUDENTS = ("ann", "bo", "cy")
@@ -90,3 +90,14 @@ def test_without_a_policy_collect_takes_the_newest_and_says_it_is_late_for_that_
     assert done.returncode == 0, log[-3000:]
     assert {s: marker(course, s) for s in STUDENTS} == {"ann": "v3-0", "bo": "v3-0", "cy": "v2-0"}
     assert "ann: late" not in log and "bo: late" in log and "cy: late" in log, log
+
+
+def test_a_release_writes_each_students_own_deadline_file(three_rounds):
+    ex, _template, t1, _t2 = three_rounds
+    course = course_for(three_rounds, "release")
+    shutil.copytree(REPO / "release" / ASSIGNMENT, course / "release" / ASSIGNMENT)  # as generate_assignment leaves it
+    done = ex.nbgrader(course, "release_assignment", ASSIGNMENT, "--force")
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    files = {s: json.loads((ex.course / "feedback" / s / f"deadline-{ASSIGNMENT}.json").read_text()) for s in STUDENTS}
+    assert files["ann"]["now"]["extension"] and files["cy"]["now"]["extension"] is None
+    assert files["cy"]["now"]["effective_due"] == t1.strftime("%Y-%m-%dT%H:%M:%SZ")

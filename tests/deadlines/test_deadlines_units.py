@@ -16,6 +16,7 @@ from nbgrader.api import Gradebook
 import gradebooks  # noqa: F401 - asks alembic for the schema once per session
 
 from attention_platform.attempts import deadline_file
+from attention_platform.attempts.refusal import refused_submit
 from attention_platform.deadlines import late_policy
 from attention_platform.deadlines.extensions import ExtensionError, ExtensionStore
 from attention_platform.deadlines.late_policy import LatePolicyError, parse
@@ -276,3 +277,30 @@ def test_publish_never_writes_through_a_students_link(course, tmp_path):
     assert not publish(course, "self_attention", "mallory", DUE, db_url=db_url(course),
                        exchange_root=tmp_path / "exchange", course_id="course101")
     assert list((tmp_path / "target").iterdir()) == []
+
+
+def test_the_students_submit_says_closed_before_handing_in_and_not_before(course, tmp_path):
+    """The student's own server reads the grader's file (advisory: the grader judges again)."""
+    now = dt.datetime.now(UTC)
+    with Gradebook(db_url(course)) as gb:
+        gb.update_or_create_assignment("self_attention", duedate=(now - dt.timedelta(hours=1)).replace(tzinfo=None))
+    late_policy.save(course, "self_attention", {"kind": "penalty", "penalty_percent": 5, "cutoff_hours": 0.5})
+    ExtensionStore(course).grant("self_attention", "bo", now + dt.timedelta(days=1), "flu", "prof", now=now)
+    exchange = tmp_path / "exchange"
+    for student in ("ada", "bo"):
+        (exchange / "course101" / "feedback" / student).mkdir(parents=True)
+        (exchange / "course101" / "inbound" / student).mkdir(parents=True)
+    publish_all(course, "self_attention", now, db_url=db_url(course), exchange_root=exchange, course_id="course101")
+
+    def refusal(student):  # each student's view of the exchange: their own feedback and inbound folders
+        view = tmp_path / "views" / student / "course101"
+        view.mkdir(parents=True, exist_ok=True)
+        for folder in ("feedback", "inbound"):
+            if not (view / folder).exists():
+                (view / folder).symlink_to(exchange / "course101" / folder / student)
+        return refused_submit(str(view.parent), "course101", "self_attention", str(view / "inbound"), student)
+
+    closed = refusal("ada")
+    assert closed is not None and closed.sentence.startswith("Not submitted: this assignment closed to you at ")
+    assert closed.to_json()["next_graded_attempt"] is None and "your files are unchanged" in closed.sentence
+    assert refusal("bo") is None

@@ -1,10 +1,13 @@
-"""The course-directory files of deadlines: read bounded and without following links, written whole.
+"""The files the formgrader saves in the course directory: read bounded and without following links,
+written whole.
 
-The late policies and the extensions live beside the course's ``nbgrader_config.py`` in the course
-directory, which the grader account owns (mode 0710): the formgrader writes them (mode 0640), the
-grader and the formgrader read them; a student can write neither them nor their folder, and no root
-process reads them. A file edited by hand into something unusable is refused with a message that
-names it and says what to do, never half-used.
+The feedback-on-submit policies, the late policies and the extensions live beside the course's
+``nbgrader_config.py`` in the course directory, which the grader account owns (mode 0710): the
+formgrader writes them (mode 0640), the grader and the formgrader read them; a student can write
+neither them nor their folder, and no root process reads them. A file edited by hand into something
+unusable is refused with a message that names it, never half-used.
+
+This module imports nothing of the platform: every layer may read it.
 """
 
 from __future__ import annotations
@@ -37,8 +40,8 @@ def read_bytes(where: Path, max_bytes: int) -> bytes | None:
     return data
 
 
-def read_object(where: Path, max_bytes: int) -> dict:
-    """The JSON object in the file; {} when there is no file."""
+def read_object(where: Path, max_bytes: int, holds: str = "a JSON object") -> dict:
+    """The JSON object in the file (``holds`` says what it is, for the error); {} when there is no file."""
     data = read_bytes(where, max_bytes)
     if not data:
         return {}
@@ -47,7 +50,7 @@ def read_object(where: Path, max_bytes: int) -> dict:
     except ValueError as exc:
         raise CourseFileError(f"{where} is not JSON ({exc}); save it again in the formgrader") from None
     if not isinstance(found, dict):
-        raise CourseFileError(f"{where} must hold a JSON object, not a {type(found).__name__}")
+        raise CourseFileError(f"{where} must hold {holds}, not a {type(found).__name__}")
     return found
 
 
