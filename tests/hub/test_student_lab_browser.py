@@ -328,9 +328,13 @@ def test_the_deadline_beside_the_assignment_before_with_an_extension_and_after(h
 
         # under "closed": closed for student1, still open for student2 with the extension
         set_late_policy(instructor, kind="closed")
-        line.filter(has_text="This assignment is closed").wait_for()
+        line.filter(has_text="This assignment is closed to you").wait_for()
         assert line.get_attribute("data-state") == "closed"
-        assert line.inner_text().endswith("This assignment is closed: a submission now is kept but does not count.")
+        assert line.inner_text().endswith("This assignment is closed to you: a submission now would not count, "
+                                          "so Submit is off.")
+        submit = student1.locator("#fetched_assignments_list .list_item", has=student1.locator(
+            ".item_name", has_text=ASSIGNMENT)).get_by_role("button", name="Submit")
+        assert submit.is_disabled() and "closed to you" in submit.get_attribute("title")
         mine.filter(has_text="Submissions after the deadline are not accepted.").wait_for()
         assert mine.get_attribute("data-state") == "open"
 

@@ -20,8 +20,9 @@
  * Under each assignment of nbgrader's lists it shows the deadline the grader wrote for the student
  * (attention_platform/lab/feedback_on_submit.py): the due date and the time left, their extension if they have
  * one, the late policy, and once the deadline has passed what a submission now would be (late by how
- * much and with what penalty or how many late days, or that it would not count). The time left is
- * counted on the server's clock, which the grader enforces, not the student's.
+ * much and with what penalty or how many late days, or that it would not count: then Submit is off, as
+ * the student's server refuses it). The time left is counted on the server's clock, which the grader
+ * enforces, not the student's.
  */
 (function () {
   'use strict';
@@ -115,11 +116,12 @@
                                   (ext ? ', with your extension' : '') + '). ';
     if (!isNaN(cutoff) && at > cutoff) {
       return { state: 'closed', text: passed + {
-        closed: 'This assignment is closed: a submission now is kept but does not count.',
-        penalty: 'Late submissions counted until ' + when(d.cutoff) + ': a submission now is kept but does not count.',
-        late_days: 'Your late days (' + lateDays + ' left for it) do not cover it: a submission now is kept but ' +
-                   'does not count.'
-      }[kind] || 'A submission now does not count.' };
+        closed: 'This assignment is closed to you: a submission now would not count, so Submit is off.',
+        penalty: 'Late submissions counted until ' + when(d.cutoff) + ': a submission now would not count, so ' +
+                 'Submit is off.',
+        late_days: 'Your late days (' + lateDays + ' left for it) do not cover it: a submission now would not ' +
+                   'count, so Submit is off.'
+      }[kind] || 'A submission now would not count, so Submit is off.' };
     }
     if (kind === 'penalty') {
       var percent = Math.min(Number(p.max_penalty_percent), Number(p.penalty_percent) * Math.ceil(late / (UNIT[p.per] || HOUR)));
@@ -321,7 +323,16 @@
         if (!name || !button) { return; }
         var s = state.assignments[name.textContent.trim()];
         var until_ = s ? refusedUntil(s) : '';
-        if (until_ && button.textContent.trim() === 'Submit') {
+        // closed to this student: their server refuses the submit (attempts/refusal.py), the button says so first
+        var d = state.deadlines[name.textContent.trim()];
+        var closed = d && d.now && !d.error && deadlineAt(d.now, serverNow()).state === 'closed';
+        if (closed && button.textContent.trim() === 'Submit') {
+          if (button.getAttribute('data-attention-locked') !== 'closed') {
+            button.disabled = true;
+            button.title = 'Submit is off: this assignment has closed to you.';
+            button.setAttribute('data-attention-locked', 'closed');
+          }
+        } else if (until_ && button.textContent.trim() === 'Submit') {
           var why = 'Submit is off until ' + when(until_) + ': your next graded attempt is possible then.';
           if (!button.disabled || button.title !== why) {
             button.disabled = true;
@@ -330,7 +341,7 @@
             var next = document.getElementById('fos-next-' + name.textContent.trim().replace(/[^A-Za-z0-9_-]/g, '_'));
             if (next) { button.setAttribute('aria-describedby', next.id); }
           }
-        } else if (!until_ && button.getAttribute('data-attention-locked') === 'true') {
+        } else if (!until_ && button.getAttribute('data-attention-locked')) {
           button.disabled = false;
           button.removeAttribute('title');
           button.removeAttribute('aria-describedby');
