@@ -23,6 +23,9 @@ VERSION = 1
 
 
 def filename(assignment: str) -> str:
+    """The file's name in the student's folder; ValueError for an assignment id that is no plain name."""
+    if not assignment or "/" in assignment or "\0" in assignment or assignment.startswith("."):
+        raise ValueError(f"{assignment!r} is not an assignment id")
     return f"{PREFIX}{assignment}{SUFFIX}"
 
 

@@ -17,8 +17,7 @@ from pathlib import Path
 
 from traitlets.config import Config
 
-from attention_platform.course_files import CourseFileError, read_object, write_object
-
+from .course_files import CourseFileError, read_object, write_object
 from .policy import POLICY_KEYS, FeedbackOnSubmit, Policy, PolicyError, parse
 
 POLICY_FILE = "feedback_on_submit_policies.json"

@@ -3,8 +3,8 @@
 The current extensions are in ``<course>/extensions.json`` (``{assignment: {student: {due, reason,
 granted_by, granted_at}}}``); every change is also appended to ``<course>/extensions.log``, one JSON
 line each (who, when, what, why), which nothing rewrites: the record of every grant and revocation.
-Both are the grader account's (see attention_platform/course_files.py); a change holds a lock on the log, so two
-instructors saving at once both land, one after the other.
+Both are the grader account's (see attention_platform/attempts/course_files.py); a change holds a
+lock on the log, so two instructors saving at once both land, one after the other.
 
 An extension can be granted after the deadline passed: what a student submitted in between is
 judged against the new deadline wherever it is judged (standing.py).
@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attention_platform.course_files import CourseFileError, append_line, read_bytes, read_object, write_object
+from attention_platform.attempts.course_files import CourseFileError, append_line, read_bytes, read_object, write_object
 from .due_dates import UTC, aware
 
 STATE_FILE = "extensions.json"

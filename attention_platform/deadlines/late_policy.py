@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from attention_platform.attempts.policy import checked_number, checked_settings
-from attention_platform.course_files import CourseFileError, read_object, write_object
+from attention_platform.attempts.course_files import CourseFileError, read_object, write_object
 
 POLICY_FILE = "late_policies.json"
 MAX_BYTES = 64 * 1024  # a policy is six short values; a course has a few assignments

@@ -137,14 +137,13 @@ class PerStudentReleaseAssignment(GraderExchangeRoot, ExchangeReleaseAssignment)
         """Each student's deadline file of the released assignment (attention_platform/deadlines): what
         their Lab shows beside it. The release stands if they cannot be written; the grader writes
         them again at the next change of a late policy or an extension."""
-        from attention_platform.deadlines.standing import DeadlinesError
         from attention_platform.deadlines.student_file import publish_all
 
         try:
             written = publish_all(self.coursedir.root, self.coursedir.assignment_id, dt.datetime.now(dt.timezone.utc),
                                   db_url=self.coursedir.db_url, exchange_root=self.root,
                                   course_id=self.coursedir.course_id)
-        except (DeadlinesError, OSError) as exc:
+        except (ValueError, OSError) as exc:  # a deadlines file of the course that cannot be used, a full disk
             self.log.warning("The students' deadline files of %s were not written: %s", self.coursedir.assignment_id,
                              exc)
         else:

@@ -304,3 +304,9 @@ def test_the_students_submit_says_closed_before_handing_in_and_not_before(course
     assert closed is not None and closed.sentence.startswith("Not submitted: this assignment closed to you at ")
     assert closed.to_json()["next_graded_attempt"] is None and "your files are unchanged" in closed.sentence
     assert refusal("bo") is None
+
+
+@pytest.mark.parametrize("assignment", ["../self_attention", "a/b", ".hidden", ""])
+def test_an_assignment_id_that_is_no_plain_name_never_names_a_file(assignment):
+    with pytest.raises(ValueError, match="is not an assignment id"):
+        deadline_file.filename(assignment)

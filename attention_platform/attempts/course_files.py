@@ -7,7 +7,7 @@ formgrader writes them (mode 0640), the grader and the formgrader read them; a s
 neither them nor their folder, and no root process reads them. A file edited by hand into something
 unusable is refused with a message that names it, never half-used.
 
-This module imports nothing of the platform: every layer may read it.
+It imports nothing of the platform: the feedback-on-submit policies (policy_store.py) and deadlines/ share it.
 """
 
 from __future__ import annotations
