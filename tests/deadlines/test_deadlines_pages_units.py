@@ -188,3 +188,15 @@ def test_the_lab_reads_each_deadline_file_bounded_and_never_through_a_link(tmp_p
     assert "error" in found["multi_head_attention"] and "now" not in found["multi_head_attention"]
     assert "error" in found["huge"]
     assert deadlines(str(tmp_path / "no-such-folder")) == {}
+
+
+def test_the_accommodations_list_the_instructors_guide_shows_imports(course):
+    """docs/instructors/index.md's example, as an instructor would save it from there."""
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "instructors" / "index.md").read_text()
+    example = page.split("```text\n", 1)[1].split("```", 1)[0]
+    report = ExtensionStore(course).import_csv(example, "instructor", hours(-1), {"self_attention": DUE})
+    assert report.ok, report.errors
+    assert {(e.student, e.due) for e in report.granted} == {("ada", dt.datetime(2026, 12, 4, 22, 59, tzinfo=UTC)),
+                                                            ("bo", hours(48))}
