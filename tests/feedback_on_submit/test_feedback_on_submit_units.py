@@ -561,9 +561,9 @@ def test_the_grader_warms_its_worker_for_the_assignments_with_feedback_on(tmp_pa
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"loaded": loaded}
 
 
-def _flooded_service(tmp_path, monkeypatch):
+def _flooded_service(tmp_path, monkeypatch, watching: bool = True):
     """The grader (its scan only: nothing graded) for a copy of the course with feedback on submit on,
-    and the inbound folders of ann and bob."""
+    and the inbound folders of ann and bob; ``watching``: after its first scan."""
     from attention_platform.course.directory import copy_course
     from grader_tests.self_attention.answers import ASSIGNMENT
     from attention_platform.feedback_on_submit.service import Service
@@ -574,7 +574,8 @@ def _flooded_service(tmp_path, monkeypatch):
     for student in ("ann", "bob"):
         (service.exchange / "inbound" / student).mkdir(parents=True)
         (service.exchange / "feedback" / student).mkdir(parents=True)
-    service.scan()  # feedback on submit is on from now
+    if watching:
+        service.scan()  # feedback on submit is on from now
     return service, ASSIGNMENT
 
 
@@ -651,27 +652,20 @@ def test_a_submission_handed_in_before_the_grader_first_watches_its_assignment_i
     the submission is in inbound before the grader's first scan of that assignment, and was never
     taken, the student's panel saying "No attempt yet" for good. The scan that starts the watch takes
     every submission already in inbound, with the same bounds per student as any scan."""
-    from attention_platform.course.directory import copy_course
-    from grader_tests.self_attention.answers import ASSIGNMENT
-    from attention_platform.feedback_on_submit.service import TAKEN_PER_SCAN, Service
+    from attention_platform.feedback_on_submit.service import TAKEN_PER_SCAN
 
-    monkeypatch.setenv("ATTENTION_FEEDBACK_ON_SUBMIT", json.dumps({ASSIGNMENT: {"feedback": "checks"}}))
-    monkeypatch.setenv("PATH", f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}")  # nbgrader runs alembic
-    service = Service(copy_course(tmp_path / "course"), tmp_path / "exchange")
-    for student in ("ann", "bob"):
-        (service.exchange / "inbound" / student).mkdir(parents=True)
-        (service.exchange / "feedback" / student).mkdir(parents=True)
-    early = _hand_in(service, "bob", ASSIGNMENT, "early")
+    service, assignment = _flooded_service(tmp_path, monkeypatch, watching=False)
+    early = _hand_in(service, "bob", assignment, "early")
     for k in range(5):
-        _hand_in(service, "ann", ASSIGNMENT, f"pile{k}")
+        _hand_in(service, "ann", assignment, f"pile{k}")
     service.scan()  # the grader's first look at the assignment
-    rows = service.ledger.attempts(ASSIGNMENT)
+    rows = service.ledger.attempts(assignment)
     assert ("bob", early.name, "queued") in [(r["student"], r["submission"], r["state"]) for r in rows], rows
     assert len([r for r in rows if r["student"] == "ann"]) == TAKEN_PER_SCAN  # a pile is taken a few at a time
     for _ in range(3):
         service.scan()
-    assert len(service.ledger.attempts(ASSIGNMENT, "ann")) == 5
-    shown = status_file.read(str(service.exchange / "feedback" / "bob"), ASSIGNMENT)
+    assert len(service.ledger.attempts(assignment, "ann")) == 5
+    shown = status_file.read(str(service.exchange / "feedback" / "bob"), assignment)
     assert [a["state"] for a in shown["attempts"]] == ["queued"], shown
     service.ledger.close()
 
