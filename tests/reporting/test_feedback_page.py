@@ -216,7 +216,7 @@ def test_the_attention_picture_sits_at_its_check_with_alt_text(feedback):
     html = page(feedback, "ben").read_text()
     (figure,) = re.findall(r'<figure class="teaching-picture">\s*(<img [^>]*>)', html)
     assert re.search(r'src="data:image/png;base64,[A-Za-z0-9+/=]+"', figure)
-    alt = re.search(r'alt="([^"]+)"', figure).group(1)
+    alt = unescape(re.search(r'alt="([^"]+)"', figure).group(1))  # as a browser reads it
     assert alt.startswith("Three heatmaps of 6×6 attention weights") and "rows sum to between 1.00 and 1.00" in alt
     # ben forgot √D: his rows are as sharp as the right-hand map's
     mine = float(alt.split("each row's largest weight averages ", 1)[1].split(".")[0] + "." +
@@ -228,3 +228,4 @@ def test_the_attention_picture_sits_at_its_check_with_alt_text(feedback):
     following = html.find('<div class="check-result', anchor)
     assert anchor < figure_at < (following if following > 0 else len(html))  # inside its check's box
     assert '<figure class="teaching-picture">' not in page(feedback, "finn").read_text()  # no weights: no picture
+
