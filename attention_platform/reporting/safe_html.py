@@ -28,7 +28,7 @@ from jinja2 import BytecodeCache, pass_context
 from bleach.css_sanitizer import CSSSanitizer
 from nbconvert.exporters import HTMLExporter
 from nbconvert.preprocessors.sanitize import SanitizeHTML
-from traitlets import Unicode
+from traitlets import Integer, Unicode
 
 TAGS = frozenset({
     "a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "div", "dl", "dt", "em",
@@ -196,6 +196,13 @@ class FeedbackHTMLExporter(SafeHTMLExporter):
     content_security_policy = Unicode(
         FEEDBACK_POLICY, help="Content-Security-Policy written into the page's <head>; empty for none.",
     ).tag(config=True)
+    reused_pages_folder = Unicode(
+        "", help="Folder of the pages made, kept for reuse by whoever makes the same page again (feedback on "
+                 "submit and the TA's generate_feedback; attention_platform/reporting/page_reuse.py); empty: none.",
+    ).tag(config=True)
+    reused_pages_kept = Integer(
+        5000, help="Pages the reused_pages_folder keeps (those used last), about 40 KB each.",
+    ).tag(config=True)
 
     def _rendered(self, nb, resources, **kw):
         """HTMLExporter's ``from_notebook_node`` up to its BeautifulSoup pass (nbconvert 7's filters
@@ -231,10 +238,20 @@ class FeedbackHTMLExporter(SafeHTMLExporter):
         return str(soup)
 
     def from_notebook_node(self, nb, resources=None, **kw):
+        from attention_platform.reporting import page_reuse
+
+        store = page_reuse.PageStore(self.reused_pages_folder, self.reused_pages_kept) if self.reused_pages_folder else None
+        key = page_reuse.page_key(self, nb, resources) if store is not None else None
+        if key is not None and (page := store.get(key)) is not None:
+            return page, self._init_resources(resources)
         output, resources = self._rendered(nb, resources, **kw)
         if needs_accessibility_pass(output):
             output = self._accessibility_pass(output)
         if self.content_security_policy:
             meta = f'<meta http-equiv="Content-Security-Policy" content="{self.content_security_policy}">'
             output = output.replace("<head>", "<head>\n" + meta, 1) if "<head>" in output else meta + output
+        # kept if the gradebook did not change while the page was made (a TA grading meanwhile), and
+        # if it needs no file beside it
+        if key is not None and not resources.get("outputs") and page_reuse.page_key(self, nb, resources) == key:
+            store.put(key, output)
         return output, resources

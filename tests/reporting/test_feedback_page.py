@@ -229,3 +229,65 @@ def test_the_attention_picture_sits_at_its_check_with_alt_text(feedback):
     assert anchor < figure_at < (following if following > 0 else len(html))  # inside its check's box
     assert '<figure class="teaching-picture">' not in page(feedback, "finn").read_text()  # no weights: no picture
 
+
+def _generate_feedback(course, student: str, **exporter_settings) -> dict:
+    """nbgrader's generate_feedback for one student, in this process (as feedback on submit's page
+    maker runs it), with the course's configuration; returns the pages' bytes by name."""
+    from nbgrader.converters import GenerateFeedback
+    from nbgrader.coursedir import CourseDirectory
+
+    from attention_platform.attempts.policy import load_config
+
+    config = load_config(course)
+    for name, value in exporter_settings.items():
+        config.FeedbackHTMLExporter[name] = value
+    coursedir = CourseDirectory(config=config)
+    coursedir.root, coursedir.assignment_id, coursedir.student_id = str(course), ASSIGNMENT, student
+    app = GenerateFeedback(coursedir=coursedir, config=config)
+    app.force = True
+    app.start()
+    return {path.name: path.read_bytes() for path in (course / "feedback" / student / ASSIGNMENT).glob("*.html")}
+
+
+def test_a_page_made_before_is_reused_byte_for_byte_until_a_grade_changes(feedback, monkeypatch):
+    """The TA's generate_feedback reuses the page made of the same graded notebook (feedback on submit
+    made it first, or the TA's last run): the same bytes as a page made afresh; a TA's manual grade
+    (which the page's totals show) makes every page of that submission again."""
+    from nbgrader.api import Gradebook
+
+    from attention_platform.reporting.safe_html import FeedbackHTMLExporter
+
+    course = feedback.parent
+    made = []
+    render = FeedbackHTMLExporter._rendered
+
+    def counted(self, nb, resources, **kw):
+        made.append(resources["nbgrader"]["notebook"])
+        return render(self, nb, resources, **kw)
+
+    monkeypatch.setattr(FeedbackHTMLExporter, "_rendered", counted)
+    assert any((course / "attempts" / "feedback-pages").glob("*.html.gz")), "the fixture's pages were not kept"
+    reused = _generate_feedback(course, "ben")
+    assert made == [], f"made again though nothing changed (the fixture's nbgrader made them): {made}"
+    assert len(reused) == 1 + len(PART_NOTEBOOKS)
+    fresh = _generate_feedback(course, "ben", reused_pages_folder="")
+    assert sorted(made) == sorted(name.removesuffix(".html") for name in reused)
+    assert fresh == reused  # byte for byte
+    made.clear()
+    db_url = f"sqlite:///{course / 'gradebook.db'}"
+    with Gradebook(db_url) as gb:
+        written = next(g for nb in gb.find_submission(ASSIGNMENT, "ben").notebooks for g in nb.grades
+                       if g.needs_manual_grade)
+        grade_id, notebook = written.name, written.notebook.name
+        written.manual_score = written.max_score
+        gb.db.commit()
+    try:
+        regraded = _generate_feedback(course, "ben")
+        assert sorted(made) == sorted(name.removesuffix(".html") for name in reused)  # each page once
+        assert regraded != reused and all(regraded[name] != reused[name] for name in reused)
+        assert _generate_feedback(course, "ben", reused_pages_folder="") == regraded
+    finally:
+        with Gradebook(db_url) as gb:
+            gb.find_grade(grade_id, notebook, ASSIGNMENT, "ben").manual_score = None
+            gb.db.commit()
+        _generate_feedback(course, "ben")
