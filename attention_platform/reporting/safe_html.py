@@ -201,7 +201,7 @@ class FeedbackHTMLExporter(SafeHTMLExporter):
                  "submit and the TA's generate_feedback; attention_platform/reporting/page_reuse.py); empty: none.",
     ).tag(config=True)
     reused_pages_kept = Integer(
-        5000, help="Pages the reused_pages_folder keeps (those used last), about 40 KB each.",
+        3000, help="Pages the reused_pages_folder keeps (those used last), about 60 KB each.",
     ).tag(config=True)
 
     def _rendered(self, nb, resources, **kw):
