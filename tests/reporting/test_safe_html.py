@@ -9,6 +9,7 @@ import re
 import uuid
 
 import nbformat
+import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from attention_platform.reporting import safe_html
@@ -139,3 +140,20 @@ def test_a_page_is_parsed_again_only_for_what_that_pass_changes(monkeypatch):
     images = re.findall(r"<img\b[^>]*>", html)
     assert len(images) == 3 and all(" alt=" in re.sub(r'title="[^"]*"', "", tag) for tag in images), images
     assert "No description has been provided for this image" in html
+
+
+@pytest.mark.parametrize("template", ["attention_feedback", "lab", "classic"])
+def test_a_page_that_needs_the_pass_reads_as_nbconverts_own(template):
+    """Where the pass is made, the feedback exporter's steps (nbconvert 7's HTMLExporter's, mirrored in
+    FeedbackHTMLExporter._rendered and _accessibility_pass) give nbconvert's bytes; Lab's template needs it
+    for its focusable cells."""
+    nb = new_notebook(cells=[new_markdown_cell(f"# {uuid.uuid4().hex}"), _image(None),
+                             new_code_cell("x = 1", metadata={"tags": ["x"]})],
+                      metadata={"language_info": {"name": "python", "pygments_lexer": "ipython3"}})
+    settings = dict(template_name=template, extra_template_basedirs=[safe_html.FEEDBACK_TEMPLATES])
+    resources = {"nbgrader": {"notebook": "self_attention"}}
+    ours, _ = safe_html.FeedbackHTMLExporter(content_security_policy="", **settings).from_notebook_node(
+        nbformat.from_dict(copy.deepcopy(nb)), resources=copy.deepcopy(resources))
+    nbconverts, _ = safe_html.SafeHTMLExporter(**settings).from_notebook_node(
+        nbformat.from_dict(copy.deepcopy(nb)), resources=copy.deepcopy(resources))
+    assert ours == nbconverts
