@@ -12,6 +12,9 @@ under a key that holds everything the page is made from:
 * the page's making: the exporter's and its preprocessors' settings and source files, our
   templates, and nbconvert's and nbgrader's versions.
 
+A submission after the assignment's due date has no key: its page's late note reads the student's
+deadline (extension, late policy, late days spent on other assignments), so it is made every time.
+
 A page is reused only when all of that is the same, so it is byte for byte the page that would
 be made; a TA's manual grade or comment, a regrade, or a new template makes it again. The folder
 keeps the ``reused_pages_kept`` pages used last.
@@ -117,9 +120,15 @@ def _database(db_url: str):
     return create_engine(db_url)
 
 
+class LateSubmission(LookupError):
+    """A submission after the assignment's due date: its page says how late it was by the student's own
+    deadline (extensions, late policy, late days spent elsewhere), which the key does not hold."""
+
+
 def graded(db_url: str, assignment: str, student: str) -> list:
     """What the gradebook holds of a submission that its feedback pages show: every grade and
-    comment of each of its notebooks, and each notebook's late penalty."""
+    comment of each of its notebooks, and each notebook's late penalty. Raises LookupError for no
+    submission, and for one after the due date (:class:`LateSubmission`), whose pages are made afresh."""
     from nbgrader.api import Assignment, BaseCell, Comment, Grade, Notebook, SubmittedAssignment, SubmittedNotebook
     from sqlalchemy.orm import Session
 
@@ -129,6 +138,10 @@ def graded(db_url: str, assignment: str, student: str) -> list:
                 .filter(Assignment.name == assignment, SubmittedAssignment.student_id == student))
 
     with Session(_database(db_url)) as session:
+        times = of_the_submission(session.query(SubmittedAssignment.timestamp, Assignment.duedate)
+                                  .select_from(SubmittedNotebook)).first()
+        if times is not None and times[0] is not None and times[1] is not None and times[0] > times[1]:
+            raise LateSubmission(f"{student}'s submission of {assignment} is after its due date")
         notebooks = of_the_submission(session.query(Notebook.name, SubmittedNotebook.late_submission_penalty)
                                       .select_from(SubmittedNotebook)).all()
         grades = of_the_submission(session.query(Notebook.name, BaseCell.name, Grade.auto_score, Grade.manual_score,

@@ -291,3 +291,39 @@ def test_a_page_made_before_is_reused_byte_for_byte_until_a_grade_changes(feedba
             gb.find_grade(grade_id, notebook, ASSIGNMENT, "ben").manual_score = None
             gb.db.commit()
         _generate_feedback(course, "ben")
+
+
+def test_a_late_submissions_pages_are_made_every_time(feedback, monkeypatch):
+    """Its page says how late it was by the student's own deadline (extensions, late policy, late days),
+    which the key of a reused page does not hold."""
+    import datetime as dt
+
+    from nbgrader.api import Gradebook
+
+    from attention_platform.reporting.safe_html import FeedbackHTMLExporter
+
+    course = feedback.parent
+    made = []
+    render = FeedbackHTMLExporter._rendered
+    monkeypatch.setattr(FeedbackHTMLExporter, "_rendered",
+                        lambda self, nb, resources, **kw: made.append(resources["nbgrader"]["notebook"])
+                        or render(self, nb, resources, **kw))
+    db_url = f"sqlite:///{course / 'gradebook.db'}"
+    with Gradebook(db_url) as gb:
+        submission = gb.find_submission(ASSIGNMENT, "ben")
+        due, stamp = submission.assignment.duedate, submission.timestamp
+        submitted = stamp or dt.datetime(2026, 1, 2, 12, 0)
+        submission.timestamp, submission.assignment.duedate = submitted, submitted - dt.timedelta(hours=3)
+        gb.db.commit()
+    try:
+        for _ in range(2):
+            made.clear()
+            pages = _generate_feedback(course, "ben")
+            assert sorted(made) == sorted(name.removesuffix(".html") for name in pages)
+            assert 'id="late-note"' in pages["self_attention.html"].decode()
+    finally:
+        with Gradebook(db_url) as gb:
+            submission = gb.find_submission(ASSIGNMENT, "ben")
+            submission.timestamp, submission.assignment.duedate = stamp, due
+            gb.db.commit()
+        _generate_feedback(course, "ben")
