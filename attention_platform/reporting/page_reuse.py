@@ -9,6 +9,7 @@ under a key that holds everything the page is made from:
 * what the gradebook says of the submission: every notebook's grades (automatic and manual scores,
   extra credit, points), comments and late penalty (the page shows the assignment's total and
   every notebook's score), and which notebooks the graded folder holds;
+* the assignment's checks as the page names them (title, misconception) and its notebooks' order;
 * the page's making: the exporter's and its preprocessors' settings and source files, our
   templates, and nbconvert's and nbgrader's versions.
 
@@ -32,7 +33,7 @@ import os
 import secrets
 from pathlib import Path
 
-KEY_VERSION = "1"  # what a key is made of (this module): raise it when that changes
+KEY_VERSION = "1"  # what a key is made of (this module, whose code is in every key too)
 
 
 def _plain(value):
@@ -105,7 +106,7 @@ def making(exporter) -> str:
         "key": KEY_VERSION, "nbconvert": nbconvert.__version__, "nbgrader": nbgrader.__version__,
         "exporter": _settings(exporter),
         "preprocessors": [[_plain(type(p)), _settings(p)] for p in preprocessors],
-        "code": {path: _file_digest(path) for path in _source_files(classes)},
+        "code": {path: _file_digest(path) for path in [*_source_files(classes), __file__]},
         "templates": _templates_digest(tuple(sorted(str(p) for p in exporter.extra_template_basedirs))),
     }
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
@@ -155,6 +156,16 @@ def graded(db_url: str, assignment: str, student: str) -> list:
     return [sorted(map(list, rows), key=json.dumps) for rows in (notebooks, grades, comments)]
 
 
+def _catalogue(assignment: str) -> list:
+    """What the page shows of the assignment's checks (each one's title and misconception, from the
+    grader's copy of its catalogue) and its notebooks' order."""
+    from attention_platform.course.assignment_checks import checks_by_grade_id, notebook_order
+
+    checks = checks_by_grade_id(assignment)
+    return [list(notebook_order(assignment)),
+            sorted([grade_id, check.title, check.misconception] for grade_id, check in checks.items())]
+
+
 def page_key(exporter, nb, resources: dict | None) -> str | None:
     """The key of the page ``exporter`` makes of ``nb`` (read from the autograded folder nbgrader's
     ``resources`` name), or None if this is no graded notebook of a gradebook."""
@@ -173,6 +184,7 @@ def page_key(exporter, nb, resources: dict | None) -> str | None:
     described = {
         "making": exporter._page_making, "notebook": nb, "present": present,
         "ids": [info["assignment"], info["student"], info["notebook"]], "gradebook": gradebook,
+        "checks": _catalogue(info["assignment"]),
     }
     return hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode()).hexdigest()
 

@@ -327,3 +327,31 @@ def test_a_late_submissions_pages_are_made_every_time(feedback, monkeypatch):
             submission.timestamp, submission.assignment.duedate = stamp, due
             gb.db.commit()
         _generate_feedback(course, "ben")
+
+
+def test_a_checks_new_title_makes_the_pages_again(feedback, monkeypatch):
+    """The page names each check by its catalogue's title and misconception (the grader's copy): an
+    instructor's edit there is on the next pages, not a reused one."""
+    from types import SimpleNamespace
+
+    from attention_platform.course import assignment_checks
+    from attention_platform.reporting import feedback as feedback_module
+    from attention_platform.reporting.safe_html import FeedbackHTMLExporter
+
+    course = feedback.parent
+    _generate_feedback(course, "ben")
+    made = []
+    render = FeedbackHTMLExporter._rendered
+    monkeypatch.setattr(FeedbackHTMLExporter, "_rendered",
+                        lambda self, nb, resources, **kw: made.append(resources["nbgrader"]["notebook"])
+                        or render(self, nb, resources, **kw))
+    real = assignment_checks.checks_by_grade_id
+
+    def retitled(assignment):
+        return {grade_id: SimpleNamespace(id=check.id, title=f"Retitled: {check.title}", misconception=check.misconception)
+                for grade_id, check in real(assignment).items()}
+
+    monkeypatch.setattr(assignment_checks, "checks_by_grade_id", retitled)
+    monkeypatch.setattr(feedback_module, "checks_by_grade_id", retitled)
+    pages = _generate_feedback(course, "ben")
+    assert "self_attention" in made and "Retitled: " in pages["self_attention.html"].decode()
