@@ -56,6 +56,7 @@ from attention_platform.attempts import status as status_file
 from .engine import PARTS, Attempt, Engine
 from .fairqueue import FairQueue
 from .intake import Intake, IntakeError, collector, take
+from .late_work import LateWork
 from attention_platform.attempts.ledger import Ledger
 from .pages import PageMaker
 from attention_platform.attempts.policy import FeedbackOnSubmit, Policy, PolicyError, iso, now, until
@@ -98,6 +99,7 @@ class Service:
         self.course_id = self.engine.course_id
         self.exchange = Path(exchange_root) / self.course_id
         self.engine.exchange_feedback = self.exchange / "feedback"
+        self.late_work = LateWork(self.course, Path(exchange_root), self.course_id, self.engine.main.db_url, self.log)
         with Gradebook(self.engine.main.db_url, self.course_id):
             pass  # nbgrader creates (and stamps) its gradebook before our tables join it
         self.ledger = Ledger(self.engine.main.db_url, remember=True)  # the one writer of the attempts
@@ -342,7 +344,12 @@ class Service:
             values = dict(assignment=assignment, student=student, submission=name,
                           claimed=intake.claim[:64], received_at=received,
                           timestamp=intake.timestamp, feedback=policy.feedback)
-            if next_at is not None:
+            standing = self.late_work.standing(assignment, student, received)
+            if standing is not None and not standing.counts:
+                self.ledger.add(**values, state="refused", message=standing.refusal())
+                shutil.rmtree(copy, ignore_errors=True)
+                self.log.info("%s: %s not counted: received after %s closed to them", student, name, assignment)
+            elif next_at is not None:
                 message = "Not graded: " + policy.refusal(counting, received, next_at) + "."
                 self.ledger.add(**values, state="refused", message=message)
                 shutil.rmtree(copy, ignore_errors=True)
@@ -433,6 +440,7 @@ class Service:
             self._prune(attempt.assignment, attempt.student)
         with spent(parts, "status and ledger"):
             self.write_status(attempt.assignment, attempt.student)
+            self.late_work.publish(attempt.assignment, attempt.student)  # the late days it spent
         parts = {**result.parts, **parts}
         self.log.info("%s: attempt %d's time: %s", attempt.student, attempt.id,
                       json.dumps({part: round(parts.get(part, 0.0), 4) for part in PARTS}))
@@ -445,8 +453,10 @@ class Service:
             return
         rows = [r for r in self.ledger.attempts(attempt.assignment, attempt.student) if r["state"] == "graded"]
         current = next((r for r in rows if r["counted"]), None)
+        kept = self.late_work.kept  # what a late attempt's penalty leaves of its score
         if counts == "best" and current is not None and current["id"] != attempt.id and \
-                float(current["score"] or 0) > result.score:
+                kept(float(current["score"] or 0), attempt.assignment, attempt.student, current["received_at"]) > \
+                kept(result.score, attempt.assignment, attempt.student, attempt.intake.received):
             # A better one counts (among equals, the newest: the student's latest work) for the checks'
             # points; the TA grades the written answers the student last wrote: this attempt's.
             self.engine.install(current["id"], attempt.student, attempt.assignment,
@@ -513,6 +523,10 @@ class Service:
                                      for c in row["checks"]])
                 if row["feedback"] == "full":
                     entry["pages"] = row["pages"]
+            if row["state"] in COUNTING:
+                standing = self.late_work.standing(assignment, student, row["received_at"])
+                if standing is not None and standing.late_note():
+                    entry["late"] = standing.late_note()
             if row["state"] == "queued":
                 ahead = self.queue.position(student)
                 entry["ahead"] = ahead if ahead is not None else 0
@@ -600,6 +614,10 @@ class Service:
             while not stop.is_set():
                 if time.monotonic() - last_reload > 1.0:
                     self.reload()
+                    try:
+                        self.late_work.publish_if_changed()
+                    except Exception:  # noqa: BLE001 - the students' files are written again at the next change
+                        self.log.error("deadline files not written:\n%s", traceback.format_exc())
                     last_reload = time.monotonic()
                 try:
                     self.scan()
