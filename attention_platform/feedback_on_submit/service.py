@@ -21,7 +21,8 @@ One coordinating thread and ``c.FeedbackOnSubmit.workers`` grading threads:
   ``last``/``best`` the attempt that counts installed into
   the course. Its student stays busy in the queue until then;
 * nothing is lost: a submission made while this process was down is graded when it is back
-  (timed by the kernel), an attempt whose grading was cut short is graded again (once: an attempt
+  (timed by the kernel), and so is one handed in before it first watched the assignment (the scan
+  that starts watching an assignment lists every student's folder again), an attempt whose grading was cut short is graded again (once: an attempt
   whose grading ended this process twice is failed, with the reason), and an attempt that could
   not reach the sandbox broker waits in the queue until it can.
 
@@ -75,6 +76,10 @@ RETRY_SECONDS = 5.0  # after the sandbox broker could not be reached
 # thread): a pile of them made by hand delays nobody else's by more than this many copies.
 TAKEN_PER_SCAN = 2
 FINISH_WAIT_SECONDS = 20.0  # a graded attempt's pages wait at most this long for a pause in grading
+# Since when an assignment the grader watches for the first time has feedback on submit: the beginning,
+# so that what was handed in before the grader first looked (released while it was down, or submitted
+# while it warmed up) is graded. Switched off and on again, it is on since the switch.
+WATCHED_FROM_THE_START = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
 def plain_name(name: str) -> bool:
@@ -112,6 +117,7 @@ class Service:
         self.seen: dict[str, set] = collections.defaultdict(set)  # assignment -> {(student, submission)}
         self.since: dict[str, dt.datetime] = {}  # assignment -> feedback on submit on since
         self.folder_mtimes: dict[str, int] = {}
+        self.watched: set[str] = set()  # the assignments of the last scan
         self.shapes: dict[str, dict] = {}  # student -> {name: (ctime, holds a notebook)} of their new folders
         self.dropped: collections.Counter = collections.Counter()  # (assignment, student) -> not looked at
         self.notices: dict[tuple[str, str], str] = {}  # (assignment, student) -> what their status says of them
@@ -169,7 +175,7 @@ class Service:
         on = self.policy(assignment).on
         if on and assignment in self.since:
             return self.since[assignment]
-        since = self.ledger.enabled_since(assignment, on, now())
+        since = self.ledger.enabled_since(assignment, on, now(), first=WATCHED_FROM_THE_START)
         if on:
             self.since[assignment] = since
             self.seen[assignment] |= self.ledger.known(assignment)
@@ -183,6 +189,9 @@ class Service:
         assignments = [a for a, p in self.policies.items() if p.on and self.enabled_since(a) is not None]
         for assignment in set(self.since) - set(assignments):
             self.enabled_since(assignment)  # switched off: recorded, so switching on again starts afresh
+        if not set(assignments) <= self.watched:
+            self.folder_mtimes.clear()  # a newly watched assignment's submissions sit in unchanged folders too
+        self.watched = set(assignments)
         if not assignments:
             return 0
         inbound = self.exchange / "inbound"
