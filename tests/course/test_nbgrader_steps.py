@@ -63,3 +63,17 @@ def test_a_step_that_fails_stops_the_rest_and_says_why(tmp_path):
     assert failed.returncode == 1
     assert "generate_assignment no_such_assignment failed" in failed.stderr
     assert not (course / "release" / first).exists()
+
+
+def test_the_steps_read_the_configuration_the_nbgrader_command_reads(tmp_path):
+    """The Jupyter config path's nbgrader_config.py (the hub's grader: the per-student exchange) and the
+    course directory's."""
+    from hub_helpers import REPO
+
+    course = copy_course(tmp_path / "course")
+    read = subprocess.run(
+        [sys.executable, "-c", "from attention_platform.course.nbgrader_steps import course_api; api = course_api(); "
+                               "print(api.exchange.release_assignment.__name__, api.coursedir.root)"],
+        cwd=course, env=environment(JUPYTER_CONFIG_PATH=str(REPO / "jupyter_config" / "grader")),
+        capture_output=True, text=True)
+    assert read.stdout.split() == ["PerStudentReleaseAssignment", str(course)], read.stderr[-3000:]
