@@ -106,17 +106,22 @@ service.engine.close()
 """
 
 
+def _run_under_best(code: str, assignment: str) -> dict:
+    """What the grader script ``code`` printed last, run with "best attempt counts" on ``assignment``."""
+    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}",  # nbgrader runs alembic
+           "ATTENTION_FEEDBACK_ON_SUBMIT": json.dumps({assignment: {"feedback": "checks", "counts": "best"}})}
+    env.pop("ATTENTION_SANDBOX_SOCKET", None)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def test_a_later_lower_attempt_with_an_essay_keeps_the_best_score_and_gives_the_ta_the_essay(tmp_path, released_course):
     from grader_tests.self_attention.answers import ASSIGNMENT
 
     course, exchange = released_course(tmp_path / "course", ASSIGNMENT), tmp_path / "exchange"
     code = TWO_ATTEMPTS.format(course=str(course), exchange=str(exchange), essay=ESSAY)
-    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}",  # nbgrader runs alembic
-           "ATTENTION_FEEDBACK_ON_SUBMIT": json.dumps({ASSIGNMENT: {"feedback": "checks", "counts": "best"}})}
-    env.pop("ATTENTION_SANDBOX_SOCKET", None)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    seen = _run_under_best(code, ASSIGNMENT)
     (first, first_score, first_counts), (second, second_score, second_counts) = seen["attempts"]
     assert first == second == "graded" and second_score < first_score, seen["attempts"]
     assert first_counts and not second_counts  # the best attempt counts for the checks' points ...
@@ -164,12 +169,7 @@ def test_a_grade_given_to_an_essay_the_swap_replaces_is_flagged_for_the_ta(tmp_p
     comment = "Right direction: say which row sums to 1."
     code = REGRADE.format(course=str(course), exchange=str(exchange), essay=ESSAY, comment=comment,
                           changed=ESSAY + " Token 10 is later, so there is no causal mask.")
-    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}",  # nbgrader runs alembic
-           "ATTENTION_FEEDBACK_ON_SUBMIT": json.dumps({ASSIGNMENT: {"feedback": "checks", "counts": "best"}})}
-    env.pop("ATTENTION_SANDBOX_SOCKET", None)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    seen = _run_under_best(code, ASSIGNMENT)
     assert seen["counted"] == [True, False, False], seen
     # the same essay came back: the TA's grade stands, nothing to do
     assert seen["unchanged"] == {"score": 0.5, "flagged": False, "comment": comment}, seen
