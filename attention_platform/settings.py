@@ -236,6 +236,8 @@ class Settings:
     hub_admin_users: tuple[str, ...] = _people(LIST, ("instructor",), "Hub administrators: they approve sign-ups.")
     course_instructors: tuple[str, ...] = _people(LIST, ("instructor",), "The course's instructors.")
     course_tas: tuple[str, ...] = _people(LIST, ("ta",), "The course's teaching assistants.")
+    course_tas_grant_extensions: bool = _people(FLAG, False, "Whether the course's TAs may grant and revoke "
+                                                "students' extensions in the formgrader (instructors always may).")
     course_students: tuple[str, ...] = _people(LIST, (), "Students put into the course group at start.")
     hub_demo_prefix: str | None = _people(TEXT, None, "Prefix of the native demo accounts' names; unset: none for "
                                          "the hub, its own for the load test and the benchmark.")
@@ -308,6 +310,10 @@ class Settings:
     lti_username_key: str = _lti(TEXT, "sub", "Claim used as the user name.")
     lti_uri_scheme: str = _lti(_choice("auto", "http", "https"), "auto", "Scheme of the URLs the LMS is given.")
     lti_tool_name: str = _lti(TEXT, "Self-attention course", "The tool's name as the LMS shows it.")
+    lti_presentation: str = _lti(_choice("window", "embed"), "window", "How the LMS shows the tool: in a new window, "
+                                 "or embedded in the LMS's page (then LTI_EMBED_ORIGINS, and HTTPS).")
+    lti_embed_origins: tuple[str, ...] = _lti(LIST, (), "With LTI_PRESENTATION=embed: the LMS's origin(s) allowed "
+                                              "to frame the hub, e.g. https://canvas.example.edu.")
     lti_role_groups: str = _lti(TEXT, "", "LMS roles to hub groups (attention_platform/hub/lti.py); empty: the "
                                 "course's defaults.")
     lti_allow_unmapped_roles: bool = _lti(FLAG, False, "Whether a launch with no mapped role may log in.")
