@@ -28,14 +28,15 @@ grader_tests/tests/.
 
 - authoring/ (the new-assignment scaffold, prove-checks): test_scaffold, test_prove_checks
 - course/ (notebooks, graded cells, settings, demo): test_release_in_sync, test_graded_cells_in_sync,
-  test_validation, test_demo_table, test_settings
+  test_validation, test_demo_table, test_settings, test_nbgrader_steps
 - grading/ (preprocessors, sandbox, batch, the course's grading lock): test_sandbox_grading,
   test_sandbox_isolation, test_sandbox_broker, test_cheats, test_autograde_e2e, test_autograde_parts_e2e,
   test_autograde_multi_head_e2e,
   test_autograde_progress, test_course_lock, test_batch, test_huge_pages, test_first_use, test_sandbox_protocol,
   test_probe_text_leak, test_generated_classes, test_public_checks, test_restore_cells, test_autograde_all
 - hub/ (native hub, accounts, LTI; and what is tested on its live hub: exchange/, formgrader/, lab/,
-  the load test): test_hub_native, test_hub_api, test_hub_accounts, test_hub_culler, test_lti, test_exchange_attacks, test_exchange_hub,
+  the load test): test_hub_native, test_hub_api, test_hub_accounts, test_hub_culler, test_lti, test_lti_tool_keys,
+  test_lti_platform, test_exchange_attacks, test_exchange_hub,
   test_faults_exchange, test_faults_hub, test_formgrader_gate, test_instructor_source, test_course_lab,
   test_validate_service, test_intra_hub_http, test_hub_request_limits, test_student_request_limits,
   test_service_supervisor, test_student_lab_browser, test_every_assignment_hub, test_formgrader_browser,
@@ -47,8 +48,8 @@ grader_tests/tests/.
   test_feedback_on_submit_units, test_feedback_on_submit_hub, test_grader_crash_hub,
   test_feedback_on_submit_every_assignment, test_best_keeps_written_work, test_feedback_on_submit_flat_cost,
   test_feedback_on_submit_deadlines, test_formgrader_pages_browser
-- reporting/ (report, exports, feedback page, safe HTML, similarity report): test_report, test_exports, test_feedback_page,
-  test_hostile_submission, test_feedback_every_assignment, test_safe_html, test_similarity
+- reporting/ (report, exports, feedback page, safe HTML, similarity report, reused pages): test_report, test_exports, test_feedback_page,
+  test_hostile_submission, test_feedback_every_assignment, test_safe_html, test_similarity, test_page_reuse
 - deploy/ (not a package: the Docker and Kubernetes deployments): test_compose_static, test_docker_guard,
   test_compose_roundtrip (marker docker), test_kubernetes (marker kubernetes; golden files in z2jh/)
 - e2e/ (not a package: the whole walk in a browser, marker browser): test_browser_e2e; it runs before
