@@ -66,8 +66,9 @@ def _run(args: argparse.Namespace) -> int:
         if args.action in ("on", "off"):
             variants.switch(course, args.assignment, args.action == "on")
         written = write_copies(course, args.assignment)
-        print(f"{args.assignment}: variants {'on' if variants.is_on(course, args.assignment) else 'off'}; "
-              f"own copies written for {written} students")
+        copies = ("each student's own copy is written when it is released" if written is None
+                  else f"own copies written for {written} students")
+        print(f"{args.assignment}: variants {'on' if variants.is_on(course, args.assignment) else 'off'}; {copies}")
         return 0
     except (NotACourse, variants.VariantsError, OSError) as exc:
         print(f"attention-course variants {args.action}: {exc}", file=sys.stderr)
@@ -90,20 +91,22 @@ def submissions_with_variants(course: Path) -> list[str]:
                   for name in on if (student / name).is_dir())
 
 
-def write_copies(course: Path, assignment: str) -> int:
-    """Every student's own copy of ``assignment`` in the course's exchange (removed when variants are off)."""
+def write_copies(course: Path, assignment: str) -> int | None:
+    """Every student's own copy of ``assignment`` in the course's exchange (removed when variants are off);
+    None when the assignment is not released (its release writes them)."""
     import logging
 
     from nbgrader.coursedir import CourseDirectory
-    from nbgrader.exchange.abc import Exchange
 
     from attention_platform.exchange.personal_release import issue
     from attention_platform.grading.batch import load_course_config
+    from attention_platform.settings import settings
 
-    config = load_course_config(course)
-    coursedir = CourseDirectory(config=config, root=str(course))
+    coursedir = CourseDirectory(config=load_course_config(course), root=str(course))
     release = coursedir.format_path(coursedir.release_directory, ".", assignment)
     if not os.path.isdir(release):
         raise FileNotFoundError(f"{assignment} has no release in {release}: generate it first")
-    root = Exchange(config=config, coursedir=coursedir).root
+    root = str(settings().nbgrader_exchange_root)
+    if not os.path.isdir(os.path.join(root, coursedir.course_id, "outbound", assignment)):
+        return None
     return issue(root, coursedir.course_id, course, release, assignment, logging.getLogger("attention-course"))

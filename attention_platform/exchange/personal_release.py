@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 
 import nbformat
 
@@ -49,10 +50,14 @@ def _course_folders(exchange_root: str, course_id: str):
 
 
 def _own_dir(parent_fd: int, name: str, mode: int) -> int:
+    """A folder of the grader's in ``parent_fd``. In a student's feedback folder it inherits the folder's
+    group (the student's) and its set-group-id bit, so what is written below is the student's to read;
+    the grader, not in that group, must not chmod it (the kernel would drop the set-group-id bit)."""
     with contextlib.suppress(FileExistsError):
         os.mkdir(name, mode, dir_fd=parent_fd)
     fd = open_dir(parent_fd, name)
-    os.fchmod(fd, mode)
+    if stat.S_IMODE(os.fstat(fd).st_mode) & mode != mode:  # a umask took some of it
+        os.fchmod(fd, mode)
     return fd
 
 
@@ -118,9 +123,9 @@ def issue(exchange_root: str, course_id: str, course_dir, release_dir: str, assi
 
 
 def _write_for(student_fd: int, course_dir, release_dir: str, assignment: str, student: str) -> None:
-    folder = _own_dir(student_fd, PERSONAL_FOLDER, 0o2750)
+    folder = _own_dir(student_fd, PERSONAL_FOLDER, 0o750)
     try:
-        mine = _own_dir(folder, assignment, 0o2750)
+        mine = _own_dir(folder, assignment, 0o750)
         try:
             for name, data in _personal_notebooks(course_dir, release_dir, assignment, student).items():
                 _write_atomically(mine, name, data)
