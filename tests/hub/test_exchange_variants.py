@@ -186,6 +186,14 @@ def test_students_fetch_their_own_numbers_and_are_graded_on_them(released, accou
                 assert scores[student] == full, (student, scores[student])
             else:
                 assert all(score == 0.0 for score in scores[student].values()), (student, scores[student])
+        if round_ == 0:  # the feedback page names the student's variant, and nobody else's
+            feedback = nbgrader(course, "generate_feedback", ASSIGNMENT, "--force")
+            assert feedback.returncode == 0, feedback.stderr[-3000:]
+            ids = {student: variants.variant_id(course, ASSIGNMENT, student) for student in STUDENTS}
+            for student, other in (STUDENTS, STUDENTS[::-1]):
+                page = (course / "feedback" / student / ASSIGNMENT / f"{NOTEBOOK}.html").read_text()
+                assert f"(variant\n    {ids[student]})" in page and ids[other] not in page
+                assert secret.hex() not in page
 
     # Switched off: everyone fetches the release's numbers again, and the personal copies are gone.
     off = as_grader(ex, course, "variants", "off", ASSIGNMENT)
