@@ -103,10 +103,10 @@ def write_copies(course: Path, assignment: str) -> int | None:
     from attention_platform.settings import settings
 
     coursedir = CourseDirectory(config=load_course_config(course), root=str(course))
-    release = coursedir.format_path(coursedir.release_directory, ".", assignment)
-    if not os.path.isdir(release):
-        raise FileNotFoundError(f"{assignment} has no release in {release}: generate it first")
     root = str(settings().nbgrader_exchange_root)
     if not os.path.isdir(os.path.join(root, coursedir.course_id, "outbound", assignment)):
         return None
+    release = coursedir.format_path(coursedir.release_directory, ".", assignment)
+    if not os.path.isdir(release):
+        raise FileNotFoundError(f"{assignment} is in the exchange but has no release in {release}: generate it again")
     return issue(root, coursedir.course_id, course, release, assignment, logging.getLogger("attention-course"))
