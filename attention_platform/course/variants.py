@@ -161,6 +161,13 @@ def checks(assignment: str) -> frozenset[str]:
     return frozenset(registered(assignment).variants.CHECKS) if offered(assignment) else frozenset()
 
 
+def notebook(assignment: str) -> str | None:
+    """The notebook id whose numbers vary, or None."""
+    from grader_tests.registry import assignment as registered
+
+    return registered(assignment).variants.NOTEBOOK if offered(assignment) else None
+
+
 def cells(course_dir, assignment: str, student: str) -> tuple[str, dict[str, str], dict] | None:
     """``(notebook id, {grade id: source}, {grade id: [(old, new)]})`` of ``student``'s input cells and
     the numbers their instructions quote; None without a variant."""
