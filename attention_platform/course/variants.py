@@ -60,20 +60,24 @@ def _read_key(where: Path) -> bytes | None:
     return key
 
 
-def _write_key(where: Path) -> bytes:
-    """A new key, whole or not at all (a temporary file renamed over the old one)."""
-    key = secrets.token_bytes(KEY_BYTES)
-    fd, temporary = tempfile.mkstemp(dir=where.parent, prefix=f".{KEY_FILE}.", suffix=".tmp")
+def _replace(where: Path, data: bytes, mode: int) -> None:
+    """``where`` holding ``data``, whole or not at all (a temporary file renamed over the old one)."""
+    fd, temporary = tempfile.mkstemp(dir=where.parent, prefix=f".{where.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
-            os.fchmod(fh.fileno(), 0o600)
-            fh.write(key)
+            os.fchmod(fh.fileno(), mode)
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(temporary, where)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def _write_key(where: Path) -> bytes:
+    key = secrets.token_bytes(KEY_BYTES)
+    _replace(where, key, 0o600)
     return key
 
 
@@ -117,18 +121,7 @@ def switch(course_dir, assignment: str, on: bool) -> None:
                             f"grader_tests/{assignment}/): everyone works with the release's numbers")
     saved = read_switches(course_dir)
     saved[assignment] = on
-    folder = Path(course_dir)
-    fd, temporary = tempfile.mkstemp(dir=folder, prefix=f".{SWITCH_FILE}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            os.fchmod(fh.fileno(), 0o640)
-            json.dump(saved, fh, indent=1, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(temporary, folder / SWITCH_FILE)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    _replace(Path(course_dir) / SWITCH_FILE, json.dumps(saved, indent=1, sort_keys=True).encode(), 0o640)
 
 
 def is_on(course_dir, assignment: str) -> bool:
