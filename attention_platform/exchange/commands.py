@@ -22,6 +22,7 @@ from attention_platform.course.notebooks import COURSE_ROOT
 
 def register(commands) -> None:
     top = commands.add_parser("variants", help="per-student numbers in the by-hand parts: switch, write, regenerate")
+    top.set_defaults(run=_run)
     actions = top.add_subparsers(dest="action", required=True, metavar="ACTION")
     for name, text in (("show", "which assignments give variants, and whether they are on"),
                        ("on", "give every student their own numbers in ASSIGNMENT"),
