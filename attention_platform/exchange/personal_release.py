@@ -84,8 +84,13 @@ def issue(exchange_root: str, course_id: str, course_dir, release_dir: str, assi
     on = variants.is_on(course_dir, assignment)
     written = 0
     with _course_folders(exchange_root, course_id) as folders:
-        students = sorted(name for name in os.listdir(folders["inbound"]) if is_plain_name(name)) \
-            if "feedback" in folders else []
+        try:
+            students = sorted(name for name in os.listdir(folders["inbound"]) if is_plain_name(name)) \
+                if "feedback" in folders else []
+        except OSError as exc:  # the release itself is done: only the students' own copies are missing
+            log.warning("No student's own copy of %s written or removed: the exchange's inbound cannot be "
+                        "listed (%s)", assignment, exc.strerror)
+            students = []
         if on:
             marks = _own_dir(folders["outbound"], VARIANT_MARKS, 0o755)
             try:

@@ -180,6 +180,8 @@ def test_students_fetch_their_own_numbers_and_are_graded_on_them(released, accou
         write_submission(course, "var-bo", typed_in(bo_nb), name=f"{NOTEBOOK}.ipynb", assignment=ASSIGNMENT)
         graded = nbgrader(course, "autograde", ASSIGNMENT, "--force")
         assert graded.returncode == 0, graded.stderr[-3000:]
+        # their own numbers are no edit for the TA to look at; the other's are
+        assert ("was edited in this submission" in graded.stderr) == (round_ == 1), graded.stderr[-3000:]
         scores = by_hand_scores(course)
         for student in STUDENTS:
             if round_ == 0:
