@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import os
 import secrets
 import stat
@@ -21,6 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
+from attention_platform.attempts import course_files
 from grader_tests.variants import variant_seed
 
 KEY_FILE = "variant_key"
@@ -42,21 +42,18 @@ def offered(assignment: str) -> bool:
 
 
 def _read_key(where: Path) -> bytes | None:
+    remedy = "run `attention-course variants regenerate` to make a new one"
     try:
-        fd = os.open(where, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except FileNotFoundError:
+        key = course_files.read_bytes(where, KEY_BYTES)
+    except course_files.CourseFileError as exc:
+        raise VariantsError(f"the course's variant key: {exc}; {remedy}") from None
+    if key is None:
         return None
-    except OSError as exc:
-        raise VariantsError(f"the course's variant key {where} cannot be read ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fh.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_mode & 0o077:
-            raise VariantsError(f"the course's variant key {where} must be a regular file only its owner can read "
-                                "(mode 0600): run `attention-course variants regenerate` to make a new one")
-        key = fh.read(KEY_BYTES + 1)
+    if os.stat(where, follow_symlinks=False).st_mode & 0o077:  # the grader's own folder: nobody swaps it
+        raise VariantsError(f"the course's variant key {where} must be a file only its owner can read "
+                            f"(mode 0600): {remedy}")
     if len(key) != KEY_BYTES:
-        raise VariantsError(f"the course's variant key {where} is not {KEY_BYTES} bytes: "
-                            "run `attention-course variants regenerate` to make a new one")
+        raise VariantsError(f"the course's variant key {where} is not {KEY_BYTES} bytes: {remedy}")
     return key
 
 
@@ -95,20 +92,10 @@ def regenerate(course_dir) -> None:
 def read_switches(course_dir) -> dict[str, bool]:
     where = Path(course_dir) / SWITCH_FILE
     try:
-        fd = os.open(where, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return {}
-    except OSError as exc:
-        raise VariantsError(f"{where} cannot be read ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            raise VariantsError(f"{where} is not a regular file; remove it (every assignment's variants are then off)")
-        data = fh.read(MAX_SWITCH_BYTES + 1)
-    try:
-        saved = json.loads(data) if len(data) <= MAX_SWITCH_BYTES else None
-    except ValueError:
-        saved = None
-    if not isinstance(saved, dict) or not all(isinstance(v, bool) for v in saved.values()):
+        saved = course_files.read_object(where, MAX_SWITCH_BYTES, "{assignment: true or false}")
+    except course_files.CourseFileError as exc:
+        raise VariantsError(str(exc)) from None
+    if not all(isinstance(v, bool) for v in saved.values()):
         raise VariantsError(f"{where} must hold {{assignment: true or false}}; switch variants again in the "
                             "formgrader or with `attention-course variants on|off`")
     return saved
@@ -121,7 +108,7 @@ def switch(course_dir, assignment: str, on: bool) -> None:
                             f"grader_tests/{assignment}/): everyone works with the release's numbers")
     saved = read_switches(course_dir)
     saved[assignment] = on
-    _replace(Path(course_dir) / SWITCH_FILE, json.dumps(saved, indent=1, sort_keys=True).encode(), 0o640)
+    course_files.write_object(Path(course_dir) / SWITCH_FILE, saved)
 
 
 def is_on(course_dir, assignment: str) -> bool:
