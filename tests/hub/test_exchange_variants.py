@@ -56,6 +56,11 @@ def released(released_course, accounts):
     ex = make_exchange(scratch, STUDENTS, release=course / "release" / ASSIGNMENT,
                        users={s: accounts[s] for s in STUDENTS}, grader=grader)
     shutil.rmtree(ex.course / "outbound" / ASSIGNMENT)  # released below, by the grader
+    # The grader's own copy of the hidden checks, as the hub installs it: a hub started from this
+    # checkout takes "other" permissions off its grader_tests/ (hub/native.py, hide_course_secrets).
+    shutil.copytree(REPO / "grader_tests", scratch / "grader-lib" / "grader_tests",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    chown_tree(scratch / "grader-lib", grader)
     for student in STUDENTS:
         shutil.rmtree(ex.home(student) / ASSIGNMENT)
     yield ex, course
@@ -63,9 +68,14 @@ def released(released_course, accounts):
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def grader_lib(ex) -> dict:
+    return {"PYTHONPATH": str(ex.base / "grader-lib")}
+
+
 def as_grader(ex, course: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(BIN / "attention-course"), *args, "--course", str(course)], cwd=course,
-                          env=ex.grader_env(), capture_output=True, text=True, timeout=600, **ex.as_user(ex.grader))
+                          env={**ex.grader_env(), **grader_lib(ex)}, capture_output=True, text=True, timeout=600,
+                          **ex.as_user(ex.grader))
 
 
 def fetch(ex, accounts, student: str) -> subprocess.CompletedProcess:
@@ -136,7 +146,7 @@ def test_students_fetch_their_own_numbers_and_are_graded_on_them(released, accou
 
     switched = as_grader(ex, course, "variants", "on", ASSIGNMENT)
     assert switched.returncode == 0, switched.stdout + switched.stderr
-    done = ex.nbgrader(course, "release_assignment", ASSIGNMENT)
+    done = ex.nbgrader(course, "release_assignment", ASSIGNMENT, env=grader_lib(ex))
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     key = course / variants.KEY_FILE
     assert stat.S_IMODE(key.stat().st_mode) == 0o600 and key.stat().st_uid == ex.grader.uid
@@ -200,7 +210,7 @@ def test_students_fetch_their_own_numbers_and_are_graded_on_them(released, accou
     # Switched off: everyone fetches the release's numbers again, and the personal copies are gone.
     off = as_grader(ex, course, "variants", "off", ASSIGNMENT)
     assert off.returncode == 0, off.stdout + off.stderr
-    again = ex.nbgrader(course, "release_assignment", ASSIGNMENT, "--force")
+    again = ex.nbgrader(course, "release_assignment", ASSIGNMENT, "--force", env=grader_lib(ex))
     assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
     for student in STUDENTS:
         assert fetch(ex, accounts, student).returncode == 0
