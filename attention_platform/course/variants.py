@@ -16,7 +16,6 @@ import hmac
 import os
 import secrets
 import stat
-import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -57,24 +56,9 @@ def _read_key(where: Path) -> bytes | None:
     return key
 
 
-def _replace(where: Path, data: bytes, mode: int) -> None:
-    """``where`` holding ``data``, whole or not at all (a temporary file renamed over the old one)."""
-    fd, temporary = tempfile.mkstemp(dir=where.parent, prefix=f".{where.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            os.fchmod(fh.fileno(), mode)
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(temporary, where)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
 def _write_key(where: Path) -> bytes:
     key = secrets.token_bytes(KEY_BYTES)
-    _replace(where, key, 0o600)
+    course_files.write_bytes(where, key, 0o600)
     return key
 
 
