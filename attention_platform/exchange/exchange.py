@@ -103,7 +103,8 @@ class GraderExchangeRoot:
 
 
 class PerStudentReleaseAssignment(GraderExchangeRoot, ExchangeReleaseAssignment):
-    """Release into ``outbound/`` without opening anything else.
+    """Release into ``outbound/``, and each student's own notebooks into their feedback folder where
+    the assignment gives every student their own numbers (``personal_release``).
 
     Stock nbgrader forces the root to 0777 and wants to own the course and inbound
     folders; here root owns those and the grader owns ``outbound/`` only.
@@ -130,8 +131,14 @@ class PerStudentReleaseAssignment(GraderExchangeRoot, ExchangeReleaseAssignment)
             self.fail(f"The grader may not write to {self.outbound_path}.")
 
     def copy_files(self):
+        """The release, each student's deadline file, and each student's own notebooks where the
+        assignment gives variants."""
+        from attention_platform.exchange.personal_release import issue
+
         super().copy_files()
         self._publish_deadlines()
+        issue(self.root, self.coursedir.course_id, self.coursedir.root, self.src_path,
+              self.coursedir.assignment_id, self.log)
 
     def _publish_deadlines(self) -> None:
         """Each student's deadline file of the released assignment (attention_platform/deadlines): what
