@@ -5,16 +5,23 @@
 * a Validate button in the Assignments list validates the notebook (the course's Validate dialog), and
   shows the public checks' verdicts (rows not summing to one fail the softmax check), never a hidden one;
 * an unchanged resubmission says that nothing new was filed, and adds no row to the list;
-* an edit not yet saved is saved by Submit: the submitted file holds it.
+* an edit not yet saved is saved by Submit: the submitted file holds it;
+* "Fetch Feedback" with no feedback released says so in a toast;
+* the Assignments list's submission times are in the student's zone, in the panel's one format;
+* under a cooldown set in the instructor's policy form (last in this file: it changes the policy), a
+  submit is graded, Submit is then off with a title saying until when, and a submit from a page that
+  had not heard of the cooldown is refused in the course's dialog with the next time in the student's zone.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
 import time
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -38,7 +45,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 
 @pytest.fixture(scope="module")
 def hub():
-    env = {"ATTENTION_FEEDBACK_ON_SUBMIT": json.dumps(POLICY), "HUB_DEMO_STUDENTS": "2"}
+    env = {"ATTENTION_FEEDBACK_ON_SUBMIT": json.dumps(POLICY), "HUB_DEMO_STUDENTS": "3"}
     with launch_hub("student-lab-browser-hub", env=env) as running:
         yield running
 
@@ -219,3 +226,113 @@ def test_an_unsaved_edit_is_saved_before_the_submit(hub, students, browser):
     # the panel follows the new attempt until it is graded
     page.locator(f"#feedback_on_submit_panel li.fos-attempt:nth-last-child({known + 1})[data-state=graded]").wait_for(
         timeout=WAIT * 1000)
+
+
+def submitted_once(session) -> list[str]:
+    """The student's submission times, after handing in one if there was none."""
+    if not submissions(session):
+        answer(session, NO_SCALE.code)
+        assert session.assignment_action("submit", ASSIGNMENT)["success"]
+    return submissions(session)
+
+
+ZONE = "Asia/Kolkata"  # UTC+5:30: a time left in UTC, or in the machine's zone, cannot pass for it
+
+
+def in_zone(stamp: str) -> str:
+    """``HH:MM`` of an ISO time or nbgrader's "2026-01-31 10:32:11.123456 UTC", as a browser in ZONE shows it."""
+    at = dt.datetime.fromisoformat(stamp.replace(" UTC", "+00:00").replace("Z", "+00:00"))
+    return at.astimezone(ZoneInfo(ZONE)).strftime("%H:%M")
+
+
+def submit_button(page, listing):
+    """nbgrader's Submit of the assignment (found again at each use: nbgrader draws its list anew at will)."""
+    return listing.locator("#fetched_assignments_list .list_item",
+                           has=page.locator(".item_name", has_text=ASSIGNMENT)).locator(".item_status button", has_text="Submit")
+
+
+def zoned_lab(browser, hub, user: str):
+    """``user``'s Lab with the Assignments tab showing, in a browser set to ZONE."""
+    page = hub.browser_page(browser.browser, user, timezone_id=ZONE, locale="en-GB")
+    page.context.set_default_timeout(120_000)
+    page.goto(f"{hub.url}/user/{user}/lab")
+    page.locator(".jp-LabShell").wait_for()
+    return page, assignments_tab(page)
+
+
+def test_fetch_feedback_with_nothing_to_fetch_says_so(hub, students, browser):
+    submitted_once(students["student1"])
+    page = open_lab(browser, hub, "student1")
+    listing = assignments_tab(page)
+    listing.locator("#submitted_assignments_list .list_item", has=page.locator(".item_name", has_text=ASSIGNMENT)
+                    ).get_by_role("button", name="Fetch Feedback").click()
+    note = page.locator(".jp-toast-message", has_text="No feedback to fetch").first
+    note.wait_for(timeout=WAIT * 1000)
+    assert ASSIGNMENT in note.inner_text() and "released" in note.inner_text(), note.inner_text()
+
+
+def test_the_assignments_list_shows_submission_times_in_the_students_zone(hub, students, browser):
+    stamps = submitted_once(students["student1"])
+    page, listing = zoned_lab(browser, hub, "student1")
+    rows = listing.locator("#submitted_assignments_list .nested_list_item .item_name")
+    rows.first.wait_for()
+    page.wait_for_function("() => ![...document.querySelectorAll("
+                           "'#submitted_assignments_list .nested_list_item .item_name')].some(r => /UTC/.test(r.textContent))",
+                           timeout=10_000)
+    shown = rows.all_inner_texts()
+    assert len(shown) == len(stamps), (shown, stamps)
+    for stamp, text in zip(stamps, shown):
+        iso = stamp.replace(" UTC", "").replace(" ", "T") + "+00:00"
+        assert in_zone(stamp) in text and "UTC" not in text, (stamp, text)
+        # the panel's one format (its Intl options), so both lists read alike
+        panel_format = page.evaluate("""iso => new Intl.DateTimeFormat(undefined, {day: 'numeric', month: 'short',
+            hour: '2-digit', minute: '2-digit', timeZoneName: 'short'}).format(new Date(iso))""", iso)
+        assert text.startswith(panel_format), (panel_format, text)
+
+
+FORMGRADER = f"/services/{COURSE}/formgrader"
+COOLDOWN = {"feedback": "full", "attempts": "", "window_hours": "24", "cooldown_minutes": "10", "counts": "last"}
+
+
+def test_under_a_cooldown_submit_is_off_and_a_refused_submit_says_until_when(hub, students, browser):
+    instructor = hub.session("instructor")
+    saved = instructor.post(f"{FORMGRADER}/policy/{ASSIGNMENT}", data=COOLDOWN)
+    assert saved.status_code == 200, saved.text[-2000:]
+    s3 = hub.session("student3")  # no attempt yet: the first is graded at once
+    s3.spawn()
+    assert s3.assignment_action("fetch", ASSIGNMENT)["success"]
+    deadline = time.monotonic() + WAIT
+    while status(s3).get("policy", {}).get("cooldown_minutes") != 10:
+        assert time.monotonic() < deadline, f"the grader did not take up the cooldown: {status(s3)}"
+        time.sleep(0.3)
+    answer(s3, NO_SCALE.code)
+    page, listing = zoned_lab(browser, hub, "student3")
+    submit_button(page, listing).click()
+    page.locator(".jp-toast-message", has_text="Submitted").first.wait_for(timeout=WAIT * 1000)
+    # the panel shows the attempt; Submit is off until the cooldown ends, and its title says when
+    page.locator("#feedback_on_submit_panel li.fos-attempt").first.wait_for(timeout=WAIT * 1000)
+    locked = listing.locator("#fetched_assignments_list button[data-attention-locked=true]", has_text="Submit")
+    locked.wait_for(timeout=WAIT * 1000)
+    assert locked.is_disabled()
+    next_at = status(s3)["next_graded_attempt"]
+    assert next_at, status(s3)
+    title = locked.get_attribute("title")
+    assert in_zone(next_at) in title and "UTC" not in title, (next_at, title)
+    assert in_zone(next_at) in page.locator("#feedback_on_submit_panel .fos-next").inner_text()
+
+    # a page that had not heard of the cooldown submits a changed notebook: refused in the course's dialog
+    answer(s3, next(a for a in BUGGY if a.name == "no_softmax").code)
+    inbound = hub.state / "exchange" / COURSE / "inbound" / "student3"
+    handed_in = sorted(p.name for p in inbound.iterdir() if not p.name.startswith("."))
+    locked.evaluate("button => { button.disabled = false; button.click(); }")
+    dialog = page.locator(".jp-Dialog .attention-refusal")
+    dialog.wait_for(timeout=WAIT * 1000)
+    assert page.locator(".jp-Dialog-header").inner_text() == f"Not submitted: “{ASSIGNMENT}”"
+    said = dialog.inner_text()
+    assert "Graded attempts must be at least 10 minutes apart." in said, said
+    assert "Your next graded attempt is possible at" in said and in_zone(next_at) in said and "UTC" not in said, said
+    assert page.locator(".nbgrader-ErrorDialog").count() == 0
+    page.locator(".jp-Dialog").get_by_role("button", name="OK").click()
+    locked.wait_for()
+    assert locked.is_disabled()
+    assert sorted(p.name for p in inbound.iterdir() if not p.name.startswith(".")) == handed_in  # nothing handed in
