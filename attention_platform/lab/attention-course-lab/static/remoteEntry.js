@@ -321,15 +321,20 @@
     /* ---------------------------------------------------------------- fetch / submit */
     var app = null;  // set when the plugin activates
 
-    function confirmAssignmentAction(url, response) {
+    /* `asked`: the posted {course_id, assignment_id}. nbgrader answers with the whole list: only the
+       assignment acted on is confirmed, not every other one the student has fetched or submitted. */
+    function confirmAssignmentAction(url, response, asked) {
       var match = /\/assignments\/(fetch_feedback|fetch|submit)$/.exec(url.split('?')[0]);
       if (!match || !response.ok || refusedAnswers.has(response)) { return; }
       var action = match[1];
       response.clone().json().then(function (body) {
         if (!body || body.success !== true || !Array.isArray(body.value)) { return; }
         remember(body);
-        var fetched = body.value.filter(function (a) { return a.status === 'fetched'; });
-        var submitted = body.value.filter(function (a) { return a.status === 'submitted'; });
+        var actedOn = body.value.filter(function (a) {
+          return a.assignment_id === asked.assignment_id && (!asked.course_id || a.course_id === asked.course_id);
+        });
+        var fetched = actedOn.filter(function (a) { return a.status === 'fetched'; });
+        var submitted = actedOn.filter(function (a) { return a.status === 'submitted'; });
         if (action === 'fetch') {
           fetched.forEach(function (a) {
             var first = a.notebooks && a.notebooks[0];
@@ -382,15 +387,17 @@
       connection.makeRequest = function (url, init, s) {
         var self = this, args = arguments, request;
         var post = init && String(init.method).toUpperCase() === 'POST';
+        var asked = {};
+        if (post) {
+          try { asked = JSON.parse(init.body || '{}') || {}; } catch (e) { /* a form post: nbgrader's own dialog */ }
+        }
         if (post && /\/assignments\/submit(\?|$)/.test(String(url))) {
-          var submitted = {};
-          try { submitted = JSON.parse(init.body || '{}'); } catch (e) { /* a form post: nbgrader's own dialog */ }
           request = saveBeforeSubmit(init).then(function (refusal) {
-            if (refusal) { return answerRefusal(submitted, { success: false, value: refusal }); }
+            if (refusal) { return answerRefusal(asked, { success: false, value: refusal }); }
             return original.apply(self, args).then(function (response) {
               if (!response.ok) { return response; }
               return response.clone().json().then(function (body) {
-                return body && body.success === false ? answerRefusal(submitted, body) : response;
+                return body && body.success === false ? answerRefusal(asked, body) : response;
               }, function () { return response; });
             });
           });
@@ -398,7 +405,7 @@
           request = original.apply(this, arguments);
         }
         if (post && /\/assignments\//.test(String(url))) {
-          request.then(function (response) { confirmAssignmentAction(String(url), response); }, function () {});
+          request.then(function (response) { confirmAssignmentAction(String(url), response, asked); }, function () {});
         } else if (/\/assignments(\?|$)/.test(String(url))) {
           request.then(function (response) {
             if (response.ok) { response.clone().json().then(remember, function () {}); }
