@@ -236,6 +236,8 @@ class Settings:
     hub_admin_users: tuple[str, ...] = _people(LIST, ("instructor",), "Hub administrators: they approve sign-ups.")
     course_instructors: tuple[str, ...] = _people(LIST, ("instructor",), "The course's instructors.")
     course_tas: tuple[str, ...] = _people(LIST, ("ta",), "The course's teaching assistants.")
+    course_tas_grant_extensions: bool = _people(FLAG, False, "Whether the course's TAs may grant and revoke "
+                                                "students' extensions in the formgrader (instructors always may).")
     course_students: tuple[str, ...] = _people(LIST, (), "Students put into the course group at start.")
     hub_demo_prefix: str | None = _people(TEXT, None, "Prefix of the native demo accounts' names; unset: none for "
                                          "the hub, its own for the load test and the benchmark.")
@@ -294,6 +296,9 @@ class Settings:
                                                 "baseline only).")
     nbgrader_cell_timeout: int = _grading(WHOLE, 60, "Seconds a student cell or a check's probe may run.")
     attention_notebook_timeout: float = _grading(NUMBER, 300.0, "Seconds for a whole submission.")
+    attention_similarity_max_mb: int = _grading(_whole_at_least(1), 512, "Notebooks the similarity report reads "
+                                                "for the whole class (MiB); the students with the largest ones are "
+                                                "left out past it, and named.")
 
     # ------------------------------------------------------------------ LTI 1.3
     lti_issuer: str = _lti(TEXT, "", "The platform's issuer (required with lti).")
