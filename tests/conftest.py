@@ -28,14 +28,15 @@ grader_tests/tests/.
 
 - authoring/ (the new-assignment scaffold, prove-checks): test_scaffold, test_prove_checks
 - course/ (notebooks, graded cells, settings, demo): test_release_in_sync, test_graded_cells_in_sync,
-  test_validation, test_demo_table, test_settings
+  test_validation, test_demo_table, test_settings, test_nbgrader_steps
 - grading/ (preprocessors, sandbox, batch, the course's grading lock): test_sandbox_grading,
   test_sandbox_isolation, test_sandbox_broker, test_cheats, test_autograde_e2e, test_autograde_parts_e2e,
   test_autograde_multi_head_e2e,
   test_autograde_progress, test_course_lock, test_batch, test_huge_pages, test_first_use, test_sandbox_protocol,
   test_probe_text_leak, test_generated_classes, test_public_checks, test_restore_cells, test_autograde_all
 - hub/ (native hub, accounts, LTI; and what is tested on its live hub: exchange/, formgrader/, lab/,
-  the load test): test_hub_native, test_hub_api, test_hub_accounts, test_hub_culler, test_lti, test_exchange_attacks, test_exchange_hub,
+  the load test): test_hub_native, test_hub_api, test_hub_accounts, test_hub_culler, test_lti, test_lti_tool_keys,
+  test_lti_platform, test_exchange_attacks, test_exchange_hub,
   test_faults_exchange, test_faults_hub, test_formgrader_gate, test_instructor_source, test_course_lab,
   test_validate_service, test_intra_hub_http, test_hub_request_limits, test_student_request_limits,
   test_service_supervisor, test_student_lab_browser, test_every_assignment_hub, test_formgrader_browser,
