@@ -48,8 +48,8 @@ grader_tests/tests/.
   test_feedback_on_submit_units, test_feedback_on_submit_hub, test_grader_crash_hub,
   test_feedback_on_submit_every_assignment, test_best_keeps_written_work, test_feedback_on_submit_flat_cost,
   test_feedback_on_submit_deadlines, test_formgrader_pages_browser
-- reporting/ (report, exports, feedback page, safe HTML, similarity report): test_report, test_exports, test_feedback_page,
-  test_hostile_submission, test_feedback_every_assignment, test_safe_html, test_similarity
+- reporting/ (report, exports, feedback page, safe HTML, similarity report, reused pages): test_report, test_exports, test_feedback_page,
+  test_hostile_submission, test_feedback_every_assignment, test_safe_html, test_similarity, test_page_reuse
 - deploy/ (not a package: the Docker and Kubernetes deployments): test_compose_static, test_docker_guard,
   test_compose_roundtrip (marker docker), test_kubernetes (marker kubernetes; golden files in z2jh/)
 - e2e/ (not a package: the whole walk in a browser, marker browser): test_browser_e2e; it runs before
