@@ -308,6 +308,13 @@ class Settings:
     lti_role_groups: str = _lti(TEXT, "", "LMS roles to hub groups (attention_platform/hub/lti.py); empty: the "
                                 "course's defaults.")
     lti_allow_unmapped_roles: bool = _lti(FLAG, False, "Whether a launch with no mapped role may log in.")
+    lti_token_url: str = _lti(TEXT, "", "The platform's OAuth 2 token endpoint; empty: no grades or roster go "
+                              "between the LMS and the course (attention_platform/lms).")
+    lti_line_items_url: str = _lti(TEXT, "", "The course's line items URL in the LMS (AGS), where each assignment's "
+                                   "gradebook column is found or made.")
+    lti_memberships_url: str = _lti(TEXT, "", "The course's memberships URL in the LMS (NRPS); empty: no roster sync.")
+    lti_sync_seconds: float = _lti(NUMBER, 60.0, "Seconds between two passes of the passback worker (scores out, "
+                                   "roster in).")
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Settings:

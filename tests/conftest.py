@@ -20,7 +20,7 @@
 
 Helpers (plain modules, imported by name): ``hub_helpers`` (launch a hub, log in, sessions),
 ``e2e_class`` (a graded sample class), ``accessibility`` (axe-core and the keyboard in a page), ``fault_helpers``, ``gradebooks``, ``broker_helpers`` (a
-sandbox broker and the accounts that talk to it); ``cheats/`` is the cheat-attempt catalogue.
+sandbox broker and the accounts that talk to it), ``services_lms`` (an LMS's token, grade and roster services); ``cheats/`` is the cheat-attempt catalogue.
 
 Where each part's tests are: one folder per package of ``attention_platform/`` (a test keeps
 the folders and this list whole, tests/test_test_map.py); the hidden checks' own proofs are in
@@ -37,7 +37,7 @@ grader_tests/tests/.
 - hub/ (native hub, accounts, LTI; and what is tested on its live hub: exchange/, formgrader/, lab/,
   the load test): test_hub_native, test_hub_api, test_hub_accounts, test_hub_culler, test_lti, test_exchange_attacks, test_exchange_hub,
   test_faults_exchange, test_faults_hub, test_formgrader_gate, test_instructor_source, test_course_lab,
-  test_validate_service, test_intra_hub_http, test_hub_request_limits, test_student_request_limits,
+  test_lti_roster, test_validate_service, test_intra_hub_http, test_hub_request_limits, test_student_request_limits,
   test_service_supervisor, test_student_lab_browser, test_every_assignment_hub, test_formgrader_browser,
   test_accessibility_browser
 - feedback_on_submit/ (intake, fair queue, grader, pages; attempts/: policy, ledger, status; its Lab and formgrader sides):
@@ -46,8 +46,7 @@ grader_tests/tests/.
   test_formgrader_pages_browser
 - reporting/ (report, exports, feedback page, safe HTML, similarity report): test_report, test_exports, test_feedback_page,
   test_hostile_submission, test_feedback_every_assignment, test_safe_html, test_similarity
-- lms/ (the LMS's services: service tokens, grades, the roster, the outbox; services_lms is a platform's
-  service side): test_lms_services
+- lms/ (the LMS's services: service tokens, grades, the roster, the outbox): test_lms_services
 - deploy/ (not a package: the Docker and Kubernetes deployments): test_compose_static, test_docker_guard,
   test_compose_roundtrip (marker docker), test_kubernetes (marker kubernetes; golden files in z2jh/)
 - e2e/ (not a package: the whole walk in a browser, marker browser): test_browser_e2e; it runs before

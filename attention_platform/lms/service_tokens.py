@@ -11,6 +11,10 @@ request never carries a score scope), and is kept until shortly before it expire
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
+import os
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -30,6 +34,27 @@ LINE_ITEM_SCOPE = AGS + "lineitem"
 SCORE_SCOPE = AGS + "score"
 RESULT_SCOPE = AGS + "result.readonly"
 MEMBERSHIP_SCOPE = "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly"
+
+
+def load_private_key(path) -> Any:
+    """The tool's private key from a PEM file, opened without following a link."""
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as pem:
+        return load_pem_private_key(pem.read(64 * 1024), password=None)
+
+
+def thumbprint(private_key) -> str:
+    """The RFC 7638 thumbprint of the key's public half (a kid both sides can compute)."""
+    numbers = private_key.public_key().public_numbers()
+
+    def b64(value: int) -> str:
+        return base64.urlsafe_b64encode(value.to_bytes((value.bit_length() + 7) // 8, "big")).rstrip(b"=").decode()
+
+    canonical = json.dumps({"e": b64(numbers.e), "kty": "RSA", "n": b64(numbers.n)}, separators=(",", ":"),
+                           sort_keys=True)
+    return base64.urlsafe_b64encode(hashlib.sha256(canonical.encode()).digest()).rstrip(b"=").decode()
 
 
 class TokenRefused(Exception):

@@ -18,9 +18,10 @@ from attention_platform.lms.ags import ServiceRefused
 from attention_platform.lms.bounded_http import exchange
 from attention_platform.lms.nrps import Member
 from attention_platform.lms.outbox import Outbox
+from attention_platform.lms.worker import RosterRefused
 
 
-class HubRefused(Exception):
+class HubRefused(RosterRefused):
     """The hub's API refused a change; the message says which."""
 
 
