@@ -119,12 +119,14 @@ from ltiauthenticator.lti13.error import InvalidAudienceError, LoginError, Token
 from ltiauthenticator.lti13.handlers import LTI13CallbackHandler
 from ltiauthenticator.lti13.validator import LTI13LaunchValidator
 from ltiauthenticator.utils import convert_request_to_dict
+from jupyterhub.utils import url_path_join
 from tornado.web import HTTPError
 from traitlets import Bool, Dict, Float, Integer, List, Set, Unicode, default
 
 from attention_platform.settings import Settings, course_id, settings
 from attention_platform.hub import accounts
 from attention_platform.hub.lti_keys import KeySetUnavailable, PlatformKeys, UnknownKey
+from attention_platform.hub.lti_tool_keys import ToolKey, ToolKeySetHandler
 
 ROLES_CLAIM = "https://purl.imsglobal.org/spec/lti/claim/roles"
 CONTEXT_CLAIM = "https://purl.imsglobal.org/spec/lti/claim/context"
@@ -438,6 +440,12 @@ class CourseLTI13Authenticator(LTI13Authenticator):
              "(issuer, claim, value). Empty: kept only in the hub's log.",
     ).tag(config=True)
 
+    tool_key_file = Unicode(
+        "",
+        help="PEM file of the tool's own RSA key (lti_tool_keys.py), made on the hub's first start, readable by "
+             "the hub's account alone; its public key set is served at /hub/lti13/jwks. Empty: no key, no key set.",
+    ).tag(config=True)
+
     jwks_timeout = Float(
         5.0, help="Seconds to wait for the platform's key set (JWKS) before the launch is answered 503.",
     ).tag(config=True)
@@ -465,6 +473,25 @@ class CourseLTI13Authenticator(LTI13Authenticator):
         self.spent_nonces = SpentNonces(self.launch_nonce_capacity)
         self._platform_keys: PlatformKeys | None = None
         self._lms_ids: LmsIdTable | None = None
+        self._tool_key: ToolKey | None = None
+
+    @property
+    def tool_key(self) -> ToolKey:
+        if self._tool_key is None:
+            if not self.tool_key_file:
+                raise RuntimeError("CourseLTI13Authenticator.tool_key_file is not set")
+            self._tool_key = ToolKey.load_or_create(self.tool_key_file)
+        return self._tool_key
+
+    def get_handlers(self, app):
+        handlers = super().get_handlers(app)
+        if self.tool_key_file:
+            self.tool_key  # made or checked at start-up: a key file that cannot be trusted stops the hub
+            handlers.append((self.tool_key_set_url(""), ToolKeySetHandler))
+        return handlers
+
+    def tool_key_set_url(self, base_url: str) -> str:
+        return url_path_join(base_url, "lti13", "jwks")
 
     @property
     def platform_keys(self) -> PlatformKeys:
@@ -600,6 +627,7 @@ def configure_lti(c, environ: dict | None = None) -> None:
     else:
         auth.role_groups = default_role_groups(env.nbgrader_course_id)
     auth.allow_unmapped_roles = env.lti_allow_unmapped_roles
+    auth.tool_key_file = str(Path(env.hub_state_dir) / "lti-tool-key.pem")
     # who may enter is decided by the LMS (a valid signed launch) and the role mapping above
     auth.allow_all = True
     auth.manage_groups = True

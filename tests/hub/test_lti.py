@@ -387,6 +387,7 @@ class Hub:
         self.env = dict(os.environ, LTI_ISSUER=ISSUER, LTI_CLIENT_ID=CLIENT_ID, LTI_URI_SCHEME="http",
                         LTI_AUTHORIZE_URL=lms.url + "/authorize", LTI_JWKS_URL=lms.url + "/jwks.json",
                         LTI_DEPLOYMENT_IDS=DEPLOYMENT, LTI_CONTEXT_IDS=CONTEXT, NBGRADER_COURSE_ID=COURSE,
+                        HUB_STATE_DIR=str(state),
                         PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
         for name in ("LTI_ROLE_GROUPS", "LTI_USERNAME_KEY", "LTI_ALLOW_UNMAPPED_ROLES"):
             self.env.pop(name, None)
@@ -516,6 +517,16 @@ def test_signed_launch_puts_each_role_in_its_groups(hub, user, roles, groups):
     assert r.status_code == 302, r.text[:500]
     assert logged_in(r), "the launch logs the user in"
     assert groups_of(hub, user) == groups
+
+
+@pytest.mark.slow
+@pytest.mark.hub
+def test_the_tool_serves_its_public_key_set_and_keeps_the_key_for_the_hub_alone(hub):
+    r = requests.get(hub.base + "/hub/lti13/jwks", timeout=10)
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("application/json")
+    (key,) = r.json()["keys"]
+    assert key["kty"] == "RSA" and key["kid"] and "d" not in key
+    assert (hub.state / "lti-tool-key.pem").stat().st_mode & 0o077 == 0
 
 
 @pytest.mark.slow
