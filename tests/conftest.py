@@ -48,7 +48,7 @@ grader_tests/tests/.
 - reporting/ (report, exports, feedback page, safe HTML, similarity report): test_report, test_exports, test_feedback_page,
   test_hostile_submission, test_feedback_every_assignment, test_safe_html, test_similarity
 - lms/ (the LMS's services: service tokens, grades, the roster, the outbox): test_lms_services,
-  test_lti_platform_grades
+  test_lti_platform_grades (and the lms-sync command)
 - deploy/ (not a package: the Docker and Kubernetes deployments): test_compose_static, test_docker_guard,
   test_compose_roundtrip (marker docker), test_kubernetes (marker kubernetes; golden files in z2jh/)
 - e2e/ (not a package: the whole walk in a browser, marker browser): test_browser_e2e; it runs before

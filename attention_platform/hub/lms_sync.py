@@ -11,10 +11,9 @@ def register(commands) -> None:
         "lms-sync", help="send the course's counting scores to the LMS (AGS) and take its roster into the hub's "
                          "groups (NRPS), every LTI_SYNC_SECONDS (run as the grader account, as a hub service)")
     sync.add_argument("--course", type=Path, default=Path.cwd(), help="the nbgrader course directory")
-    sync.add_argument("--key-file", type=Path, required=True,
-                      help="the tool's private key (PEM), whose public half the LMS has in the tool's key set")
-    sync.add_argument("--kid", default="", help="the key's id in the tool's key set (default: its RFC 7638 "
-                                                "thumbprint)")
+    sync.add_argument("--key-file", required=True,
+                      help="the tool's private key (PEM; the hub's lti-tool-key, whose public half it serves at "
+                           "/hub/lti13/jwks); - reads it from standard input")
     sync.add_argument("--once", action="store_true", help="one pass, then exit")
     sync.set_defaults(run=_sync)
 
@@ -29,7 +28,8 @@ def _sync(args) -> int:
     from attention_platform.lms.ags import GradeService
     from attention_platform.lms.outbox import Outbox
     from attention_platform.hub.lti_roster import HubApi, RosterSync
-    from attention_platform.lms.service_tokens import ServiceTokens, ToolCredentials, load_private_key, thumbprint
+    from attention_platform.hub.lti_tool_keys import ToolKey
+    from attention_platform.lms.service_tokens import ServiceTokens, ToolCredentials, load_private_key
     from attention_platform.lms.worker import Worker, counts_on_submit_of, outbox_path
     from attention_platform.reporting.report import default_db_url
     from attention_platform.settings import settings
@@ -47,8 +47,8 @@ def _sync(args) -> int:
     if missing:
         print(f"attention-course lms-sync needs {', '.join(missing)} (docs/instructors/lms.md)", file=sys.stderr)
         return 2
-    key = load_private_key(args.key_file)
-    credentials = ToolCredentials(env.lti_client_id[0], env.lti_token_url, key, args.kid or thumbprint(key))
+    tool = ToolKey(load_private_key(sys.stdin.buffer if args.key_file == "-" else args.key_file))
+    credentials = ToolCredentials(env.lti_client_id[0], env.lti_token_url, tool.private_key, tool.kid)
     service = GradeService(ServiceTokens(credentials))
     outbox = Outbox(outbox_path(course))
     roster = None

@@ -11,9 +11,6 @@ request never carries a score scope), and is kept until shortly before it expire
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
 import os
 import secrets
 import time
@@ -36,25 +33,15 @@ RESULT_SCOPE = AGS + "result.readonly"
 MEMBERSHIP_SCOPE = "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly"
 
 
-def load_private_key(path) -> Any:
-    """The tool's private key from a PEM file, opened without following a link."""
+def load_private_key(source) -> Any:
+    """The tool's private key from a PEM file opened without following a link, or from a stream (the
+    worker's standard input, so the account that owns the key file can hand it over without sharing it)."""
     from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as pem:
+    if hasattr(source, "read"):
+        return load_pem_private_key(source.read(64 * 1024), password=None)
+    with os.fdopen(os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as pem:
         return load_pem_private_key(pem.read(64 * 1024), password=None)
-
-
-def thumbprint(private_key) -> str:
-    """The RFC 7638 thumbprint of the key's public half (a kid both sides can compute)."""
-    numbers = private_key.public_key().public_numbers()
-
-    def b64(value: int) -> str:
-        return base64.urlsafe_b64encode(value.to_bytes((value.bit_length() + 7) // 8, "big")).rstrip(b"=").decode()
-
-    canonical = json.dumps({"e": b64(numbers.e), "kty": "RSA", "n": b64(numbers.n)}, separators=(",", ":"),
-                           sort_keys=True)
-    return base64.urlsafe_b64encode(hashlib.sha256(canonical.encode()).digest()).rstrip(b"=").decode()
 
 
 class TokenRefused(Exception):

@@ -94,3 +94,32 @@ def test_the_platforms_roster_is_read(services_platform, tool_key):  # noqa: F81
     found = {m.user_id: m for m in members(service_for(services_platform, tool_key), services_platform.memberships_url)}
     assert set(found) == {"uuid-ada", "2417", "uuid-bob"}
     assert found["2417"].roles == (TEACHING_ASSISTANT,) and not found["uuid-bob"].active
+
+
+def test_the_lms_sync_command_sends_a_released_score_with_the_key_on_its_standard_input(
+        tmp_path, services_platform, tool_key):  # noqa: F811
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from cryptography.hazmat.primitives import serialization
+
+    name = sorted(ASSIGNMENTS)[0]
+    course = tmp_path / "course"
+    course.mkdir()
+    (course / "nbgrader_config.py").write_text("c = get_config()\n")
+    build_assignment(course / "gradebook.db", name, {"cy": set()})
+    outbox = Outbox(course / "lms-outbox.sqlite")
+    outbox.note_release(name, "cy")
+    outbox.close()
+    pem = tool_key.private_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                             serialization.NoEncryption())
+    env = {**os.environ, **services_platform.services_environment(), "LTI_MEMBERSHIPS_URL": "",
+           "NBGRADER_DB_URL": ""}
+    done = subprocess.run([str(Path(sys.executable).parent / "attention-course"), "lms-sync", "--course", str(course),
+                           "--key-file", "-", "--once"], input=pem, env=env, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    [item] = [i for i in services_platform.line_items.values() if i["resourceId"] == name and
+              "cy" in services_platform.gradebook.get(i["id"], {})]
+    assert services_platform.gradebook[item["id"]]["cy"]["scoreGiven"] == item["scoreMaximum"]
