@@ -123,3 +123,31 @@ def test_the_lms_sync_command_sends_a_released_score_with_the_key_on_its_standar
     [item] = [i for i in services_platform.line_items.values() if i["resourceId"] == name and
               "cy" in services_platform.gradebook.get(i["id"], {})]
     assert services_platform.gradebook[item["id"]]["cy"]["scoreGiven"] == item["scoreMaximum"]
+
+
+def test_an_attempt_counted_on_submit_is_sent_only_under_a_counting_policy(tmp_path, services_platform, tool_key):  # noqa: F811
+    import datetime as dt
+
+    from attention_platform.attempts.ledger import Ledger
+
+    name = sorted(ASSIGNMENTS)[-1]
+    db_url = build_assignment(tmp_path / "gradebook.db", name, {"dee": set(), "eve": set()})
+    ledger = Ledger(db_url)
+    now = dt.datetime.now(dt.timezone.utc)
+    for student in ("dee", "eve"):
+        attempt = ledger.add(assignment=name, student=student, submission=f"{student}+1", received_at=now,
+                             state="graded", feedback="checks")
+        if student == "dee":  # the grader installed dee's attempt as the one that counts
+            ledger.set_counted(name, student, attempt)
+    ledger.close()
+    outbox = Outbox(tmp_path / "lms-outbox.sqlite")
+    try:
+        collected = Worker(outbox, service_for(services_platform, tool_key), db_url, services_platform.line_items_url,
+                           counts_on_submit=lambda assignment: False)
+        assert collected.one_pass()["queued"] == 0  # policy "collected": the TA's release decides
+        counting = Worker(outbox, collected.service, db_url, services_platform.line_items_url,
+                          counts_on_submit=lambda assignment: assignment == name)
+        assert counting.one_pass()["sent"] == 1
+        assert [row["student"] for row in outbox.rows()] == ["dee"]
+    finally:
+        outbox.close()
