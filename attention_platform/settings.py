@@ -305,6 +305,10 @@ class Settings:
     lti_username_key: str = _lti(TEXT, "sub", "Claim used as the user name.")
     lti_uri_scheme: str = _lti(_choice("auto", "http", "https"), "auto", "Scheme of the URLs the LMS is given.")
     lti_tool_name: str = _lti(TEXT, "Self-attention course", "The tool's name as the LMS shows it.")
+    lti_presentation: str = _lti(_choice("window", "embed"), "window", "How the LMS shows the tool: in a new window, "
+                                 "or embedded in the LMS's page (then LTI_EMBED_ORIGINS, and HTTPS).")
+    lti_embed_origins: tuple[str, ...] = _lti(LIST, (), "With LTI_PRESENTATION=embed: the LMS's origin(s) allowed "
+                                              "to frame the hub, e.g. https://canvas.example.edu.")
     lti_role_groups: str = _lti(TEXT, "", "LMS roles to hub groups (attention_platform/hub/lti.py); empty: the "
                                 "course's defaults.")
     lti_allow_unmapped_roles: bool = _lti(FLAG, False, "Whether a launch with no mapped role may log in.")

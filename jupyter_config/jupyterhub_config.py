@@ -152,6 +152,7 @@ elif AUTHENTICATOR == "lti":
     from attention_platform.hub.lti import configure_lti
 
     configure_lti(c)
+    c.CourseLTI13Authenticator.outbound_dir = str(EXCHANGE / COURSE / "outbound")  # released: deep linking
     if MODE == "native" and AS_ROOT:  # each hub user is a Unix account of the same name
         c.CourseLTI13Authenticator.unix_account_names = True
         c.CourseLTI13Authenticator.lms_ids_file = str(STATE / "lti-users.json")

@@ -91,6 +91,12 @@ Environment (all read when the hub starts):
     LTI_ALLOW_UNMAPPED_ROLES  1: let a launch of this course with no mapped role in, with no
                           group — a bare account with its own server (default 0)
     LTI_TOOL_NAME         name shown in the LMS (default "Self-attention course")
+    LTI_PRESENTATION      window | embed: how the LMS shows the tool (default window; lti_presentation.py)
+    LTI_EMBED_ORIGINS     with embed: the LMS origin(s) allowed to frame the hub, comma-separated
+
+The tool's own key pair (lti_tool_keys.py, public key set at /hub/lti13/jwks), its configuration for the
+LMS (lti_tool_config.py, /hub/lti13/config) and deep linking (lti_deep_linking.py) are served beside the
+launch handlers.
 
 Note for the hub config: with managed groups JupyterHub refuses ``load_groups``
 (ValueError "Group management has been offloaded to the authenticator"); groups
@@ -116,16 +122,25 @@ from typing import Any, Callable
 import jwt
 from ltiauthenticator.lti13.auth import LTI13Authenticator
 from ltiauthenticator.lti13.error import InvalidAudienceError, LoginError, TokenError, ValidationError
-from ltiauthenticator.lti13.handlers import LTI13CallbackHandler
+from ltiauthenticator.lti13.handlers import LTI13CallbackHandler, LTI13LoginInitHandler
 from ltiauthenticator.lti13.validator import LTI13LaunchValidator
 from ltiauthenticator.utils import convert_request_to_dict
 from jupyterhub.utils import url_path_join
+from tornado.httputil import url_concat
 from tornado.web import HTTPError
 from traitlets import Bool, Dict, Float, Integer, List, Set, Unicode, default
 
 from attention_platform.settings import Settings, course_id, settings
 from attention_platform.hub import accounts
 from attention_platform.hub.lti_keys import KeySetUnavailable, PlatformKeys, UnknownKey
+from attention_platform.hub.lti_deep_linking import (
+    DeepLinkPickerHandler, PendingRequests, deep_linking_problem, is_deep_linking_request,
+)
+from attention_platform.hub.lti_presentation import (
+    EMBED, NEW_WINDOW_PAGE_POLICY, WINDOW, CrossSiteCookies, cross_site_cookie_options, embed_origins,
+    frame_ancestors_policy, framed, new_window_page,
+)
+from attention_platform.hub.lti_tool_config import ToolConfigurationHandler
 from attention_platform.hub.lti_tool_keys import ToolKey, ToolKeySetHandler
 
 ROLES_CLAIM = "https://purl.imsglobal.org/spec/lti/claim/roles"
@@ -323,7 +338,23 @@ class SpentNonces:
         heapq.heappush(self._by_deadline, (deadline, nonce))
 
 
-class CourseLTI13CallbackHandler(LTI13CallbackHandler):
+class CourseLTI13LoginInitHandler(CrossSiteCookies, LTI13LoginInitHandler):
+    """Upstream's login initiation, its cookies cross-site over HTTPS (lti_presentation.py); a launch
+    started inside a frame when the tool opens in a window of its own gets the page with the link to do so."""
+
+    def post(self):
+        if self.authenticator.presentation == WINDOW and framed(self.request.headers):
+            args = {name: values[-1].decode("utf-8", "replace") for name, values in self.request.arguments.items()}
+            here = f"{self.authenticator.get_uri_scheme(self.request)}://{self.request.host}{self.request.path}"
+            self.set_header("Content-Security-Policy", NEW_WINDOW_PAGE_POLICY)
+            self.finish(new_window_page(url_concat(here, args)))
+            return
+        super().post()
+
+    get = post
+
+
+class CourseLTI13CallbackHandler(CrossSiteCookies, LTI13CallbackHandler):
     """The launch (id_token) handler of ltiauthenticator 1.6.3, step for step, plus the
     checks that make a launch one of *this* course.
 
@@ -343,12 +374,20 @@ class CourseLTI13CallbackHandler(LTI13CallbackHandler):
             raise HTTPError(401, str(error))
         except ValidationError as error:
             raise HTTPError(400, str(error))
+        deep_linking = is_deep_linking_request(id_token)
+        if deep_linking and INSTRUCTOR not in course_roles(id_token.get(ROLES_CLAIM), self.authenticator.role_groups):
+            raise HTTPError(403, "Only the course's instructors can add its assignments to the LMS: your role in "
+                                 "this LMS course is not Instructor.")
         try:
             user = await self.login_user(id_token)
         except LoginError as error:
             raise HTTPError(400, str(error))
         if user is None:
             raise HTTPError(403, "User missing or null")
+        if deep_linking:
+            key = self.authenticator.deep_link_requests.add(user.name, id_token, next(iter(_audiences(id_token))))
+            self.redirect(url_path_join(self.hub.base_url, self.authenticator.deep_link_url(""), key))
+            return
         await self.redirect_to_next_url(user)
 
     async def decode_and_validate_launch_request(self) -> dict[str, Any]:
@@ -357,7 +396,12 @@ class CourseLTI13CallbackHandler(LTI13CallbackHandler):
         validator.validate_auth_response(args)
         self.check_state()
         id_token = await self.verified_claims(args.get("id_token"), validator.time_leeway)
-        validator.validate_id_token(id_token)
+        if is_deep_linking_request(id_token):
+            problem = deep_linking_problem(id_token)
+            if problem:
+                raise HTTPError(400, f"This request to add an assignment from the LMS cannot be answered: {problem}.")
+        else:
+            validator.validate_id_token(id_token)
         refusal = self.authenticator.launch_refusal(id_token)
         if refusal:
             self.log.warning("LTI launch refused: %s", refusal)
@@ -394,7 +438,9 @@ class CourseLTI13CallbackHandler(LTI13CallbackHandler):
 class CourseLTI13Authenticator(LTI13Authenticator):
     """LTI13Authenticator that admits launches of this course only and puts the user in its groups."""
 
+    login_handler = CourseLTI13LoginInitHandler
     callback_handler = CourseLTI13CallbackHandler
+    config_handler = ToolConfigurationHandler
 
     deployment_ids = Set(
         Unicode(),
@@ -440,6 +486,27 @@ class CourseLTI13Authenticator(LTI13Authenticator):
              "(issuer, claim, value). Empty: kept only in the hub's log.",
     ).tag(config=True)
 
+    presentation = Unicode(
+        WINDOW,
+        help="How the LMS shows the tool: 'window' (a window of its own; a launch started inside a frame gets a "
+             "link that opens it in one) or 'embed' (inside the LMS's page; see configure_lti and "
+             "lti_presentation.py).",
+    ).tag(config=True)
+
+    service_scopes = List(
+        Unicode(),
+        help="OAuth scopes of the LMS services this hub calls (AGS, NRPS), the only ones its configuration "
+             "(/hub/lti13/config) asks the LMS for. Empty: it calls none and asks for none.",
+    ).tag(config=True)
+
+    outbound_dir = Unicode(
+        "", help="The exchange's outbound folder of the course: its assignment folders are the released "
+                 "assignments an instructor may add to the LMS (deep linking).",
+    ).tag(config=True)
+    instructors_group = Unicode(
+        help="The hub group of the course's instructors: only its members may add assignments to the LMS.",
+    ).tag(config=True)
+
     tool_key_file = Unicode(
         "",
         help="PEM file of the tool's own RSA key (lti_tool_keys.py), made on the hub's first start, readable by "
@@ -463,6 +530,10 @@ class CourseLTI13Authenticator(LTI13Authenticator):
     def _role_groups_default(self):
         return default_role_groups()
 
+    @default("instructors_group")
+    def _instructors_group_default(self):
+        return f"instructors-{course_id()}"
+
     @default("username_key")
     def _username_key_default(self):
         # the stable id the LMS assigns; upstream's "email" is user-editable (module docstring, Name)
@@ -474,6 +545,7 @@ class CourseLTI13Authenticator(LTI13Authenticator):
         self._platform_keys: PlatformKeys | None = None
         self._lms_ids: LmsIdTable | None = None
         self._tool_key: ToolKey | None = None
+        self.deep_link_requests = PendingRequests()
 
     @property
     def tool_key(self) -> ToolKey:
@@ -488,7 +560,11 @@ class CourseLTI13Authenticator(LTI13Authenticator):
         if self.tool_key_file:
             self.tool_key  # made or checked at start-up: a key file that cannot be trusted stops the hub
             handlers.append((self.tool_key_set_url(""), ToolKeySetHandler))
+            handlers.append((self.deep_link_url("") + r"/([A-Za-z0-9_-]+)", DeepLinkPickerHandler))
         return handlers
+
+    def deep_link_url(self, base_url: str) -> str:
+        return url_path_join(base_url, "lti13", "deep_link")
 
     def tool_key_set_url(self, base_url: str) -> str:
         return url_path_join(base_url, "lti13", "jwks")
@@ -626,8 +702,21 @@ def configure_lti(c, environ: dict | None = None) -> None:
         auth.role_groups = parse_role_groups(env.lti_role_groups)
     else:
         auth.role_groups = default_role_groups(env.nbgrader_course_id)
+    auth.instructors_group = f"instructors-{env.nbgrader_course_id}"
     auth.allow_unmapped_roles = env.lti_allow_unmapped_roles
     auth.tool_key_file = str(Path(env.hub_state_dir) / "lti-tool-key.pem")
+    auth.presentation = env.lti_presentation
+    if env.lti_presentation == EMBED:
+        try:
+            origins = embed_origins(env.lti_embed_origins)
+        except ValueError as why:
+            raise SystemExit(str(why)) from None
+        policy = frame_ancestors_policy(origins)
+        c.JupyterHub.tornado_settings.update({"headers": {"Content-Security-Policy": policy},
+                                              "cookie_options": cross_site_cookie_options(env.lti_uri_scheme)})
+        # the students' servers read these (jupyter_config/student/jupyter_server_config.py)
+        c.Spawner.environment.update({"LTI_PRESENTATION": EMBED, "LTI_EMBED_ORIGINS": ",".join(origins),
+                                      "LTI_URI_SCHEME": env.lti_uri_scheme})
     # who may enter is decided by the LMS (a valid signed launch) and the role mapping above
     auth.allow_all = True
     auth.manage_groups = True

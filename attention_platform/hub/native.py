@@ -44,7 +44,8 @@ HUB_CONFIG = COURSE_ROOT / "jupyter_config" / "jupyterhub_config.py"
 # What an LMS is given for this tool: the target link URI is the hub's home, where a launch ends;
 # the login and redirect URLs are steps of the launch and refuse to be its target.
 LTI_TOOL_URLS = (("target link URI", "/hub/"), ("login (OIDC initiation) URL", "/hub/lti13/oauth_login"),
-                 ("redirect URL", "/hub/lti13/oauth_callback"))
+                 ("redirect URL", "/hub/lti13/oauth_callback"), ("tool's key set (JWKS) URL", "/hub/lti13/jwks"),
+                 ("deep linking URL", "/hub/"))
 
 
 def grader_account(course: str) -> str:

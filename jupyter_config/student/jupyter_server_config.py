@@ -62,3 +62,18 @@ c.LabApp.extension_manager = "readonly"
 c.MappingKernelManager.cull_idle_timeout = 1800
 c.MappingKernelManager.cull_interval = 300
 c.MappingKernelManager.cull_connected = True
+
+# Embedded in the LMS's page (LTI_PRESENTATION=embed, attention_platform/hub/lti_presentation.py): the LMS's
+# origins may frame this server, and over HTTPS its login cookie comes back inside the LMS's iframe.
+try:
+    from attention_platform.hub.lti_presentation import (
+        EMBED, cross_site_cookie_options, embed_origins, frame_ancestors_policy,
+    )
+    from attention_platform.settings import settings
+except ImportError:  # an image without the course's package: never embedded
+    pass
+else:
+    if settings().lti_presentation == EMBED:
+        c.ServerApp.tornado_settings = {
+            "headers": {"Content-Security-Policy": frame_ancestors_policy(embed_origins(settings().lti_embed_origins))}}
+        c.HubOAuth.cookie_options = cross_site_cookie_options(settings().lti_uri_scheme)

@@ -13,6 +13,7 @@ import html
 import json
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import sys
@@ -531,6 +532,24 @@ def test_the_tool_serves_its_public_key_set_and_keeps_the_key_for_the_hub_alone(
 
 @pytest.mark.slow
 @pytest.mark.hub
+def test_the_tool_configuration_asks_only_for_what_the_tool_uses(hub):
+    """Upstream's asked for AGS, NRPS and nine Canvas scopes this hub never uses (it calls no LMS service
+    unless set to), and gave a target link URI without /hub/ and no redirect URI."""
+    r = requests.get(hub.base + "/hub/lti13/config", timeout=10)
+    assert r.status_code == 200
+    configuration = r.json()
+    assert configuration["scopes"] == []
+    assert configuration["target_link_uri"] == hub.base + "/hub/"
+    assert configuration["oidc_initiation_url"] == hub.base + "/hub/lti13/oauth_login"
+    assert configuration["redirect_uris"] == [hub.base + "/hub/lti13/oauth_callback"]
+    assert configuration["public_jwk_url"] == hub.base + "/hub/lti13/jwks"
+    assert "email" not in json.dumps(configuration), "no custom field sends the user's e-mail"
+    (placement,) = configuration["extensions"][0]["settings"]["placements"]
+    assert placement["target_link_uri"] == hub.base + "/hub/" and placement["windowTarget"] == "_blank"
+
+
+@pytest.mark.slow
+@pytest.mark.hub
 def test_groups_follow_the_lms_role_at_every_launch(hub):
     assert launch(hub, "switch@lms.test", [INSTRUCTOR]).status_code == 302
     assert groups_of(hub, "switch@lms.test") == sorted([GRADERS, INSTRUCTORS])
@@ -877,3 +896,145 @@ def test_an_unknown_key_id_fetches_the_key_set_again_at_most_once_per_interval()
         asyncio.run(launches())
     finally:
         lms.server.shutdown()
+
+
+# ---------------------------------------------------------------- new window or embedded: cookies and frames
+
+EMBEDDING_LMS = "https://canvas.example.edu"
+
+
+def test_embedding_is_configured_for_the_lms_origins_only():
+    from traitlets.config import Config
+
+    env = {"LTI_ISSUER": ISSUER, "LTI_CLIENT_ID": CLIENT_ID, "LTI_AUTHORIZE_URL": "https://lms/auth",
+           "LTI_JWKS_URL": "https://lms/jwks", "LTI_DEPLOYMENT_IDS": DEPLOYMENT, "LTI_CONTEXT_IDS": CONTEXT,
+           "LTI_URI_SCHEME": "https"}
+    c = Config()
+    configure_lti(c, env)
+    assert CourseLTI13Authenticator(config=c).presentation == "window"
+    assert "headers" not in c.JupyterHub.tornado_settings.to_dict().get("update", {}), "window: nothing framed"
+    c = Config()
+    configure_lti(c, dict(env, LTI_PRESENTATION="embed", LTI_EMBED_ORIGINS=EMBEDDING_LMS + "/"))
+    from jupyterhub.app import JupyterHub
+
+    settings = JupyterHub(config=c).tornado_settings
+    assert settings["headers"]["Content-Security-Policy"] == f"frame-ancestors 'self' {EMBEDDING_LMS}"
+    assert settings["cookie_options"] == {"samesite": "None", "secure": True}
+    for origins in ("", "*", "https://canvas.example.edu/courses/1", "'unsafe-inline'", "canvas.example.edu"):
+        with pytest.raises(SystemExit, match="LTI_EMBED_ORIGINS"):
+            configure_lti(Config(), dict(env, LTI_PRESENTATION="embed", LTI_EMBED_ORIGINS=origins))
+
+
+def _set_cookies(response, name_start):
+    return [line for line in response.raw.headers.getlist("Set-Cookie") if line.startswith(name_start)]
+
+
+@pytest.mark.slow
+@pytest.mark.hub
+@pytest.mark.parametrize("presentation", ["window", "embed"])
+def test_launch_cookies_cross_sites_over_https_and_frames_follow_the_presentation(tmp_path, presentation):
+    chp = _chp()
+    if chp is None:
+        pytest.skip("configurable-http-proxy is not installed (make system-deps)")
+    lms = LMS()
+    hub = Hub(tmp_path, lms, chp)
+    hub.env.update(LTI_URI_SCHEME="auto", LTI_PRESENTATION=presentation, LTI_EMBED_ORIGINS=EMBEDDING_LMS)
+    login = {"iss": ISSUER, "login_hint": "framed@lms.test", "target_link_uri": hub.base + "/hub/",
+             "client_id": CLIENT_ID, "lti_message_hint": "hint-1"}
+    https = {"X-Forwarded-Proto": "https"}  # what the TLS proxy in front of the hub says
+    try:
+        hub.start()
+        started = requests.post(hub.base + "/hub/lti13/oauth_login", data=login, headers=https, allow_redirects=False)
+        assert started.status_code == 302, started.text[:300]
+        launch_cookies = _set_cookies(started, "lti13authenticator-")
+        assert len(launch_cookies) == 2 and all("SameSite=None" in c and "Secure" in c for c in launch_cookies), \
+            launch_cookies
+        plain = requests.post(hub.base + "/hub/lti13/oauth_login", data=login, allow_redirects=False)
+        assert not any("SameSite=None" in c for c in _set_cookies(plain, "lti13authenticator-")), \
+            "over plain HTTP browsers refuse SameSite=None without Secure"
+
+        auth = {k: v[0] for k, v in parse_qs(urlparse(started.headers["Location"]).query).items()}
+        token = lms.id_token(user="framed@lms.test", roles=[LEARNER], nonce=auth["nonce"])
+        landed = requests.post(auth["redirect_uri"].replace("https://", "http://"), headers=https,
+                               data={"id_token": token, "state": auth["state"]},
+                               cookies={c.name: c.value for c in started.cookies}, allow_redirects=False)
+        assert landed.status_code == 302, message(landed)[:500]
+        login_cookies = _set_cookies(landed, "jupyterhub-hub-login")
+        assert login_cookies and all("SameSite=None" in c and "Secure" in c for c in login_cookies), login_cookies
+
+        in_a_frame = requests.post(hub.base + "/hub/lti13/oauth_login", data=login,
+                                   headers={"Sec-Fetch-Dest": "iframe"}, allow_redirects=False)
+        page_policy = requests.get(hub.base + "/hub/login").headers["Content-Security-Policy"]
+        if presentation == "window":
+            assert in_a_frame.status_code == 200, in_a_frame.status_code
+            page = message(in_a_frame)
+            assert "Open the course hub in a new window" in page and 'target="_blank"' in page
+            link = parse_qs(urlparse(re.search(r'href="([^"]+)"', page).group(1)).query)
+            assert link["login_hint"] == ["framed@lms.test"] and link["lti_message_hint"] == ["hint-1"]
+            assert "frame-ancestors *" in in_a_frame.headers["Content-Security-Policy"]
+            assert "frame-ancestors 'none'" in page_policy
+        else:
+            assert in_a_frame.status_code == 302, "embedded, the launch goes on inside the frame"
+            assert page_policy == f"frame-ancestors 'self' {EMBEDDING_LMS}"
+    finally:
+        hub.stop()
+        lms.server.shutdown()
+
+
+# ---------------------------------------------------------------- deep linking: the request kept, the answer signed
+
+def _deep_linking_request(**settings):
+    token = _claims(sub="prof", lti_message_type="LtiDeepLinkingRequest", lti_roles=[INSTRUCTOR],
+                    nonce="n", iat=1, exp=2, lti_version="1.3.0", lti_target_link_uri="http://hub/hub/")
+    token["https://purl.imsglobal.org/spec/lti-dl/claim/deep_linking_settings"] = {
+        "deep_link_return_url": "https://lms.example.test/return", "accept_types": ["ltiResourceLink"],
+        "data": "opaque-42", **settings}
+    return token
+
+
+@pytest.mark.parametrize("case, settings, says", [
+    ("a request as Canvas sends it, without tool_platform", {}, None),
+    ("no return URL", {"deep_link_return_url": None}, "return_url"),
+    ("a return URL that is a script", {"deep_link_return_url": "javascript:alert(1)"}, "return_url"),
+    ("only files accepted", {"accept_types": ["file"]}, "resource link"),
+])
+def test_a_deep_linking_request_needs_only_what_the_specification_requires(case, settings, says):
+    from attention_platform.hub.lti_deep_linking import deep_linking_problem
+
+    problem = deep_linking_problem(_deep_linking_request(**settings))
+    assert (problem is None) if says is None else (problem and says in problem), (case, problem)
+
+
+def test_a_pending_deep_link_is_its_instructors_once_and_expires():
+    from attention_platform.hub.lti_deep_linking import REQUEST_LIFETIME, PendingRequests, response_claims
+
+    clock = Clock()
+    pending = PendingRequests(clock=clock)
+    key = pending.add("prof", _deep_linking_request(), CLIENT_ID)
+    with pytest.raises(HTTPError) as other:
+        pending.get(key, "student")
+    assert other.value.status_code == 404
+    request = pending.take(key, "prof")
+    claims = response_claims(request, "https://hub.example.test", "self_attention")
+    assert (claims["iss"], claims["aud"]) == (CLIENT_ID, ISSUER)
+    assert claims[CLAIM + "deployment_id"] == DEPLOYMENT and claims[CLAIM + "message_type"] == "LtiDeepLinkingResponse"
+    assert claims["https://purl.imsglobal.org/spec/lti-dl/claim/data"] == "opaque-42"
+    (item,) = claims["https://purl.imsglobal.org/spec/lti-dl/claim/content_items"]
+    assert item["url"] == "https://hub.example.test/hub/user-redirect/lab/tree/self_attention"
+    with pytest.raises(HTTPError):
+        pending.take(key, "prof")
+    late = pending.add("prof", _deep_linking_request(), CLIENT_ID)
+    clock.now += REQUEST_LIFETIME + 1
+    with pytest.raises(HTTPError):
+        pending.get(late, "prof")
+
+
+def test_released_assignments_are_the_outbound_folders_and_no_links(tmp_path):
+    from attention_platform.hub.lti_deep_linking import released_assignments
+
+    for name in ("self_attention", "multi_head_attention", ".hidden"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "notes.txt").write_text("")
+    (tmp_path / "planted").symlink_to("/etc")
+    assert released_assignments(tmp_path) == ["multi_head_attention", "self_attention"]
+    assert released_assignments(tmp_path / "missing") == []

@@ -58,3 +58,54 @@ def test_the_platform_verifies_with_the_tools_published_key_set(lti_hub, lti_pla
     served = requests.get(lti_hub.url + "/hub/lti13/jwks", timeout=10).json()
     assert lti_platform.configuration().get_tool_key_set()["keys"] == served["keys"]
 
+
+def test_a_launch_inside_the_lms_page_offers_a_new_window_that_completes_it(lti_hub, lti_platform, chromium):
+    """The LMS (on localhost, another site than the hub's 127.0.0.1) shows the tool in an iframe while the tool
+    is set to open in a window of its own: the frame says so with a link, and the link's window logs in."""
+    from lti_platform import PlannedLaunch
+
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(120_000)
+    course = context.new_page()
+    course.goto(lti_platform.course_page(PlannedLaunch(user=str(uuid.uuid4()), roles=[LEARNER])))
+    frame = course.frame_locator("#tool")
+    link = frame.get_by_role("link", name="Open the course hub in a new window")
+    link.wait_for()
+    with course.expect_popup() as opened:
+        link.click()
+    window = opened.value
+    window.wait_for_url(re.compile(LAB))
+    assert hub_user(window)["groups"] == [f"nbgrader-{COURSE}"]
+
+
+def test_an_instructor_adds_an_assignment_from_the_lms_picker_and_it_launches_into_that_assignment(
+        lti_hub, lti_platform, chromium):
+    from lti_platform import CLIENT_ID, DEPLOYMENT_ID
+
+    picker = lti_platform.browser_launch(chromium, "prof-" + uuid.uuid4().hex[:8], [INSTRUCTOR],
+                                         message_type="LtiDeepLinkingRequest", deep_link_data="opaque-42",
+                                         lands_on=r".*/hub/lti13/deep_link/.*")
+    choices = picker.get_by_role("radio")
+    assert sorted(choices.nth(i).get_attribute("value") for i in range(choices.count())) == sorted(
+        ["self_attention", "multi_head_attention"])
+    picker_url = picker.url
+    picker.get_by_role("radio", name="multi_head_attention").check()
+    picker.get_by_role("button", name="Add to the LMS course").click()
+    picker.wait_for_url(lti_platform.url + "/deep_link_return")
+    response = lti_platform.deep_link_responses[-1]
+    assert "error" not in response, response
+    claims, (item,) = response["claims"], response["items"]
+    assert claims["iss"] == CLIENT_ID and claims["aud"] == lti_platform.url
+    assert claims["https://purl.imsglobal.org/spec/lti/claim/deployment_id"] == DEPLOYMENT_ID
+    assert claims["https://purl.imsglobal.org/spec/lti-dl/claim/data"] == "opaque-42"
+    assert item["type"] == "ltiResourceLink" and item["custom"] == {"assignment": "multi_head_attention"}
+
+    student = lti_platform.browser_launch(chromium, str(uuid.uuid4()), [LEARNER], target_link_uri=item["url"],
+                                          custom=item["custom"], lands_on=r".*/user/[^/]+/lab/tree/multi_head_attention.*")
+    assert hub_user(student)["groups"] == [f"nbgrader-{COURSE}"]
+    assert student.goto(picker_url).status in (403, 404), "a student never sees an instructor's picker"
+    assert picker.goto(picker_url).status == 404, "each request to add an assignment is answered once"
+
+    refused = lti_platform.browser_launch(chromium, str(uuid.uuid4()), [LEARNER], message_type="LtiDeepLinkingRequest",
+                                          lands_on=r".*/hub/lti13/oauth_callback.*")
+    assert "Only the course's instructors" in refused.content()
