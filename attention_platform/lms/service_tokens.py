@@ -33,6 +33,14 @@ RESULT_SCOPE = AGS + "result.readonly"
 MEMBERSHIP_SCOPE = "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly"
 
 
+def scopes_for(token_url: str, line_items_url: str, memberships_url: str) -> list[str]:
+    """The scopes the tool asks the LMS for: those of the services it is set to call, no others."""
+    if not token_url:
+        return []
+    return ([LINE_ITEM_SCOPE, SCORE_SCOPE, RESULT_SCOPE] if line_items_url else []) + \
+        ([MEMBERSHIP_SCOPE] if memberships_url else [])
+
+
 def load_private_key(source) -> Any:
     """The tool's private key from a PEM file opened without following a link, or from a stream (the
     worker's standard input, so the account that owns the key file can hand it over without sharing it)."""

@@ -228,3 +228,23 @@ def test_the_roster_is_read_across_pages(lms):
     assert sorted(m.user_id for m in found) == ["gone", "u0", "u1", "u2", "u3", "u4"]
     assert [m.active for m in found if m.user_id == "gone"] == [False]
     assert all(scope == {MEMBERSHIP_SCOPE} for scope in lms.tokens.values())
+
+
+def test_the_tools_configuration_asks_for_the_scopes_of_the_services_it_is_set_to_call():
+    from traitlets.config import Config
+
+    from attention_platform.hub.lti import CourseLTI13Authenticator, configure_lti
+    from attention_platform.lms.service_tokens import RESULT_SCOPE
+
+    base = {"LTI_ISSUER": "https://lms.example.test", "LTI_CLIENT_ID": CLIENT_ID, "LTI_AUTHORIZE_URL": "https://l/a",
+            "LTI_JWKS_URL": "https://l/j", "LTI_DEPLOYMENT_IDS": "d1", "LTI_CONTEXT_IDS": "c1"}
+    services = {"LTI_TOKEN_URL": "https://l/token", "LTI_LINE_ITEMS_URL": "https://l/c1/lineitems",
+                "LTI_MEMBERSHIPS_URL": "https://l/c1/memberships"}
+    for extra, scopes in (({}, set()),
+                          ({"LTI_TOKEN_URL": services["LTI_TOKEN_URL"]}, set()),
+                          (dict(services, LTI_MEMBERSHIPS_URL=""), {LINE_ITEM_SCOPE, SCORE_SCOPE, RESULT_SCOPE}),
+                          (dict(services, LTI_LINE_ITEMS_URL=""), {MEMBERSHIP_SCOPE}),
+                          (services, {LINE_ITEM_SCOPE, SCORE_SCOPE, RESULT_SCOPE, MEMBERSHIP_SCOPE})):
+        c = Config()
+        configure_lti(c, dict(base, **extra))
+        assert set(CourseLTI13Authenticator(config=c).service_scopes) == scopes, extra
