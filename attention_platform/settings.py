@@ -271,6 +271,8 @@ class Settings:
     formgrader_ip: str = _services(TEXT, "0.0.0.0", "Address the formgrader service listens on.")
     formgrader_port: int = _services(PORT, 9999, "Port the formgrader service listens on.")
     formgrader_api_token: str = _services(SECRET, "", "Token the hub and the formgrader service share.")
+    lms_sync_api_token: str = _services(SECRET, "", "Token the hub and the LMS sync (attention-course lms-sync) "
+                                        "share, with LTI services only.")
     grader_config_dir: Path | None = _services(PATH, None, "The formgrader's Jupyter configuration folder; unset: "
                                                "the repository's grader configuration.")
     attention_cgroup_root: Path = _services(PATH, Path("/sys/fs/cgroup"), "Where the cgroups of servers, services "

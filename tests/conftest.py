@@ -38,7 +38,7 @@ grader_tests/tests/.
   the load test): test_hub_native, test_hub_api, test_hub_accounts, test_hub_culler, test_lti, test_lti_tool_keys,
   test_lti_platform, test_exchange_attacks, test_exchange_hub,
   test_faults_exchange, test_faults_hub, test_formgrader_gate, test_instructor_source, test_course_lab,
-  test_lti_roster, test_validate_service, test_intra_hub_http, test_hub_request_limits, test_student_request_limits,
+  test_lti_roster, test_lti_services_hub, test_validate_service, test_intra_hub_http, test_hub_request_limits, test_student_request_limits,
   test_lms_page, test_service_supervisor, test_student_lab_browser, test_every_assignment_hub, test_formgrader_browser,
   test_accessibility_browser
 - feedback_on_submit/ (intake, fair queue, grader, pages; attempts/: policy, ledger, status; its Lab and formgrader sides):

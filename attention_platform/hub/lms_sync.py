@@ -14,6 +14,9 @@ def register(commands) -> None:
     sync.add_argument("--key-file", required=True,
                       help="the tool's private key (PEM; the hub's lti-tool-key, whose public half it serves at "
                            "/hub/lti13/jwks); - reads it from standard input")
+    sync.add_argument("--unix-account-names", action="store_true",
+                      help="the hub's users are Unix accounts (the native hub as root): an LMS id that is no "
+                           "account name is mapped as launches map it (hub/lti.py)")
     sync.add_argument("--once", action="store_true", help="one pass, then exit")
     sync.set_defaults(run=_sync)
 
@@ -57,7 +60,7 @@ def _sync(args) -> int:
         role_groups = parse_role_groups(env.lti_role_groups) if env.lti_role_groups.strip() else \
             default_role_groups(env.nbgrader_course_id)
         roster = RosterSync(HubApi(api_url, api_token), outbox, env.lti_issuer, role_groups,
-                            unix_account_names=env.hub_mode == "native" and os.geteuid() == 0)
+                            unix_account_names=args.unix_account_names)
     worker = Worker(outbox, service, default_db_url(course), env.lti_line_items_url, env.lti_memberships_url,
                     roster, counts_on_submit_of(course))
     worker.serve(env.lti_sync_seconds, passes=1 if args.once else None)

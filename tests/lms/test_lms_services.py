@@ -248,3 +248,33 @@ def test_the_tools_configuration_asks_for_the_scopes_of_the_services_it_is_set_t
         c = Config()
         configure_lti(c, dict(base, **extra))
         assert set(CourseLTI13Authenticator(config=c).service_scopes) == scopes, extra
+
+
+def test_the_hub_registers_the_lms_sync_only_with_lti_services_and_never_as_an_admin(monkeypatch, tmp_path):
+    from hub_helpers import load_hub_config
+
+    lti = {"HUB_AUTHENTICATOR": "lti", "LTI_ISSUER": "https://lms.example", "LTI_CLIENT_ID": "abc",
+           "LTI_AUTHORIZE_URL": "https://lms.example/auth", "LTI_JWKS_URL": "https://lms.example/jwks",
+           "LTI_DEPLOYMENT_IDS": "1:abc", "LTI_CONTEXT_IDS": "course-1"}
+    for env, registered in (({}, False), (lti, False), (dict(lti, LTI_TOKEN_URL="https://lms.example/token"), True)):
+        c = load_hub_config(monkeypatch, tmp_path, **env)
+        services = {service["name"]: service for service in c.JupyterHub.services}
+        roles = {role["name"]: role for role in c.JupyterHub.load_roles}
+        assert ("lms-sync" in services) is registered and ("lms-sync" in roles) is registered, env
+        if registered:
+            assert not services["lms-sync"].get("admin") and roles["lms-sync"]["services"] == ["lms-sync"]
+            assert set(roles["lms-sync"]["scopes"]) == {"list:users", "read:users", "admin:users", "read:groups",
+                                                       "groups", "admin:groups", "read:servers", "delete:servers"}
+
+
+def test_a_release_marks_the_score_only_where_the_course_sends_grades(tmp_path):
+    from attention_platform.lms.worker import note_release, outbox_path
+
+    note_release(tmp_path, "assignment-a", "ada")
+    assert not outbox_path(tmp_path).exists()  # no LMS sync: the release makes no outbox
+    Outbox(outbox_path(tmp_path)).close()
+    assert oct(outbox_path(tmp_path).stat().st_mode & 0o777) == "0o600"
+    note_release(tmp_path, "assignment-a", "ada")
+    box = Outbox(outbox_path(tmp_path))
+    assert box.released() == {("assignment-a", "ada")}
+    box.close()
