@@ -12,6 +12,7 @@ from nbgrader import preprocessors as pp
 from attention_platform.grading.preprocessors import (
     HideCheckCode, RestoreCellMetadata, RestoreCheckCells, SanitizeCheckOutputs,
 )
+from attention_platform.deadlines.late_penalty import LatePolicyPenalty
 from attention_platform.grading.course_lock import after_autograde, before_autograde
 from attention_platform.grading.sandboxed_execute import SandboxedExecute, start_sandbox_early
 from attention_platform.reporting.feedback import FeedbackSummary
@@ -78,6 +79,9 @@ c.Autograde.autograde_preprocessors = [
     pp.AssignLatePenalties,
     pp.CheckCellMetadata,
 ]
+# Late work is judged by the assignment's late policy and the student's extension (attention_platform/deadlines);
+# an assignment without a late policy keeps nbgrader's LateSubmissionPlugin.penalty_method.
+c.AssignLatePenalties.plugin_class = LatePolicyPenalty
 
 # Feedback is a page built from student content: markdown, raw cells and outputs are sanitised
 # and the page forbids every script (see attention_platform/reporting/safe_html.py).

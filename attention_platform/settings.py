@@ -296,6 +296,9 @@ class Settings:
                                                 "baseline only).")
     nbgrader_cell_timeout: int = _grading(WHOLE, 60, "Seconds a student cell or a check's probe may run.")
     attention_notebook_timeout: float = _grading(NUMBER, 300.0, "Seconds for a whole submission.")
+    attention_similarity_max_mb: int = _grading(_whole_at_least(1), 512, "Notebooks the similarity report reads "
+                                                "for the whole class (MiB); the students with the largest ones are "
+                                                "left out past it, and named.")
 
     # ------------------------------------------------------------------ LTI 1.3
     lti_issuer: str = _lti(TEXT, "", "The platform's issuer (required with lti).")

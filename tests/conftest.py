@@ -41,10 +41,13 @@ grader_tests/tests/.
   test_lti_roster, test_lti_services_hub, test_validate_service, test_intra_hub_http, test_hub_request_limits, test_student_request_limits,
   test_lms_page, test_service_supervisor, test_student_lab_browser, test_every_assignment_hub, test_formgrader_browser,
   test_accessibility_browser
+- deadlines/ (late policies, extensions, standing, the student's deadline file; collect by each
+  student's own deadline; the gradebook's late penalty): test_deadlines_units, test_deadlines_collect,
+  test_deadlines_grading
 - feedback_on_submit/ (intake, fair queue, grader, pages; attempts/: policy, ledger, status; its Lab and formgrader sides):
   test_feedback_on_submit_units, test_feedback_on_submit_hub, test_grader_crash_hub,
   test_feedback_on_submit_every_assignment, test_best_keeps_written_work, test_feedback_on_submit_flat_cost,
-  test_formgrader_pages_browser
+  test_feedback_on_submit_deadlines, test_formgrader_pages_browser
 - reporting/ (report, exports, feedback page, safe HTML, similarity report): test_report, test_exports, test_feedback_page,
   test_hostile_submission, test_feedback_every_assignment, test_safe_html, test_similarity
 - lms/ (the LMS's services: service tokens, grades, the roster, the outbox): test_lms_services,

@@ -136,7 +136,8 @@ def test_the_hidden_checks_import_nothing_of_the_platform():
 
 
 @pytest.mark.parametrize("package", ["attention_platform.lab", "attention_platform.exchange",
-                                     "attention_platform.attempts", "attention_platform.formgrader"])
+                                     "attention_platform.attempts", "attention_platform.formgrader",
+                                     "attention_platform.deadlines"])
 def test_the_graph_holds_the_packages_it_is_about(package):
     """A renamed root or a parser that finds nothing would make every other test here pass."""
     assert package in package_graph()

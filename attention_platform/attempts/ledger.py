@@ -106,13 +106,15 @@ class Ledger:
         self.engine.dispose()
 
     # ------------------------------------------------------------------ switching on
-    def enabled_since(self, assignment: str, on: bool, now: dt.datetime) -> dt.datetime | None:
-        """Since when feedback on submit has been on for ``assignment`` (recording a switch now)."""
+    def enabled_since(self, assignment: str, on: bool, now: dt.datetime,
+                      first: dt.datetime | None = None) -> dt.datetime | None:
+        """Since when feedback on submit has been on for ``assignment`` (recording a switch now; the
+        first one ever recorded for it, as on since ``first`` when given)."""
         with self.lock, self.engine.begin() as db:
             row = db.execute(select(switches).where(switches.c.assignment == assignment)).first()
             if row is None:
-                db.execute(insert(switches).values(assignment=assignment, on=on, since=naive(now)))
-                since = naive(now)
+                since = naive(first or now)
+                db.execute(insert(switches).values(assignment=assignment, on=on, since=since))
             elif bool(row.on) != on:
                 db.execute(update(switches).where(switches.c.assignment == assignment).values(on=on, since=naive(now)))
                 since = naive(now)

@@ -144,26 +144,37 @@ def until(later: dt.datetime, now: dt.datetime) -> str:
 
 
 def _number(assignment: str, key: str, value, *, whole: bool, minimum: float, allow_none: bool):
-    where = f"feedback-on-submit policy of {assignment!r}: {key!r}"
+    return checked_number(f"feedback-on-submit policy of {assignment!r}: {key!r}", value, whole=whole,
+                          minimum=minimum, allow_none=allow_none)
+
+
+def checked_number(where: str, value, *, whole: bool, minimum: float, maximum: float = math.inf,
+                   allow_none: bool = False, error: type[ValueError] = PolicyError, none: str = "null"):
+    """``value`` of a form or file as an int (``whole``) or a float within its bounds; ``error``
+    (its message starting with ``where``) says what it must be."""
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (whole and not float(value).is_integer()):
         kind = "a whole number" if whole else "a number"
-        raise PolicyError(f"{where} must be {kind}{' or null' if allow_none else ''}, not {value!r}")
-    if not math.isfinite(value) or value < minimum:
-        raise PolicyError(f"{where} must be at least {minimum:g}, not {value!r}")
+        raise error(f"{where} must be {kind}{f' or {none}' if allow_none else ''}, not {value!r}")
+    if not math.isfinite(value) or not minimum <= value <= maximum:
+        bounds = f"at least {minimum:g}" if maximum == math.inf else f"between {minimum:g} and {maximum:g}"
+        raise error(f"{where} must be {bounds}, not {value!r}")
     return int(value) if whole else float(value)
+
+
+def checked_settings(what: str, raw, keys, error: type[ValueError] = PolicyError) -> None:
+    """``raw`` is a dict of some of ``keys``; ``error`` (its message starting with ``what``) otherwise."""
+    if not isinstance(raw, dict):
+        raise error(f"{what} must be a dict of {', '.join(keys)}, not {type(raw).__name__}")
+    unknown = sorted(set(raw) - set(keys))
+    if unknown:
+        raise error(f"{what}: unknown setting {unknown[0]!r} (the settings are {', '.join(keys)})")
 
 
 def parse(assignment: str, raw) -> Policy:
     """One assignment's policy from the instructor's dict; a PolicyError names what is wrong."""
-    if not isinstance(raw, dict):
-        raise PolicyError(f"feedback-on-submit policy of {assignment!r} must be a dict of "
-                          f"{', '.join(POLICY_KEYS)}, not {type(raw).__name__}")
-    unknown = sorted(set(raw) - set(POLICY_KEYS))
-    if unknown:
-        raise PolicyError(f"feedback-on-submit policy of {assignment!r}: unknown setting {unknown[0]!r} "
-                          f"(the settings are {', '.join(POLICY_KEYS)})")
+    checked_settings(f"feedback-on-submit policy of {assignment!r}", raw, POLICY_KEYS)
     feedback = raw.get("feedback", "off")
     if feedback not in FEEDBACK_LEVELS:
         raise PolicyError(f"feedback-on-submit policy of {assignment!r}: 'feedback' must be one of "

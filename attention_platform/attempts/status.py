@@ -33,14 +33,19 @@ def filename(assignment: str) -> str:
 def write(student_dir_fd: int, assignment: str, status: dict, mode: int = 0o640) -> None:
     """Replace the status file in the folder open at ``student_dir_fd`` in one rename: a reader
     sees the old or the new file, never half of one."""
-    data = json.dumps({"version": VERSION, **status}, indent=1, sort_keys=True).encode()
-    tmp = f".{filename(assignment)}.{secrets.token_hex(4)}"
+    replace_json(student_dir_fd, filename(assignment), {"version": VERSION, **status}, mode)
+
+
+def replace_json(student_dir_fd: int, name: str, content: dict, mode: int = 0o640) -> None:
+    """Replace the file ``name`` in the folder open at ``student_dir_fd`` with ``content`` in one rename."""
+    data = json.dumps(content, indent=1, sort_keys=True).encode()
+    tmp = f".{name}.{secrets.token_hex(4)}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=student_dir_fd)
     try:
         os.fchmod(fd, mode)  # whatever the umask: the student's group reads it (the folder is setgid)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-        os.rename(tmp, filename(assignment), src_dir_fd=student_dir_fd, dst_dir_fd=student_dir_fd)
+        os.rename(tmp, name, src_dir_fd=student_dir_fd, dst_dir_fd=student_dir_fd)
     except BaseException:
         try:
             os.unlink(tmp, dir_fd=student_dir_fd)
@@ -52,7 +57,18 @@ def write(student_dir_fd: int, assignment: str, status: dict, mode: int = 0o640)
 def read(folder: str, assignment: str) -> dict | None:
     """The status in ``folder`` (the student's view of their feedback folder), or None if there is
     none yet. Raises ValueError if it cannot be read as a status."""
-    path = os.path.join(folder, filename(assignment))
+    status = read_json(folder, filename(assignment), MAX_BYTES, "the feedback-on-submit status")
+    if status is None:
+        return None
+    if not isinstance(status, dict) or status.get("version") != VERSION or not isinstance(status.get("attempts"), list):
+        raise ValueError("the feedback-on-submit status has an unknown format")
+    return status
+
+
+def read_json(folder: str, name: str, max_bytes: int, what: str):
+    """The JSON in the file ``name`` of ``folder``, read no further than ``max_bytes`` and never
+    through a link; None if there is none yet. ValueError (starting with ``what``) otherwise."""
+    path = os.path.join(folder, name)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -60,19 +76,16 @@ def read(folder: str, assignment: str) -> dict | None:
     except OSError as exc:
         if exc.errno == errno.ENOTDIR:  # no feedback folder yet
             return None
-        raise ValueError(f"the feedback-on-submit status cannot be opened ({exc.strerror})") from None
+        raise ValueError(f"{what} cannot be opened ({exc.strerror})") from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError("the feedback-on-submit status is not a regular file")
-        data = os.read(fd, MAX_BYTES + 1)
+            raise ValueError(f"{what} is not a regular file")
+        data = os.read(fd, max_bytes + 1)
     finally:
         os.close(fd)
-    if len(data) > MAX_BYTES:
-        raise ValueError("the feedback-on-submit status is too large")
+    if len(data) > max_bytes:
+        raise ValueError(f"{what} is too large")
     try:
-        status = json.loads(data)
+        return json.loads(data)
     except ValueError:
-        raise ValueError("the feedback-on-submit status is not JSON") from None
-    if not isinstance(status, dict) or status.get("version") != VERSION or not isinstance(status.get("attempts"), list):
-        raise ValueError("the feedback-on-submit status has an unknown format")
-    return status
+        raise ValueError(f"{what} is not JSON") from None

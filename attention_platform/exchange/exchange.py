@@ -130,6 +130,26 @@ class PerStudentReleaseAssignment(GraderExchangeRoot, ExchangeReleaseAssignment)
         if not check_mode(self.outbound_path, write=True, execute=True):
             self.fail(f"The grader may not write to {self.outbound_path}.")
 
+    def copy_files(self):
+        super().copy_files()
+        self._publish_deadlines()
+
+    def _publish_deadlines(self) -> None:
+        """Each student's deadline file of the released assignment (attention_platform/deadlines): what
+        their Lab shows beside it. The release stands if they cannot be written; the grader writes
+        them again at the next change of a late policy or an extension."""
+        from attention_platform.deadlines.student_file import publish_all
+
+        try:
+            written = publish_all(self.coursedir.root, self.coursedir.assignment_id, dt.datetime.now(dt.timezone.utc),
+                                  db_url=self.coursedir.db_url, exchange_root=self.root,
+                                  course_id=self.coursedir.course_id)
+        except (ValueError, OSError) as exc:  # a deadlines file of the course that cannot be used, a full disk
+            self.log.warning("The students' deadline files of %s were not written: %s", self.coursedir.assignment_id,
+                             exc)
+        else:
+            self.log.info("Deadline files of %s written for %d students", self.coursedir.assignment_id, written)
+
 
 class PerStudentList(GraderExchangeRoot, ExchangeList):
     """The grader's listing of released assignments (the formgrader checks the exchange with it).
@@ -243,6 +263,33 @@ class PerStudentCollect(GraderExchangeRoot, ExchangeCollect):
                 self.duedate = gb.find_assignment(self.coursedir.assignment_id).duedate
             except MissingEntry:
                 self.duedate = None
+        self.deadlines = self._course_deadlines()
+
+    def _course_deadlines(self):
+        """The course's late policies and extensions (attention_platform/deadlines). A file of them that
+        cannot be used stops the collect with what to do: collecting by rules other than the
+        instructor's would count what should not."""
+        from attention_platform.deadlines.standing import Deadlines, DeadlinesError
+
+        try:
+            return Deadlines(self.coursedir.root, db_url=self.coursedir.db_url)
+        except DeadlinesError as exc:
+            self.fail(f"The course's deadlines cannot be read, nothing was collected: {exc}")
+
+    def _due_of(self, student: str) -> dt.datetime | None:
+        """``student``'s own deadline (their extension, if later than the due date), naive UTC."""
+        due = self.deadlines.effective_due(self.coursedir.assignment_id, student)
+        return None if due is None else due.astimezone(dt.timezone.utc).replace(tzinfo=None)
+
+    def _counting(self, student: str, considered: list[Candidate]) -> tuple[list[Candidate], list[Candidate]]:
+        """The submissions that count under the late policy, and those received after the assignment
+        closed to ``student`` (judged at the exchange's time, never at a time the student wrote)."""
+        assignment = self.coursedir.assignment_id
+        if assignment not in self.deadlines.policies:
+            return considered, []
+        at = dt.datetime.now(dt.timezone.utc)
+        judged = [(c, self.deadlines.standing(assignment, student, at, c.trusted)) for c in considered]
+        return [c for c, found in judged if found.counts], [c for c, found in judged if not found.counts]
 
     def init_dest(self):
         pass
@@ -303,14 +350,22 @@ class PerStudentCollect(GraderExchangeRoot, ExchangeCollect):
                     self.limits.student_quota_entries))
             if not considered:
                 return 0
-            chosen = self._choose(considered)
-            counted, text = self._counted_time(chosen)
+            due = self._due_of(student)
             for candidate in considered:
                 self._check_claim(candidate, report)
-            if self.duedate is not None and counted > self.duedate:
-                self.log.warning("%s: late: %s was received %s UTC, %s after the due date %s UTC",
+            counting, closed = self._counting(student, considered)
+            if closed:
+                self.log.warning("%s: not counted: %d submission%s received after the assignment closed to them "
+                                 "(kept in the exchange)", show(student), len(closed), "s" * (len(closed) != 1))
+            if not counting:
+                return 0
+            chosen = self._choose(counting, due)
+            counted, text = self._counted_time(chosen)
+            if due is not None and counted > due:
+                self.log.warning("%s: late: %s was received %s UTC, %s after the%s due date %s UTC",
                                  show(student), show(chosen.name), counted.strftime("%Y-%m-%d %H:%M:%S"),
-                                 str(counted - self.duedate).split(".")[0], self.duedate.strftime("%Y-%m-%d %H:%M:%S"))
+                                 str(counted - due).split(".")[0], "" if due == self.duedate else " student's",
+                                 due.strftime("%Y-%m-%d %H:%M:%S"))
             if self.check_owner:
                 self._check_owner(student, folder_fd, chosen.name)
             self.src_records.append({"username": student, "filename": os.path.join(student, chosen.name),
@@ -454,11 +509,12 @@ class PerStudentCollect(GraderExchangeRoot, ExchangeCollect):
         counted, text = self._counted_time(candidate)
         return candidate, counted, text
 
-    def _choose(self, considered: list[Candidate]) -> Candidate:
-        """The newest by the kernel's time; with before_duedate, the newest counted in time, if any."""
+    def _choose(self, considered: list[Candidate], due: dt.datetime | None) -> Candidate:
+        """The newest by the kernel's time; with before_duedate, the newest received by the student's
+        deadline ``due``, if any."""
         ordered = sorted(considered, key=lambda c: (c.trusted_ns, c.name), reverse=True)
-        if self.duedate is not None and self.before_duedate:
-            on_time = [c for c in ordered if self._counted_time(c)[0] <= self.duedate]
+        if due is not None and self.before_duedate:
+            on_time = [c for c in ordered if c.trusted <= due]
             if on_time:
                 return on_time[0]
         return ordered[0]

@@ -21,7 +21,8 @@ One coordinating thread and ``c.FeedbackOnSubmit.workers`` grading threads:
   ``last``/``best`` the attempt that counts installed into
   the course. Its student stays busy in the queue until then;
 * nothing is lost: a submission made while this process was down is graded when it is back
-  (timed by the kernel), an attempt whose grading was cut short is graded again (once: an attempt
+  (timed by the kernel), and so is one handed in before it first watched the assignment (the scan
+  that starts watching an assignment lists every student's folder again), an attempt whose grading was cut short is graded again (once: an attempt
   whose grading ended this process twice is failed, with the reason), and an attempt that could
   not reach the sandbox broker waits in the queue until it can.
 
@@ -56,6 +57,7 @@ from attention_platform.attempts import status as status_file
 from .engine import PARTS, Attempt, Engine
 from .fairqueue import FairQueue
 from .intake import Intake, IntakeError, collector, take
+from .late_work import LateWork
 from attention_platform.attempts.ledger import Ledger
 from .pages import PageMaker
 from attention_platform.attempts.policy import FeedbackOnSubmit, Policy, PolicyError, iso, now, until
@@ -74,6 +76,10 @@ RETRY_SECONDS = 5.0  # after the sandbox broker could not be reached
 # thread): a pile of them made by hand delays nobody else's by more than this many copies.
 TAKEN_PER_SCAN = 2
 FINISH_WAIT_SECONDS = 20.0  # a graded attempt's pages wait at most this long for a pause in grading
+# Since when an assignment the grader watches for the first time has feedback on submit: the beginning,
+# so that what was handed in before the grader first looked (released while it was down, or submitted
+# while it warmed up) is graded. Switched off and on again, it is on since the switch.
+WATCHED_FROM_THE_START = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
 def plain_name(name: str) -> bool:
@@ -98,6 +104,7 @@ class Service:
         self.course_id = self.engine.course_id
         self.exchange = Path(exchange_root) / self.course_id
         self.engine.exchange_feedback = self.exchange / "feedback"
+        self.late_work = LateWork(self.course, Path(exchange_root), self.course_id, self.engine.main.db_url, self.log)
         with Gradebook(self.engine.main.db_url, self.course_id):
             pass  # nbgrader creates (and stamps) its gradebook before our tables join it
         self.ledger = Ledger(self.engine.main.db_url, remember=True)  # the one writer of the attempts
@@ -110,6 +117,7 @@ class Service:
         self.seen: dict[str, set] = collections.defaultdict(set)  # assignment -> {(student, submission)}
         self.since: dict[str, dt.datetime] = {}  # assignment -> feedback on submit on since
         self.folder_mtimes: dict[str, int] = {}
+        self.watched: set[str] = set()  # the assignments of the last scan
         self.shapes: dict[str, dict] = {}  # student -> {name: (ctime, holds a notebook)} of their new folders
         self.dropped: collections.Counter = collections.Counter()  # (assignment, student) -> not looked at
         self.notices: dict[tuple[str, str], str] = {}  # (assignment, student) -> what their status says of them
@@ -167,7 +175,7 @@ class Service:
         on = self.policy(assignment).on
         if on and assignment in self.since:
             return self.since[assignment]
-        since = self.ledger.enabled_since(assignment, on, now())
+        since = self.ledger.enabled_since(assignment, on, now(), first=WATCHED_FROM_THE_START)
         if on:
             self.since[assignment] = since
             self.seen[assignment] |= self.ledger.known(assignment)
@@ -181,6 +189,9 @@ class Service:
         assignments = [a for a, p in self.policies.items() if p.on and self.enabled_since(a) is not None]
         for assignment in set(self.since) - set(assignments):
             self.enabled_since(assignment)  # switched off: recorded, so switching on again starts afresh
+        if not set(assignments) <= self.watched:
+            self.folder_mtimes.clear()  # a newly watched assignment's submissions sit in unchanged folders too
+        self.watched = set(assignments)
         if not assignments:
             return 0
         inbound = self.exchange / "inbound"
@@ -342,7 +353,12 @@ class Service:
             values = dict(assignment=assignment, student=student, submission=name,
                           claimed=intake.claim[:64], received_at=received,
                           timestamp=intake.timestamp, feedback=policy.feedback)
-            if next_at is not None:
+            standing = self.late_work.standing(assignment, student, received)
+            if standing is not None and not standing.counts:
+                self.ledger.add(**values, state="refused", message=standing.refusal())
+                shutil.rmtree(copy, ignore_errors=True)
+                self.log.info("%s: %s not counted: received after %s closed to them", student, name, assignment)
+            elif next_at is not None:
                 message = "Not graded: " + policy.refusal(counting, received, next_at) + "."
                 self.ledger.add(**values, state="refused", message=message)
                 shutil.rmtree(copy, ignore_errors=True)
@@ -433,6 +449,7 @@ class Service:
             self._prune(attempt.assignment, attempt.student)
         with spent(parts, "status and ledger"):
             self.write_status(attempt.assignment, attempt.student)
+            self.late_work.publish(attempt.assignment, attempt.student)  # the late days it spent
         parts = {**result.parts, **parts}
         self.log.info("%s: attempt %d's time: %s", attempt.student, attempt.id,
                       json.dumps({part: round(parts.get(part, 0.0), 4) for part in PARTS}))
@@ -445,8 +462,10 @@ class Service:
             return
         rows = [r for r in self.ledger.attempts(attempt.assignment, attempt.student) if r["state"] == "graded"]
         current = next((r for r in rows if r["counted"]), None)
+        kept = self.late_work.kept  # what a late attempt's penalty leaves of its score
         if counts == "best" and current is not None and current["id"] != attempt.id and \
-                float(current["score"] or 0) > result.score:
+                kept(float(current["score"] or 0), attempt.assignment, attempt.student, current["received_at"]) > \
+                kept(result.score, attempt.assignment, attempt.student, attempt.intake.received):
             # A better one counts (among equals, the newest: the student's latest work) for the checks'
             # points; the TA grades the written answers the student last wrote: this attempt's.
             self.engine.install(current["id"], attempt.student, attempt.assignment,
@@ -513,6 +532,10 @@ class Service:
                                      for c in row["checks"]])
                 if row["feedback"] == "full":
                     entry["pages"] = row["pages"]
+            if row["state"] in COUNTING:
+                standing = self.late_work.standing(assignment, student, row["received_at"])
+                if standing is not None and standing.late_note():
+                    entry["late"] = standing.late_note()
             if row["state"] == "queued":
                 ahead = self.queue.position(student)
                 entry["ahead"] = ahead if ahead is not None else 0
@@ -600,6 +623,10 @@ class Service:
             while not stop.is_set():
                 if time.monotonic() - last_reload > 1.0:
                     self.reload()
+                    try:
+                        self.late_work.publish_if_changed()
+                    except Exception:  # noqa: BLE001 - the students' files are written again at the next change
+                        self.log.error("deadline files not written:\n%s", traceback.format_exc())
                     last_reload = time.monotonic()
                 try:
                     self.scan()

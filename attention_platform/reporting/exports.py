@@ -10,7 +10,8 @@ or through ``attention-course export-checks`` / ``export-canvas``, which add
 progress and a summary. ``--assignment``/``--student`` filter as for stock export.
 
 CheckBreakdownExportPlugin: one row per (assignment, student, graded cell), with
-the check's misconception label from the registry and a status
+the check's misconception label from the registry, the student's own deadline (their extension, if
+any), how late the submission was and its late penalty (attention_platform/deadlines), and a status
 (passed / failed / not graded / no submission); a grade id with no check in the
 registry keeps its raw id and says so in the ``note`` column. A notebook missing
 from the student's ``submitted/`` folder is ``not submitted`` (nbgrader scores it 0).
@@ -44,8 +45,8 @@ from attention_platform.course.assignment_checks import checks_by_grade_id
 from attention_platform.reporting.report import NOT_A_CHECK_NOTE, UNKNOWN_CHECK_NOTE
 
 CHECK_COLUMNS = [
-    "assignment", "student_id", "last_name", "first_name", "email", "timestamp",
-    "grade_id", "check_id", "misconception", "score", "max_score", "status", "note",
+    "assignment", "student_id", "last_name", "first_name", "email", "timestamp", "deadline", "late_by_minutes",
+    "late_penalty", "grade_id", "check_id", "misconception", "score", "max_score", "status", "note",
 ]
 CANVAS_IDENTITY = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 POINTS_POSSIBLE = "    Points Possible"  # Canvas writes (and skips on import) this exact row label
@@ -89,9 +90,28 @@ class CheckBreakdownExportPlugin(_Selecting):
         folder = Path(root) / "submitted" / student / assignment if root else None
         return folder if folder is not None and folder.is_dir() else None
 
+    def _deadlines(self, gradebook: Gradebook):
+        """The course's deadlines, or None without a course directory (the columns stay empty)."""
+        from attention_platform.deadlines.standing import Deadlines
+
+        root = self.course_root or getattr(getattr(self.parent, "coursedir", None), "root", "")
+        return Deadlines(root, gradebook=gradebook) if root else None
+
+    @staticmethod
+    def _late_columns(deadlines, assignment: str, student: str, submission) -> dict:
+        if deadlines is None:
+            return {}
+        found = deadlines.standing(assignment, student, submission.timestamp, submission.timestamp) \
+            if submission is not None and submission.timestamp is not None else None
+        due = deadlines.effective_due(assignment, student)
+        return {"deadline": due.strftime("%Y-%m-%d %H:%M:%S UTC") if due else "",
+                "late_by_minutes": format(found.late_by.total_seconds() / 60, ".0f") if found and found.late_by else "",
+                "late_penalty": _fmt(submission.late_submission_penalty) if submission is not None else ""}
+
     def export(self, gradebook: Gradebook) -> None:
         dest = self.to or "check_breakdown.csv"
         assignments, students = self._assignments(gradebook), self._students(gradebook)
+        deadlines = self._deadlines(gradebook)
         counts = {"rows": 0, "passed": 0, "failed": 0, "not graded": 0, "no submission": 0, "not submitted": 0}
         unknown: set[str] = set()
         with open(dest, "w", newline="", encoding="utf-8") as fh:
@@ -110,8 +130,10 @@ class CheckBreakdownExportPlugin(_Selecting):
                     except MissingEntry:
                         grades = [(name, max_score, None, "no submission") for name, max_score in cells]
                         base["timestamp"] = ""
+                        base.update(self._late_columns(deadlines, assignment.name, student.id, None))
                     else:
                         base["timestamp"] = str(submission.timestamp or "")
+                        base.update(self._late_columns(deadlines, assignment.name, student.id, submission))
                         grades = []
                         folder = self._submitted_folder(student.id, assignment.name)
                         for nb in submission.notebooks:

@@ -168,8 +168,42 @@ class FeedbackSummary(NbGraderPreprocessor):
                               "submitted": submitted, "out_of": points(notebook.max_score),
                               "score": score_of(notebook.score, notebook.max_score), "waiting": points(pending) if pending else ""})
         return {"assignment": info["assignment"], "total": score_of(submission.score, submission.max_score),
+                "late": self._late(gb, info, submission),
                 "waiting": points(waiting) if waiting else "", "notebooks": notebooks,
                 "notebook_score": score_of(info.get("score"), info.get("max_score"))}
+
+
+    def _late(self, gb, info, submission) -> str:
+        """How late the submission was by the student's own deadline, and what that cost; "" if on time."""
+        from nbgrader.coursedir import CourseDirectory
+
+        from attention_platform.deadlines.standing import Deadlines, DeadlinesError
+
+        if submission.timestamp is None:
+            return ""
+        try:
+            deadlines = Deadlines(CourseDirectory(config=self.config).root, db_url=info["db_url"], gradebook=gb)
+        except DeadlinesError:
+            return ""  # the grade stands as the gradebook has it; the TA's log says what is wrong
+        found = deadlines.standing(info["assignment"], info["student"], submission.timestamp, submission.timestamp)
+        return late_note(found, float(submission.late_submission_penalty or 0),
+                         float(submission.score or 0), float(submission.max_score or 0))
+
+
+def late_note(found, penalty: float, score: float, out_of: float) -> str:
+    """The feedback page's sentence on a late submission (``found``: its Standing); "" if on time."""
+    if found.state not in ("late", "closed"):
+        return ""
+    late = f"Submitted {found.late_text()} after your deadline, {found.deadline_text()}"
+    after = f"; your total after it is {score_of(max(0.0, score - penalty), out_of)}" if penalty else ""
+    if found.state == "closed":
+        return f"{late}, after this assignment closed to you: it does not count{after}."
+    if found.policy is not None and found.policy.kind == "late_days":
+        return f"{late}: it used {found.late_days_text()}, without penalty."
+    if found.policy is not None:
+        return f"{late}: {found.penalty_percent:g}% of the score is taken under this assignment's late policy " \
+               f"({points(penalty)}){after}."
+    return f"{late}: the late penalty is {points(penalty)}{after}." if penalty else f"{late}."
 
 
 class FormgradeSummary(NbGraderPreprocessor):

@@ -86,6 +86,7 @@ class StudentRow:
     missing: list[str] = field(default_factory=list)  # notebooks of the assignment not in the submission
     not_attempted: list[str] = field(default_factory=list)  # notebooks left as released (stubs), or empty
     did_not_run: list[str] = field(default_factory=list)  # notebooks whose checks could not run the code
+    late: str = ""  # how late by the student's own deadline, and what the late policy made of it
 
 
 @dataclass
@@ -284,6 +285,7 @@ def collect(db_url: str, assignment: str, *, course: Path | None = None,
                                   ["The gradebook is empty: no assignment has been generated or graded yet."])
             raise ReportError(f"the gradebook has no assignment {assignment!r}; it has: {', '.join(known)}") from None
         table = CheckTable(assign)
+        deadlines = _deadlines(course, gb)
         max_score = float(assign.max_score or 0.0)
         students = sorted(gb.students, key=lambda s: s.id)
         rows: list[StudentRow] = []
@@ -295,6 +297,9 @@ def collect(db_url: str, assignment: str, *, course: Path | None = None,
                 rows.append(StudentRow(student.id, name, "no submission", None, max_score))
                 continue
             rows.append(_student_row(student.id, name, submission, table, assignment, max_score, course))
+            if deadlines is not None and submission.timestamp is not None:
+                rows[-1].late = deadlines.standing(assignment, student.id, submission.timestamp,
+                                                   submission.timestamp).staff_note()
     ordered = table.ordered()
     return ReportData(assignment, generated, max_score, rows, ordered, _notes(assignment, table, ordered, rows))
 
@@ -394,8 +399,20 @@ def _notes(assignment: str, table: CheckTable, ordered: list[CheckStat], rows: l
     return notes
 
 
+def _deadlines(course: Path | None, gb):
+    """The course's deadlines (each student's own, attention_platform/deadlines), or None without a course."""
+    from attention_platform.deadlines.standing import Deadlines, DeadlinesError
+
+    if course is None:
+        return None
+    try:
+        return Deadlines(course, gradebook=gb)
+    except DeadlinesError as exc:
+        raise ReportError(f"the course's deadlines cannot be read: {exc}") from None
+
+
 def _student_notes(row: StudentRow) -> list[str]:
-    notes = []
+    notes = [f"{row.student_id}: {row.late}."] if row.late else []
     if row.not_attempted:
         notes.append(f"{row.student_id}: {', '.join(row.not_attempted)} not attempted (answers still the stubs "
                      "given, or empty): its failed checks count as not attempted, not as misconceptions.")
@@ -567,7 +584,8 @@ def render_html(data: ReportData) -> str:
             missing = (f"<br><small title='{e(', '.join(s.missing))}'>{len(s.missing)} notebook(s) not submitted"
                        "</small>" if s.missing else "")
             out.append(f"<tr data-student='{e(s.student_id)}'><td>{e(s.student_id)}</td><td>{e(status)}{missing}</td>"
-                       f"<td class='num'>{score}</td><td>{e(s.timestamp)}</td><td>{failed}</td></tr>")
+                       f"<td class='num'>{score}</td><td>{e(s.timestamp)}"
+                       f"{f'<br><small>{e(s.late)}</small>' if s.late else ''}</td><td>{failed}</td></tr>")
         out.append("</table>")
     payload = json.dumps(data.to_json()).replace("</", "<\\/")
     out.append(f"<script type='application/json' id='report-data'>{payload}</script>")

@@ -50,6 +50,9 @@ NUMBERS_WEIGHT = 6.0
 # What one cell and one notebook may cost to read: a region beyond this is cut (and said).
 MAX_REGION_CHARS = 20_000
 MAX_NOTEBOOK_BYTES = 20_000_000
+MIB = 2**20
+# Students named at most in the note of those left out of a report (the count says the rest).
+MAX_NAMED_LEFT_OUT = 100
 DEFAULT_PAIRS = 30
 
 NOTICE = ("This report points at what to look at; it accuses no one. Answers can be alike for innocent "
@@ -325,9 +328,50 @@ def known_answers(course: Path, assignment: str, notebooks: tuple[str, ...],
     return dict(known)
 
 
+def _handed_in_bytes(folder: Path, notebooks: tuple[str, ...]) -> int:
+    """What reading the student's notebooks in ``folder`` costs: the bytes of those small enough to be read."""
+    total = 0
+    for notebook in notebooks:
+        path = folder / f"{notebook}.ipynb"
+        try:
+            size = path.stat().st_size if path.is_file() else 0
+        except OSError:
+            size = 0
+        total += size if size <= MAX_NOTEBOOK_BYTES else 0
+    return total
+
+
+def _within_budget(folders: list[Path], notebooks: tuple[str, ...], budget: int,
+                   notes: list[str]) -> list[Path]:
+    """The students' folders whose notebooks, smallest first, fit the class's ``budget`` of bytes; the
+    students left out are named in ``notes`` with their notebooks' size, so a class's largest notebooks
+    cost their owners only."""
+    sizes = {folder: _handed_in_bytes(folder, notebooks) for folder in folders}
+    kept, left_out, spent = [], [], 0
+    for folder in sorted(folders, key=lambda f: (sizes[f], f.parent.name)):
+        if spent + sizes[folder] > budget:
+            left_out.append(folder)
+            continue
+        spent += sizes[folder]
+        kept.append(folder)
+    if left_out:
+        named = ", ".join(f"{f.parent.name} ({sizes[f] / MIB:.1f} MB)"
+                          for f in sorted(left_out, key=lambda f: f.parent.name)[:MAX_NAMED_LEFT_OUT])
+        more = f" and {len(left_out) - MAX_NAMED_LEFT_OUT} more" if len(left_out) > MAX_NAMED_LEFT_OUT else ""
+        notes.append(f"{len(left_out)} student(s)' notebooks were not compared: the class's notebooks come to "
+                     f"{sum(sizes.values()) / MIB:.1f} MB, more than the {budget // MIB} MB this report reads "
+                     f"(ATTENTION_SIMILARITY_MAX_MB), so those of the students with the largest ones were left "
+                     f"out: {named}{more}. They are in no pair below; raise ATTENTION_SIMILARITY_MAX_MB to "
+                     "compare them.")
+    return sorted(kept)
+
+
 def collect(course: Path, assignment: str, *, db_url: str | None = None, limit: int = DEFAULT_PAIRS) -> SimilarityData:
     """The report for ``assignment`` from ``<course>/submitted/*/<assignment>/``; with ``db_url``, the
-    gradebook's failing checks too (a gradebook that cannot be read is said in the notes)."""
+    gradebook's failing checks too (a gradebook that cannot be read is said in the notes). At most
+    ``ATTENTION_SIMILARITY_MAX_MB`` of notebooks are read for the whole class (:func:`_within_budget`)."""
+    from attention_platform.settings import settings
+
     course = Path(course)
     release_folder = course / "release" / assignment
     notebooks = tuple(sorted(p.stem for p in release_folder.glob("*.ipynb")))
@@ -339,7 +383,8 @@ def collect(course: Path, assignment: str, *, db_url: str | None = None, limit: 
     regions: dict[str, dict] = {}
     numbers: dict[str, dict] = {}
     submitted = course / "submitted"
-    for folder in sorted(submitted.glob(f"*/{assignment}")) if submitted.is_dir() else []:
+    folders = sorted(submitted.glob(f"*/{assignment}")) if submitted.is_dir() else []
+    for folder in _within_budget(folders, notebooks, settings().attention_similarity_max_mb * MIB, notes):
         student = folder.parent.name
         regions[student], numbers[student] = {}, {}
         for notebook, release in releases.items():

@@ -12,6 +12,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 
 import nbformat
 import pytest
@@ -560,9 +561,9 @@ def test_the_grader_warms_its_worker_for_the_assignments_with_feedback_on(tmp_pa
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"loaded": loaded}
 
 
-def _flooded_service(tmp_path, monkeypatch):
+def _flooded_service(tmp_path, monkeypatch, watching: bool = True):
     """The grader (its scan only: nothing graded) for a copy of the course with feedback on submit on,
-    and the inbound folders of ann and bob."""
+    and the inbound folders of ann and bob; ``watching``: after its first scan."""
     from attention_platform.course.directory import copy_course
     from grader_tests.self_attention.answers import ASSIGNMENT
     from attention_platform.feedback_on_submit.service import Service
@@ -573,7 +574,8 @@ def _flooded_service(tmp_path, monkeypatch):
     for student in ("ann", "bob"):
         (service.exchange / "inbound" / student).mkdir(parents=True)
         (service.exchange / "feedback" / student).mkdir(parents=True)
-    service.scan()  # feedback on submit is on from now
+    if watching:
+        service.scan()  # feedback on submit is on from now
     return service, ASSIGNMENT
 
 
@@ -642,6 +644,48 @@ def test_submissions_past_the_attempt_limit_make_a_bounded_number_of_rows(tmp_pa
     shown = status_file.read(str(service.exchange / "feedback" / "ann"), assignment)
     assert "19 of your submissions were not looked at: 10 of yours could not be graded in the last 24 hours" \
         in shown["notice"], shown["notice"]
+    service.ledger.close()
+
+
+def test_a_submission_handed_in_before_the_grader_first_watches_its_assignment_is_graded(tmp_path, monkeypatch):
+    """An assignment released while the grader was down (or a student who submits while it warms up):
+    the submission is in inbound before the grader's first scan of that assignment, and was never
+    taken, the student's panel saying "No attempt yet" for good. The scan that starts the watch takes
+    every submission already in inbound, with the same bounds per student as any scan."""
+    from attention_platform.feedback_on_submit.service import TAKEN_PER_SCAN
+
+    service, assignment = _flooded_service(tmp_path, monkeypatch, watching=False)
+    early = _hand_in(service, "bob", assignment, "early")
+    for k in range(5):
+        _hand_in(service, "ann", assignment, f"pile{k}")
+    service.scan()  # the grader's first look at the assignment
+    rows = service.ledger.attempts(assignment)
+    assert ("bob", early.name, "queued") in [(r["student"], r["submission"], r["state"]) for r in rows], rows
+    assert len([r for r in rows if r["student"] == "ann"]) == TAKEN_PER_SCAN  # a pile is taken a few at a time
+    for _ in range(3):
+        service.scan()
+    assert len(service.ledger.attempts(assignment, "ann")) == 5
+    shown = status_file.read(str(service.exchange / "feedback" / "bob"), assignment)
+    assert [a["state"] for a in shown["attempts"]] == ["queued"], shown
+    service.ledger.close()
+
+
+def test_an_assignment_switched_on_while_the_grader_runs_takes_what_was_handed_in_before(tmp_path, monkeypatch):
+    """The grader already watches one assignment when another gets its first policy: the students' inbound
+    folders have not changed since the grader last listed them, and their submissions of the newly
+    watched assignment were never looked at. Starting to watch an assignment lists every folder again."""
+    service, _watched = _flooded_service(tmp_path, monkeypatch)
+    other = "multi_head_attention"
+    handed_in = _hand_in(service, "ann", other, "before")
+    service.scan()
+    assert service.ledger.attempts(other) == []  # no policy for it yet
+    an_hour_ago = time.time() - 3600
+    os.utime(service.exchange / "inbound" / "ann", (an_hour_ago, an_hour_ago))
+    service.scan()  # the folder is listed now, and not again while it stays the same
+    service.policies[other] = parse(other, {"feedback": "checks"})
+    service.scan()
+    rows = service.ledger.attempts(other, "ann")
+    assert [(r["submission"], r["state"]) for r in rows] == [(handed_in.name, "queued")], rows
     service.ledger.close()
 
 

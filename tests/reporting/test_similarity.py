@@ -10,6 +10,8 @@ formgrader's sidebar and finds a copied pair handed in through the exchange; a s
 
 from __future__ import annotations
 
+import html
+import math
 import re
 import subprocess
 import sys
@@ -185,6 +187,33 @@ def test_an_unreadable_notebook_costs_its_owner_only(tmp_path):
     data = similarity.collect(tmp_path, name)
     assert (data.pairs[0].first, data.pairs[0].second) == planted
     assert any("s001's" in note and "could not be read" in note for note in data.notes), data.notes
+
+
+def test_a_class_past_the_reports_byte_budget_leaves_out_its_largest_notebooks_and_names_their_students(
+        tmp_path, monkeypatch):
+    """The report reads at most ATTENTION_SIMILARITY_MAX_MB of the class's notebooks: with it set just above
+    what the class hands in, two students whose notebooks are each larger than the whole budget are left
+    out, named on the page with why; everyone else is compared, the planted pair still first."""
+    name = ASSIGNMENTS[0]
+    _, planted = generated_class(tmp_path, name)
+    submitted = sorted((tmp_path / "submitted").glob(f"*/{name}/*.ipynb"))
+    budget_mb = math.ceil(sum(path.stat().st_size for path in submitted) / 2**20) + 1
+    monkeypatch.setenv("ATTENTION_SIMILARITY_MAX_MB", str(budget_mb))
+    notebook = registry.assignment(name).notebooks[0]
+    for student in ("s007", "s042"):
+        path = tmp_path / "submitted" / student / name / f"{notebook}.ipynb"
+        handed = nbformat.read(path, as_version=4)
+        first_answer_cell(handed).outputs = [nbformat.v4.new_output("stream", name="stdout",
+                                                                    text="0.5 " * (budget_mb * 2**19))]
+        nbformat.write(handed, path)
+    data = similarity.collect(tmp_path, name)
+    assert (data.pairs[0].first, data.pairs[0].second) == planted
+    assert len(data.students) == CLASS_SIZE - 2 and not {"s007", "s042"} & set(data.students), data.students
+    left_out = [note for note in data.notes if "not compared" in note]
+    assert len(left_out) == 1 and f"{budget_mb} MB" in left_out[0] and "ATTENTION_SIMILARITY_MAX_MB" in left_out[0]
+    named = re.findall(r"\b(s\d{3}|planted_\w+) \(", left_out[0])
+    assert named == ["s007", "s042"], left_out[0]
+    assert html.escape(left_out[0]) in similarity.render_html(data)
 
 
 def test_the_command_writes_the_page_and_says_the_gradebook_is_missing(tmp_path):
