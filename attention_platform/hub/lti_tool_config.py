@@ -1,8 +1,8 @@
 """The tool's configuration as an LMS imports it (``GET /hub/lti13/config``, Canvas's "Paste JSON / enter URL").
 
-Upstream's (ltiauthenticator 1.6.3) asked for every AGS and NRPS scope and nine Canvas scopes the tool
-never uses, sent the user's e-mail as a custom field, gave the host without ``/hub/`` as the target link
-URI (a launch to it ends in 404) and no redirect URI. Here the configuration says what
+ltiauthenticator 1.6.3's own handler asks for every AGS and NRPS scope and nine Canvas scopes this tool
+never uses, sends the user's e-mail as a custom field, gives the host without ``/hub/`` as the target link
+URI (a launch to it ends in 404) and no redirect URI. This one says what
 docs/instructors/lms.md says: the hub's target link URI, login and redirect URLs and the tool's key set
 (``lti_tool_keys``), and only the scopes of the LMS services this hub is set to call
 (``CourseLTI13Authenticator.service_scopes``, empty when it calls none). Canvas's course-navigation

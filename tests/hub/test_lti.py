@@ -924,6 +924,21 @@ def test_embedding_is_configured_for_the_lms_origins_only():
         with pytest.raises(SystemExit, match="LTI_EMBED_ORIGINS"):
             configure_lti(Config(), dict(env, LTI_PRESENTATION="embed", LTI_EMBED_ORIGINS=origins))
 
+    # a student's server, started with the environment the hub gives it (its own process: the file
+    # installs the server's request limits)
+    read = subprocess.run([sys.executable, "-c", STUDENT_SERVER_CONFIG], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, **c.Spawner.environment.to_dict()["update"]), check=True)
+    assert json.loads(read.stdout) == [f"frame-ancestors 'self' {EMBEDDING_LMS}", {"samesite": "None", "secure": True}]
+
+
+STUDENT_SERVER_CONFIG = f"""
+import json
+from traitlets.config import Config
+c = Config()
+exec(open({str(REPO / "jupyter_config" / "student" / "jupyter_server_config.py")!r}).read(), {{"get_config": lambda: c}})
+print(json.dumps([c.ServerApp.tornado_settings["headers"]["Content-Security-Policy"], c.HubOAuth.cookie_options]))
+"""
+
 
 def _set_cookies(response, name_start):
     return [line for line in response.raw.headers.getlist("Set-Cookie") if line.startswith(name_start)]
