@@ -282,6 +282,7 @@ class Settings:
     hub_validate_memory_mb: int = _native(MEGABYTES, 1536, "Memory cap of the validate service (MiB).")
     hub_formgrader_memory_mb: int = _native(MEGABYTES, 3072, "Memory cap of the formgrader (MiB).")
     hub_feedback_on_submit_memory_mb: int = _native(MEGABYTES, 3072, "Memory cap of feedback on submit (MiB).")
+    hub_lms_sync_memory_mb: int = _native(MEGABYTES, 1024, "Memory cap of the LMS sync (MiB), with LTI services.")
 
     # ------------------------------------------------------------------ grading
     attention_secret_seed: str = _grading(SECRET, "", "Course secret the checks' inputs are drawn from; empty: "
