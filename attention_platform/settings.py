@@ -236,6 +236,8 @@ class Settings:
     hub_admin_users: tuple[str, ...] = _people(LIST, ("instructor",), "Hub administrators: they approve sign-ups.")
     course_instructors: tuple[str, ...] = _people(LIST, ("instructor",), "The course's instructors.")
     course_tas: tuple[str, ...] = _people(LIST, ("ta",), "The course's teaching assistants.")
+    course_tas_grant_extensions: bool = _people(FLAG, False, "Whether the course's TAs may grant and revoke "
+                                                "students' extensions in the formgrader (instructors always may).")
     course_students: tuple[str, ...] = _people(LIST, (), "Students put into the course group at start.")
     hub_demo_prefix: str | None = _people(TEXT, None, "Prefix of the native demo accounts' names; unset: none for "
                                          "the hub, its own for the load test and the benchmark.")

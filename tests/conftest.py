@@ -42,8 +42,8 @@ grader_tests/tests/.
   test_lms_page, test_service_supervisor, test_student_lab_browser, test_every_assignment_hub, test_formgrader_browser,
   test_accessibility_browser
 - deadlines/ (late policies, extensions, standing, the student's deadline file; collect by each
-  student's own deadline; the gradebook's late penalty): test_deadlines_units, test_deadlines_collect,
-  test_deadlines_grading
+  student's own deadline; the gradebook's late penalty; its Lab and formgrader sides): test_deadlines_units,
+  test_deadlines_collect, test_deadlines_grading, test_deadlines_pages_units
 - feedback_on_submit/ (intake, fair queue, grader, pages; attempts/: policy, ledger, status; its Lab and formgrader sides):
   test_feedback_on_submit_units, test_feedback_on_submit_hub, test_grader_crash_hub,
   test_feedback_on_submit_every_assignment, test_best_keeps_written_work, test_feedback_on_submit_flat_cost,

@@ -10,9 +10,10 @@ that belongs to grading, so this extension (loaded by the grader service,
 * a request whose method and path match no route is answered 404 before any
   handler runs (default deny: a handler added by a future version is closed too);
 * a matched route names the role it needs, checked on the server for every
-  request from the hub user's groups: ``grader`` (TAs and instructors) or
-  ``instructor``; a refused request gets 403 "instructors only" (or "TAs and
-  instructors only");
+  request from the hub user's groups: ``grader`` (TAs and instructors),
+  ``instructor``, or ``extensions`` (instructors, and TAs when the course's
+  COURSE_TAS_GRANT_EXTENSIONS allows it, read at each request); a refused request
+  gets 403 "instructors only" (or "TAs and instructors only");
 * path parameters must look like ids (letters, digits, ``_.@+-``), so no markup
   ever reaches a page through a URL.
 
@@ -38,9 +39,10 @@ from jinja2.ext import Extension
 from tornado import web
 
 from attention_platform import third_party_patches
-from attention_platform.settings import course_id
+from attention_platform.settings import course_id, settings
 
 GRADER, INSTRUCTOR, ANYONE = "grader", "instructor", "anyone"
+EXTENSIONS = "extensions"  # granting students' extensions: instructors, and TAs where the course allows it
 _ID = r"[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}"
 _SEGMENT = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
 _IMAGE = rf"(?:{_SEGMENT}/){{0,8}}{_SEGMENT}\.(?:png|jpe?g|gif)"
@@ -136,6 +138,11 @@ ROUTES: tuple[Route, ...] = (
     # the similarity report (attention_platform/formgrader/similarity_page.py)
     _r("formgrader/similarity", get=GRADER),
     _r(f"formgrader/similarity/{A}", get=GRADER),
+    # students' extensions (extensions_page.py): grant, revoke, import a list, the change log
+    _r("formgrader/extensions", get=EXTENSIONS),
+    _r(f"formgrader/extensions/{A}", get=EXTENSIONS, post=EXTENSIONS),
+    # each submission against its deadline, for the submissions list (submission_deadlines.py)
+    _r(f"formgrader/api/attention/deadlines/{A}", get=GRADER),
 )
 # Query arguments that change what the formgrader *is*: ``?path=`` re-roots it on any
 # folder and loads that folder's nbgrader_config.py (code) into this process.
@@ -144,6 +151,7 @@ FORBIDDEN_ARGUMENTS = {"formgrader": ("path",)}
 REFUSALS = {
     INSTRUCTOR: "instructors only: ask one of the course's instructors to do this",
     GRADER: "TAs and instructors only: this is the course's grading service",
+    EXTENSIONS: "instructors only: the course lets TAs grant extensions only when COURSE_TAS_GRANT_EXTENSIONS is 1",
 }
 
 
@@ -168,7 +176,20 @@ def role_of(user) -> str | None:
     return None
 
 
+def needed_now(role_needed: str) -> str:
+    """The role a route's ``role_needed`` asks for under the course's settings as they are now."""
+    if role_needed == EXTENSIONS:
+        return GRADER if settings().course_tas_grant_extensions else INSTRUCTOR
+    return role_needed
+
+
+def refusal(role_needed: str) -> str:
+    """What a request refused for want of ``role_needed`` is told."""
+    return REFUSALS[role_needed if needed_now(role_needed) == INSTRUCTOR else GRADER]
+
+
 def allowed(role_needed: str, role: str | None) -> bool:
+    role_needed = needed_now(role_needed)
     return role_needed == ANYONE or role == INSTRUCTOR or (role_needed == GRADER and role == GRADER)
 
 
@@ -289,7 +310,7 @@ def gated(cls: type) -> type:
                     return
                 raise web.HTTPError(403, "log in through the hub first")
             if not allowed(needed, role_of(user)):
-                self.refuse(REFUSALS[needed])
+                self.refuse(refusal(needed))
                 return
             for argument in FORBIDDEN_ARGUMENTS.get(path, ()):
                 if argument in self.request.arguments:
@@ -307,6 +328,7 @@ def gated(cls: type) -> type:
         def render(self, name, **namespace):
             namespace.setdefault("csp_nonce", getattr(self, "csp_nonce", ""))
             namespace.setdefault("attention_role", role_of(self.current_user) or "")  # what the page shows
+            namespace.setdefault("attention_may_extend", allowed(EXTENSIONS, role_of(self.current_user)))
             return super().render(name, **namespace)
 
         @property
@@ -374,10 +396,10 @@ def install(web_app, base_url: str) -> None:
     """Route every request of ``web_app`` through the gate."""
     from nbgrader.server_extensions.formgrader.apihandlers import AutogradeHandler
 
-    from attention_platform.formgrader import autograde_all, feedback_on_submit, preview
+    from attention_platform.formgrader import autograde_all, extensions_page, feedback_on_submit, preview
     from attention_platform.formgrader import formgrader_extras
     from attention_platform.formgrader import lms_page, policy_form, reports
-    from attention_platform.formgrader import similarity_page
+    from attention_platform.formgrader import similarity_page, submission_deadlines
 
     files_handler, images_handler = _image_files_handler()
     replaced = {files_handler: images_handler, AutogradeHandler: formgrader_extras.threaded_autograde(AutogradeHandler)}
@@ -389,6 +411,8 @@ def install(web_app, base_url: str) -> None:
     web_app.add_handlers(".*$", lms_page.handlers(base_url))
     web_app.add_handlers(".*$", reports.handlers(base_url))
     web_app.add_handlers(".*$", similarity_page.handlers(base_url))
+    web_app.add_handlers(".*$", extensions_page.handlers(base_url))
+    web_app.add_handlers(".*$", submission_deadlines.handlers(base_url))
 
     def find_handler(original, request, **kwargs):
         relative = relative_path(request.path, base_url)

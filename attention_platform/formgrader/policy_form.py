@@ -5,15 +5,20 @@
 server's XSRF check covers the form) saves it with attempts/policy_store.py, checked as the grader
 will read it. A value the grader could not use is answered with the form, the sentence saying what to
 change, and nothing saved. "Use the course configuration" forgets the form's policy: the assignment
-takes nbgrader_config.py's again.
+takes nbgrader_config.py's again. The assignment's late policy has its own form on the same page
+(late_policy_form.py), posted here with ``action`` late-save or late-reset.
 """
 
 from __future__ import annotations
+
+import asyncio
+import datetime as dt
 
 from tornado import web
 
 from attention_platform.attempts import policy_store
 from attention_platform.attempts.policy import COUNTS, FEEDBACK_LEVELS, POLICY_KEYS, Policy, PolicyError
+from attention_platform.deadlines import late_policy
 
 FEEDBACK_CHOICES = {
     "off": "off: nothing on submit; feedback comes when the course staff release it",
@@ -71,12 +76,15 @@ def source(course_root: str, assignment: str) -> str:
 def _handler():
     from nbgrader.server_extensions.formgrader.base import BaseHandler
 
+    from attention_platform.formgrader import late_policy_form
     from attention_platform.formgrader.feedback_on_submit import policies
     from attention_platform.formgrader.formgrader_gate import INSTRUCTOR, role_of
 
     class PolicyFormHandler(BaseHandler):
-        def _show(self, assignment: str, *, values: dict | None = None, error: str = "", saved: str = ""):
+        def _show(self, assignment: str, *, values: dict | None = None, error: str = "", saved: str = "",
+                  late_values: dict | None = None, late_error: str = ""):
             found = policies(self.coursedir.root, [assignment])[assignment]
+            late, late_unusable = late_policy_form.in_force(self.coursedir.root, assignment)
             current = found if isinstance(found, Policy) else Policy(assignment)
             if values is None:
                 values = {key: _text(getattr(current, key)) for key in POLICY_KEYS}
@@ -86,7 +94,10 @@ def _handler():
                 not_in_force=found if isinstance(found, str) else "",
                 source=source(self.coursedir.root, assignment), error=error, saved=saved,
                 editable=role_of(self.current_user) == INSTRUCTOR, xsrf=self.xsrf_token.decode(),
-                feedback_choices=FEEDBACK_CHOICES, counts_choices=COUNTS_CHOICES))
+                feedback_choices=FEEDBACK_CHOICES, counts_choices=COUNTS_CHOICES,
+                late_in_force=late.describe() if late else "", late_not_in_force=late_unusable,
+                late_values=late_values or late_policy_form.form_values(late), late_error=late_error,
+                late_kind_choices=late_policy_form.KIND_CHOICES, late_per_choices=late_policy_form.PER_CHOICES))
 
         def _known(self, assignment: str) -> None:
             if assignment not in {a.name for a in self.gradebook.assignments}:
@@ -96,15 +107,32 @@ def _handler():
         def get(self, assignment):
             self._known(assignment)
             saved = {"saved": "Saved. The grader applies it to the next submission, within a second.",
-                     "reset": "The assignment takes its policy from the course configuration again."}
+                     "reset": "The assignment takes its policy from the course configuration again.",
+                     "late-saved": "Late policy saved. Every student's Lab shows it.",
+                     "late-reset": "The assignment has no late policy: nbgrader's behaviour (late submissions are "
+                                   "marked late)."}
             self._show(assignment, saved=saved.get(self.get_query_argument("done", ""), ""))
 
         @web.authenticated
-        def post(self, assignment):
+        async def post(self, assignment):
             self._known(assignment)
+            action = self.get_body_argument("action", "save")
+            if action in late_policy_form.ACTIONS:
+                late_values = {key: self.get_body_argument(key, "")[:100] for key in late_policy.KEYS}
+                students = sorted(student.id for student in self.gradebook.students)
+                try:  # every student's deadline file is written: off the server's only thread
+                    done = await asyncio.get_running_loop().run_in_executor(
+                        None, late_policy_form.apply, self.coursedir.root, assignment, action, late_values,
+                        dt.datetime.now(dt.timezone.utc), students)
+                except late_policy.LatePolicyError as exc:
+                    self.set_status(400)
+                    self._show(assignment, late_values=late_values, late_error=str(exc))
+                    return
+                self.redirect(f"{self.base_url}/formgrader/policy/{assignment}?done={done}", status=303)
+                return
             values = {key: self.get_body_argument(key, "")[:100] for key in POLICY_KEYS}
             try:
-                if self.get_body_argument("action", "save") == "reset":
+                if action == "reset":
                     policy_store.forget(self.coursedir.root, assignment)
                     done = "reset"
                 else:

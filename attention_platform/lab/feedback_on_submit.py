@@ -3,7 +3,8 @@
 * ``GET <base>attention/feedback-on-submit?course_id=<course>``: every status the grader wrote
   into the student's feedback folder (see :mod:`attention_platform.attempts.status`), for their
   Assignments tab, which shows each attempt's state and result and when the next graded attempt
-  is possible;
+  is possible; and beside them each deadline the grader wrote there (:mod:`attention_platform.attempts.deadline_file`),
+  with this server's clock (``now``) for the time left;
 * ``GET <base>attention/feedback-on-submit/page/<assignment>/<attempt>/<notebook>.html``: the
   feedback page of one notebook of their attempt number ``<attempt>`` (1 is the first), straight
   from that folder, as HTML with a policy that lets no script run; a page's links to the other
@@ -26,6 +27,7 @@ import os
 import re
 import stat
 
+from attention_platform.attempts import deadline_file
 from attention_platform.attempts import status as status_file
 from attention_platform.attempts.policy import now
 from attention_platform.attempts.refusal import feedback_folder, refused_submit
@@ -36,21 +38,36 @@ ASSIGNMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
 
 def statuses(folder: str) -> dict:
     """``{assignment: status}`` of every status in ``folder``; an unreadable one is reported as such."""
+    return by_assignment(folder, status_file)
+
+
+def deadlines(folder: str) -> dict:
+    """``{assignment: deadline file}`` of every deadline the grader wrote in ``folder`` (each read bounded,
+    never through a link); an unreadable one is reported as such. The Lab works out what it means at
+    the server's time from its effective deadline, cut-off and policy."""
+    return by_assignment(folder, deadline_file)
+
+
+def by_assignment(folder: str, kind) -> dict:
+    """``{assignment: kind.read(folder, assignment)}`` of every ``<kind.PREFIX><assignment><kind.SUFFIX>``
+    in ``folder``; an unreadable one as ``{"error": why}``."""
     found = {}
     try:
         names = os.listdir(folder)
     except OSError:
         return found
     for name in sorted(names):
-        if not (name.startswith(status_file.PREFIX) and name.endswith(status_file.SUFFIX)):
+        if not (name.startswith(kind.PREFIX) and name.endswith(kind.SUFFIX)):
             continue
-        assignment = name[len(status_file.PREFIX):-len(status_file.SUFFIX)]
+        assignment = name[len(kind.PREFIX):-len(kind.SUFFIX)]
         if not ASSIGNMENT.match(assignment):
             continue
         try:
-            found[assignment] = status_file.read(folder, assignment)
+            content = kind.read(folder, assignment)
         except ValueError as exc:
-            found[assignment] = {"error": str(exc)}
+            content = {"error": str(exc)}
+        if content is not None:
+            found[assignment] = content
     return found
 
 
@@ -80,7 +97,8 @@ def _handlers():
                 raise web.HTTPError(400, "course_id must be a course id")
             folder = feedback_folder(_exchange_root(), course_id)
             self.set_header("Cache-Control", "no-store")
-            self.finish(json.dumps({"course_id": course_id, "now": now().isoformat(), "assignments": statuses(folder)}))
+            self.finish(json.dumps({"course_id": course_id, "now": now().isoformat(), "assignments": statuses(folder),
+                                    "deadlines": deadlines(folder)}))
 
     class PageHandler(JupyterHandler):
         """A page, not an API answer: served as HTML (an APIHandler answers application/json)."""

@@ -74,6 +74,8 @@ PAGES = [
     ("the attempts page", "instructor", formgrader("/feedback_on_submit"), None),
     ("manage assignments as a TA", "ta", formgrader("/manage_assignments"), None),
     ("the policy form", "instructor", formgrader(f"/policy/{ASSIGNMENT}"), None),
+    ("the Extensions page", "instructor", formgrader("/extensions"), None),
+    ("the extensions of an assignment", "instructor", formgrader(f"/extensions/{ASSIGNMENT}"), None),
     ("the Reports page", "ta", formgrader("/reports"), None),
     ("the misconception report", "ta", formgrader(f"/reports/{ASSIGNMENT}/misconceptions.html"), None),
     ("the similarity report", "ta", formgrader(f"/similarity/{ASSIGNMENT}"), None),

@@ -28,6 +28,7 @@ from hub_helpers import COURSE, posted_status
 PREFIX = f"/services/{COURSE}/"
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 TA, INSTRUCTOR, ANYONE = "ta", "instructor", "anyone"
+EXTENSIONS = "extensions"  # instructors, and TAs when COURSE_TAS_GRANT_EXTENSIONS is 1 (not on the test hubs)
 PROBE = "gate-probe"  # an id no assignment, student or submission has
 
 # handler class -> {method: role}; any handler or method not listed is not served at all
@@ -99,6 +100,11 @@ EXPECTED: dict[str, dict[str, str]] = {
     # the similarity report (attention_platform/formgrader/similarity_page.py)
     "SimilarityIndexHandler": {"GET": TA},
     "SimilarityReportHandler": {"GET": TA},
+    # students' extensions (attention_platform/formgrader/extensions_page.py)
+    "ExtensionsIndexHandler": {"GET": EXTENSIONS},
+    "ExtensionsPageHandler": {"GET": EXTENSIONS, "POST": EXTENSIONS},
+    # each submission against its deadline (attention_platform/formgrader/submission_deadlines.py)
+    "SubmissionDeadlinesHandler": {"GET": TA},
 }
 # Handlers whose only route here is the formgrader's catch-all or a route they share with
 # a served handler: their pattern is served, through another handler, only where listed.
@@ -266,10 +272,15 @@ LIVE = [
     ("GET", "formgrader/similarity", "SimilarityIndexHandler"),
     ("GET", f"formgrader/similarity/{PROBE}", "SimilarityReportHandler"),
     ("GET", f"formgrader/submissions/{PROBE}/notes.html", "SubmissionFilesHandler.html"),
+    ("GET", "formgrader/extensions", "ExtensionsIndexHandler"),
+    ("GET", f"formgrader/extensions/{PROBE}", "ExtensionsPageHandler"),
+    ("POST", f"formgrader/extensions/{PROBE}", "ExtensionsPageHandler"),
+    ("GET", f"formgrader/api/attention/deadlines/{PROBE}", "SubmissionDeadlinesHandler"),
 ]
 LIVE_EXPECTED = {**{k: v for k, v in EXPECTED.items()}, "FormgraderHandler?path": {},
                  "SubmissionFilesHandler.html": {}}
-ALLOWS = {TA: {"ta", "instructor"}, INSTRUCTOR: {"instructor"}, ANYONE: {"student1", "ta", "instructor"}}
+ALLOWS = {TA: {"ta", "instructor"}, INSTRUCTOR: {"instructor"}, ANYONE: {"student1", "ta", "instructor"},
+          EXTENSIONS: {"instructor"}}
 
 
 @pytest.mark.slow

@@ -5,11 +5,14 @@
 * a Validate button in the Assignments list validates the notebook (the course's Validate dialog), and
   shows the public checks' verdicts (rows not summing to one fail the softmax check), never a hidden one;
 * an unchanged resubmission says that nothing new was filed, and adds no row to the list;
-* an edit not yet saved is saved by Submit: the submitted file holds it.
+* an edit not yet saved is saved by Submit: the submitted file holds it;
+* each student's deadline beside the assignment, before it, with an extension an instructor grants on the
+  formgrader's Extensions page, and after it under "penalty" and "closed"; a TA refused that page.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
@@ -17,6 +20,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from accessibility import assert_accessible
 
 from grader_tests.self_attention.answers import release_notebook
 from grader_tests.self_attention.answers import ASSIGNMENT, BUGGY, class_cell, with_methods
@@ -219,3 +224,128 @@ def test_an_unsaved_edit_is_saved_before_the_submit(hub, students, browser):
     # the panel follows the new attempt until it is graded
     page.locator(f"#feedback_on_submit_panel li.fos-attempt:nth-last-child({known + 1})[data-state=graded]").wait_for(
         timeout=WAIT * 1000)
+
+
+# --------------------------------------------------------------------------- deadlines
+# Last in this file: they move the assignment's due date and late policy, and put both back at the end.
+
+FORMGRADER = f"/services/{COURSE}/formgrader"
+LAB_CLOCK = """iso => new Intl.DateTimeFormat(undefined, {day: 'numeric', month: 'short', hour: '2-digit',
+    minute: '2-digit', timeZoneName: 'short'}).format(new Date(iso))"""
+
+
+def set_due(instructor, due) -> None:
+    """The gradebook's due date, through nbgrader's own API (Manage Assignments' edit); None: no due date."""
+    body = {} if due is None else {"duedate_notimezone": due.strftime("%Y-%m-%d %H:%M:%S"), "duedate_timezone": "UTC"}
+    reply = instructor.formgrader("PUT", f"assignment/{ASSIGNMENT}", json=body)
+    assert reply.status_code == 200, reply.text
+
+
+def set_late_policy(instructor, **fields) -> None:
+    """The late policy's form on the policy page, as an instructor posts it (the students' files follow)."""
+    action = "late-reset" if not fields else "late-save"
+    reply = instructor.post(f"{FORMGRADER}/policy/{ASSIGNMENT}", data={"action": action, **fields},
+                            allow_redirects=False)
+    assert reply.status_code == 303, reply.text
+
+
+def deadline_line(page):
+    row = page.locator("#fetched_assignments_list .list_item", has=page.locator(".item_name", has_text=ASSIGNMENT))
+    return row.locator(".attention-deadline")
+
+
+def lab_time(page, when) -> str:
+    return page.evaluate(LAB_CLOCK, when.astimezone(dt.timezone.utc).isoformat())
+
+
+def test_the_deadline_beside_the_assignment_before_with_an_extension_and_after(hub, students, browser):
+    """Each student's deadline in their Assignments tab, in their own zone and on the server's clock:
+    before it (the time left and the policy), with an extension an instructor grants on the Extensions
+    page (the change log keeps who and why), and after it under "penalty" (what a submission now costs)
+    and under "closed"; a TA is refused the Extensions page, which the course has not allowed them."""
+    instructor, chromium = hub.session("instructor"), browser.browser
+    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    try:
+        # before the deadline: the time left, then the policy in the grader's words
+        due = now + dt.timedelta(hours=50)
+        set_due(instructor, due)
+        set_late_policy(instructor, kind="penalty", penalty_percent="10", per="hour", max_penalty_percent="50",
+                        cutoff_hours="24")
+        student1 = hub.browser_page(chromium, "student1")
+        student1.goto(f"{hub.url}/user/student1/lab")
+        student1.locator(".jp-LabShell").wait_for()
+        assignments_tab(student1)
+        line = deadline_line(student1)
+        line.filter(has_text=f"Due {lab_time(student1, due)}: 2 days").wait_for()
+        assert line.get_attribute("data-state") == "open"
+        assert re.search(r": 2 days [12] h left\. Late submissions are accepted until 24 hours after the deadline, "
+                         r"with 10% of the score taken for each hour begun \(at most 50%\)\. For you that is until "
+                         + re.escape(lab_time(student1, due + dt.timedelta(hours=24))) + r"\.", line.inner_text()), \
+            line.inner_text()
+
+        # after it, under "penalty": late by 2 h 30 min, three hours begun
+        due = now - dt.timedelta(hours=2, minutes=30)
+        set_due(instructor, due)
+        set_late_policy(instructor, kind="penalty", penalty_percent="10", per="hour", max_penalty_percent="50",
+                        cutoff_hours="24")
+        line.filter(has_text="The deadline passed").wait_for()
+        assert line.get_attribute("data-state") == "late"
+        said = line.inner_text()
+        assert re.search(r"The deadline passed 2 h 3\d min ago \(" + re.escape(lab_time(student1, due)) +
+                         r"\)\. A submission now is late: 30% of its score is taken \(10% for each hour begun, at most "
+                         r"50%\)\. Late submissions count until " + re.escape(lab_time(student1, due + dt.timedelta(hours=24)))
+                         + r" \(21 h [0-9]{2} min left\)\.", said), said
+
+        # an instructor grants student2 26 more hours on the Extensions page; student2 sees them
+        page = hub.browser_page(chromium, "instructor", bypass_csp=True)  # axe's script is not one of the page's
+        page.goto(f"{hub.url}{FORMGRADER}/extensions")
+        page.locator("table.attention-extensions-index a", has_text=ASSIGNMENT).click()
+        page.wait_for_url(f"**/formgrader/extensions/{ASSIGNMENT}")
+        assert "The class's deadline: " + due.strftime("%Y-%m-%d %H:%M UTC") in page.locator("#extensions-class-due").inner_text()
+        page.get_by_label("Student", exact=True).fill("student2")
+        page.get_by_label("Extra hours").fill("26")
+        page.get_by_label("Reason, kept for the record").fill("a documented illness")
+        page.get_by_role("button", name="Grant the extension").click()
+        page.locator("#extensions-done", has_text="Granted").wait_for()
+        extended = due + dt.timedelta(hours=26)
+        row = page.locator("table.attention-extensions tr[data-student=student2]")
+        assert extended.strftime("%Y-%m-%d %H:%M UTC") in row.inner_text() and "a documented illness" in row.inner_text()
+        log = page.locator("table.attention-extensions-log tbody tr").first.inner_text()
+        assert "instructor" in log and "student2" in log and "granted until" in log and "a documented illness" in log
+        assert_accessible(page)
+        page.context.close()
+
+        student2 = hub.browser_page(chromium, "student2", bypass_csp=True)
+        student2.goto(f"{hub.url}/user/student2/lab")
+        student2.locator(".jp-LabShell").wait_for()
+        assignments_tab(student2)
+        mine = deadline_line(student2)
+        mine.filter(has_text="with your extension").wait_for()
+        assert mine.inner_text().startswith(f"Due {lab_time(student2, extended)} with your extension (the deadline for "
+                                            f"the class: {lab_time(student2, due)}): 23 h "), mine.inner_text()
+        assert "documented illness" not in mine.inner_text()  # the reason is the staff's record
+        assert_accessible(student2, {"include": [["#nbgrader-assignment-list"]]})
+
+        # under "closed": closed for student1, still open for student2 with the extension
+        set_late_policy(instructor, kind="closed")
+        line.filter(has_text="This assignment is closed to you").wait_for()
+        assert line.get_attribute("data-state") == "closed"
+        assert line.inner_text().endswith("This assignment is closed to you: a submission now would not count, "
+                                          "so Submit is off.")
+        submit = student1.locator("#fetched_assignments_list .list_item", has=student1.locator(
+            ".item_name", has_text=ASSIGNMENT)).get_by_role("button", name="Submit")
+        assert submit.is_disabled() and "closed to you" in submit.get_attribute("title")
+        mine.filter(has_text="Submissions after the deadline are not accepted.").wait_for()
+        assert mine.get_attribute("data-state") == "open"
+
+        # a TA: no Extensions link, and the page refused on the server
+        ta = hub.browser_page(chromium, "ta")
+        reply = ta.goto(f"{hub.url}{FORMGRADER}/extensions/{ASSIGNMENT}")
+        assert reply.status == 403 and "instructors only" in ta.locator("body").inner_text()
+        ta.goto(f"{hub.url}{FORMGRADER}/manage_assignments")
+        ta.locator("a.attention-reports").first.wait_for()
+        assert ta.locator("a.attention-extensions").count() == 0
+        ta.context.close()
+    finally:
+        set_due(instructor, None)
+        set_late_policy(instructor)

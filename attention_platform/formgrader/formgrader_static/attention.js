@@ -16,6 +16,7 @@
   var role = (script && script.getAttribute('data-role')) || '';
   var base = (script && script.getAttribute('data-base-url')) || (window.base_url || '');
   var instructor = role === 'instructor';
+  var mayExtend = !!(script && script.getAttribute('data-extensions'));
   var page = (location.pathname.split('/formgrader/')[1] || 'formgrader').split('/')[0] || 'formgrader';
   document.body.classList.add('attention-role-' + (role || 'unknown'), 'attention-page-' + page);
 
@@ -37,6 +38,11 @@
     if (nav.length && !nav.find('a.attention-similarity').length) {
       nav.append($('<li role="presentation"/>').append(
         $('<a/>').addClass('attention-similarity').attr('href', base + '/formgrader/similarity').text('Similar answers')));
+    }
+    // students' extensions (attention_platform/formgrader/extensions_page.py): instructors, TAs where the course allows it
+    if (nav.length && mayExtend && !nav.find('a.attention-extensions').length) {
+      nav.append($('<li role="presentation"/>').append(
+        $('<a/>').addClass('attention-extensions').attr('href', base + '/formgrader/extensions').text('Extensions')));
     }
   });
 
@@ -189,13 +195,41 @@
     });
   }
 
+  // each submission against its student's deadline (submission_deadlines.py), in a column after the timestamp
+  var deadlines = {};
+  function refreshDeadlines() {
+    if (typeof window.assignment_id === 'undefined') { return; }
+    getJSON(base + '/formgrader/api/attention/deadlines/' + encodeURIComponent(window.assignment_id)).done(function (found) {
+      deadlines = found || {};
+      (window.views || []).forEach(function (view) { if (view.showDeadline) { view.showDeadline(); } });
+      var table = $('#main-table').parent();
+      if ($.fn.dataTable && $.fn.dataTable.isDataTable(table)) { table.DataTable().rows().invalidate('dom').draw(false); }
+    });
+  }
+  if (page === 'manage_submissions' && typeof window.insertRow === 'function') {
+    var insertRow = window.insertRow;
+    window.insertRow = function (table) {
+      var row = insertRow(table);
+      row.find('td.timestamp').after($('<td/>').addClass('text-center attention-deadline'));
+      return row;
+    };
+  }
+
   if (window.SubmissionUI && window.SubmissionUI.prototype) {
     var S = window.SubmissionUI.prototype;
     var renderRow = S.render;
     S.render = function () {
       var result = renderRow.apply(this, arguments);
       this.showState();
+      this.showDeadline();
       return result;
+    };
+    S.showDeadline = function () {
+      var cell = this.$el.find('td.attention-deadline');
+      var d = deadlines.error ? { text: 'deadlines unreadable: ' + deadlines.error, order: -3, state: 'error' }
+        : deadlines[this.model.get('student')];
+      if (!cell.length || !d) { return; }
+      cell.attr('data-order', d.order).attr('data-state', d.state).text(d.text);
     };
     S.showState = function () {
       var s = states[this.model.get('student')];
@@ -252,7 +286,7 @@
         };
       });
     });
-    $(window).on('load', function () { refreshStates(); });
+    $(window).on('load', function () { refreshStates(); refreshDeadlines(); });
   }
 
   /* ---------------------------------------------------------------- names for assistive technology */

@@ -60,4 +60,57 @@
   {%- endif %}
   </fieldset>
 </form>
+<h2 id="late-policy">Late policy</h2>
+{%- if late_error %}<div class="alert alert-danger" role="alert" id="late-policy-error"><strong>Not saved:</strong> {{ late_error | e }}</div>{% endif -%}
+{%- if late_not_in_force %}
+<p class="text-danger" id="late-policy-in-force">Not in force: {{ late_not_in_force | e }}</p>
+{%- elif late_in_force %}
+<p id="late-policy-in-force">{{ late_in_force | e }}</p>
+{%- else %}
+<p id="late-policy-in-force">None: nbgrader's behaviour (late submissions are accepted and marked late).</p>
+{%- endif %}
+<p class="attention-sentence-links">It applies from each student's own deadline: the class's, or their extension
+{%- if attention_may_extend %} (<a href="{{ base_url }}/formgrader/extensions/{{ assignment | e }}">the extensions of {{ assignment | e }}</a>){% endif %}.</p>
+<form method="post" action="{{ base_url }}/formgrader/policy/{{ assignment | e }}#late-policy" class="attention-late-policy-form" style="max-width:48rem">
+  <input type="hidden" name="_xsrf" value="{{ xsrf | e }}">
+  <fieldset{% if not editable %} disabled{% endif %}>
+  <div class="form-group">
+    <label for="late-kind">After the deadline</label>
+    <select class="form-control" id="late-kind" name="kind">
+      {%- for value, text in late_kind_choices.items() %}
+      <option value="{{ value | e }}"{% if late_values.kind == value %} selected{% endif %}>{{ text | e }}</option>
+      {%- endfor %}
+    </select>
+  </div>
+  <div class="form-group">
+    <label for="late-penalty">Penalty, percent of the score (penalty)</label>
+    <input class="form-control" id="late-penalty" name="penalty_percent" inputmode="decimal" value="{{ late_values.penalty_percent | e }}">
+  </div>
+  <div class="form-group">
+    <label for="late-per">For each (penalty)</label>
+    <select class="form-control" id="late-per" name="per">
+      {%- for value, text in late_per_choices.items() %}
+      <option value="{{ value | e }}"{% if late_values.per == value %} selected{% endif %}>{{ text | e }} begun</option>
+      {%- endfor %}
+    </select>
+  </div>
+  <div class="form-group">
+    <label for="late-max">At most, percent (penalty)</label>
+    <input class="form-control" id="late-max" name="max_penalty_percent" inputmode="decimal" value="{{ late_values.max_penalty_percent | e }}">
+  </div>
+  <div class="form-group">
+    <label for="late-cutoff">Accepted until, hours after the deadline (penalty)</label>
+    <input class="form-control" id="late-cutoff" name="cutoff_hours" inputmode="decimal" value="{{ late_values.cutoff_hours | e }}" aria-describedby="late-cutoff-help">
+    <p class="help-block" id="late-cutoff-help">Empty: no cut-off.</p>
+  </div>
+  <div class="form-group">
+    <label for="late-budget">Late days per student, for the whole course (late days)</label>
+    <input class="form-control" id="late-budget" name="late_days_budget" inputmode="numeric" value="{{ late_values.late_days_budget | e }}">
+  </div>
+  {%- if editable %}
+  <button type="submit" class="btn btn-primary" name="action" value="late-save">Save the late policy</button>
+  <button type="submit" class="btn btn-default" name="action" value="late-reset">No late policy</button>
+  {%- endif %}
+  </fieldset>
+</form>
 {%- endblock -%}

@@ -10,9 +10,12 @@
 <li role="presentation"><a class="attention-feedback-on-submit" href="{{ base_url }}/formgrader/feedback_on_submit">Feedback on submit</a></li>
 <li role="presentation"><a class="attention-reports" href="{{ base_url }}/formgrader/reports">Reports</a></li>
 <li role="presentation"><a class="attention-similarity" href="{{ base_url }}/formgrader/similarity">Similar answers</a></li>
+{%- if attention_may_extend %}
+<li role="presentation"><a class="attention-extensions" href="{{ base_url }}/formgrader/extensions">Extensions</a></li>
+{%- endif %}
 {%- endblock -%}
 {%- block script -%}
 {{ super() }}
 <link rel="stylesheet" href="{{ base_url }}/formgrader/attention/static/attention.css">
-<script src="{{ base_url }}/formgrader/attention/static/attention.js" data-role="{{ attention_role | default('', true) | e }}" data-base-url="{{ base_url | e }}"></script>
+<script src="{{ base_url }}/formgrader/attention/static/attention.js" data-role="{{ attention_role | default('', true) | e }}" data-extensions="{{ 'yes' if attention_may_extend else '' }}" data-base-url="{{ base_url | e }}"></script>
 {%- endblock -%}

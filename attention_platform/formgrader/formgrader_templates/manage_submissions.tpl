@@ -1,7 +1,8 @@
 {#- nbgrader's Manage Submissions page with Autograde all (attention_platform/formgrader/autograde_all.py):
     the batch grader over every collected submission, its progress and its summary, where nbgrader's
     page sent the TA to a terminal this service does not serve. autograde_all.js gives the button
-    its behaviour (nonced like every script of this folder). -#}
+    its behaviour (nonced like every script of this folder). A Deadline column after the timestamp:
+    on time, late by how much, extension, late days (attention.js fills it from submission_deadlines.py). -#}
 {%- extends 'nbgrader/manage_submissions.tpl' -%}
 
 {%- block head -%}
@@ -20,4 +21,22 @@
     <div id="attention-autograde-all-summary"></div>
   </div>
 </section>
+{%- endblock -%}
+
+{%- block table_header -%}
+<tr>
+  <th>Student Name</th>
+  <th class="text-center">Student ID</th>
+  <th class="text-center">Timestamp</th>
+  <th class="text-center attention-deadline-header">Deadline</th>
+  <th class="text-center">Status</th>
+  <th class="text-center">Score</th>
+  <th class="text-center no-sort">Autograde</th>
+  <th class="text-center no-sort">Generate Feedback</th>
+  <th class="text-center no-sort">Release Feedback</th>
+</tr>
+{%- endblock -%}
+
+{%- block table_body -%}
+<tr><td>Loading, please wait...</td><td></td><td></td><td></td><td></td><td></td><td></td><td></td><td></td></tr>
 {%- endblock -%}

@@ -16,6 +16,13 @@
  * that assignment's Submit button is disabled and says until when. Times are in the student's
  * own time zone. It asks every 3 s while the tab is open, every 0.5 s for a minute after a
  * submit. All text is set with textContent: nothing from the server is parsed as HTML.
+ *
+ * Under each assignment of nbgrader's lists it shows the deadline the grader wrote for the student
+ * (attention_platform/lab/feedback_on_submit.py): the due date and the time left, their extension if they have
+ * one, the late policy, and once the deadline has passed what a submission now would be (late by how
+ * much and with what penalty or how many late days, or that it would not count: then Submit is off, as
+ * the student's server refuses it). The time left is counted on the server's clock, which the grader
+ * enforces, not the student's.
  */
 (function () {
   'use strict';
@@ -54,7 +61,11 @@
     '#feedback_on_submit_panel ul.fos-checks li[data-passed="false"] { color: var(--jp-error-color1); }',
     '#feedback_on_submit_panel .fos-mark { display: inline-block; width: 1.2em; font-weight: 700; }',
     '#feedback_on_submit_panel .fos-notebook { font-weight: 600; margin-top: .3rem; }',
-    '#feedback_on_submit_panel .fos-pages a { margin-right: .6rem; }'
+    '#feedback_on_submit_panel .fos-pages a { margin-right: .6rem; }',
+    '#nbgrader-assignment-list .attention-deadline { clear: both; padding: .1rem 15px .3rem 15px; margin: 0; ' +
+      'white-space: normal; line-height: 1.4; }',
+    '#nbgrader-assignment-list .attention-deadline[data-state="late"] { font-weight: 600; }',
+    '#nbgrader-assignment-list .attention-deadline[data-state="closed"] { color: var(--jp-error-color1); font-weight: 600; }'
   ].join('\n');
 
   function el(tag, attrs, children) {
@@ -73,10 +84,72 @@
     var d = new Date(iso);
     return isNaN(d.getTime()) ? String(iso) : CLOCK.format(d);
   }
-  function until(iso) {
-    var minutes = Math.max(1, Math.ceil((new Date(iso).getTime() - Date.now()) / 60000));
+  function until(iso) { return duration(new Date(iso).getTime() - Date.now()); }
+  function duration(ms) {
+    var minutes = Math.max(1, Math.ceil(ms / 60000));
     if (minutes < 60) { return minutes + (minutes === 1 ? ' minute' : ' minutes'); }
-    return Math.floor(minutes / 60) + ' h ' + ('0' + (minutes % 60)).slice(-2) + ' min';
+    if (minutes < 48 * 60) { return Math.floor(minutes / 60) + ' h ' + ('0' + (minutes % 60)).slice(-2) + ' min'; }
+    var hours = Math.floor(minutes / 60);
+    return Math.floor(hours / 24) + ' days ' + (hours % 24) + ' h';
+  }
+  function plural(n, one, many) { return n + ' ' + (n === 1 ? one : many); }
+
+  var HOUR = 3600000, UNIT = { hour: HOUR, day: 24 * HOUR };
+  /* What the deadline means at the time ``at`` (ms): ``{state, text}``, state as the grader's (open,
+     late, closed; '' without a deadline), by the grader's rule (attention_platform/deadlines/standing.py):
+     nothing after ``cutoff`` counts; a penalty and a late day are taken for each hour or day begun. */
+  function deadlineAt(d, at) {
+    var due = d.effective_due ? new Date(d.effective_due).getTime() : NaN;
+    if (isNaN(due)) { return { state: '', text: '' }; }
+    var p = d.policy || {}, kind = p.kind || '', ext = !!(d.extension && d.extension.due);
+    var cutoff = d.cutoff ? new Date(d.cutoff).getTime() : NaN;
+    var lateDays = Number(d.late_days_before || 0);
+    if (at <= due) {
+      // the policy in the grader's own words (late_policy.describe), then what is the student's alone
+      var after = (kind ? p.text || '' : 'After it, a submission is marked late.') +
+                  (kind === 'penalty' && !isNaN(cutoff) ? ' For you that is until ' + when(d.cutoff) + '.' : '') +
+                  (kind === 'late_days' ? ' You have ' + plural(lateDays, 'late day', 'late days') + ' left.' : '');
+      return { state: 'open', text: 'Due ' + when(d.effective_due) + (ext ? ' with your extension (the deadline ' +
+               'for the class: ' + when(d.due) + ')' : '') + ': ' + duration(due - at) + ' left. ' + after };
+    }
+    var late = at - due, passed = 'The deadline passed ' + duration(late) + ' ago (' + when(d.effective_due) +
+                                  (ext ? ', with your extension' : '') + '). ';
+    if (!isNaN(cutoff) && at > cutoff) {
+      return { state: 'closed', text: passed + {
+        closed: 'This assignment is closed to you: a submission now would not count, so Submit is off.',
+        penalty: 'Late submissions counted until ' + when(d.cutoff) + ': a submission now would not count, so ' +
+                 'Submit is off.',
+        late_days: 'Your late days (' + lateDays + ' left for it) do not cover it: a submission now would not ' +
+                   'count, so Submit is off.'
+      }[kind] || 'A submission now would not count, so Submit is off.' };
+    }
+    if (kind === 'penalty') {
+      var percent = Math.min(Number(p.max_penalty_percent), Number(p.penalty_percent) * Math.ceil(late / (UNIT[p.per] || HOUR)));
+      return { state: 'late', text: passed + 'A submission now is late: ' + percent + '% of its score is taken (' +
+               p.penalty_percent + '% for each ' + p.per + ' begun, at most ' + p.max_penalty_percent + '%).' +
+               (isNaN(cutoff) ? '' : ' Late submissions count until ' + when(d.cutoff) + ' (' + duration(cutoff - at) +
+               ' left).') };
+    }
+    if (kind === 'late_days') {
+      var days = Math.ceil(late / UNIT.day);
+      return { state: 'late', text: passed + 'A submission now uses ' + plural(days, 'late day', 'late days') +
+               ', without penalty: you would have ' + plural(lateDays - days, 'late day', 'late days') + ' left.' };
+    }
+    return { state: 'late', text: passed + 'A submission now is marked late.' };
+  }
+  /* What became of the submission that counts (its standing at the exchange's time of receipt). */
+  function submissionLine(s) {
+    if (!s || !s.at || s.state === 'no deadline') { return ''; }
+    var p = s.policy || {}, late = duration(Number(s.late_by_seconds || 0) * 1000);
+    var received = 'Your submission, received ' + when(s.at) + ', ';
+    if (s.state === 'open') { return received + 'was on time.'; }
+    if (s.state === 'closed') { return received + 'came after the assignment closed for you: it does not count.'; }
+    if (p.kind === 'penalty') { return received + 'was ' + late + ' late: ' + s.penalty_percent + '% of its score is taken.'; }
+    if (p.kind === 'late_days') {
+      var days = Math.ceil(Number(s.late_by_seconds || 0) / 86400);
+      return received + 'was ' + late + ' late: it uses ' + plural(days, 'late day', 'late days') + ', without penalty.';
+    }
+    return received + 'was ' + late + ' late.';
   }
   /* The time until which a submit is refused (ISO), or '' if a submit is graded now. */
   function refusedUntil(s) {
@@ -88,7 +161,8 @@
 
   function makePlugin(mods) {
     var services = mods['@jupyterlab/services'], coreutils = mods['@jupyterlab/coreutils'];
-    var state = { fastUntil: 0, last: null, timer: null, unfolded: {}, assignments: {} };
+    var state = { fastUntil: 0, last: null, timer: null, unfolded: {}, assignments: {}, deadlines: {}, skew: 0 };
+    function serverNow() { return Date.now() + state.skew; }
 
     function settings() { return services.ServerConnection.makeSettings(); }
     function url(path) { return coreutils.URLExt.join(settings().baseUrl, path); }
@@ -230,6 +304,9 @@
           var key = JSON.stringify(data.assignments) + Math.floor(Date.now() / 60000);
           if (key !== state.last) { state.last = key; render(body, data); }
           state.assignments = data.assignments || {};
+          state.deadlines = data.deadlines || {};
+          var clock = new Date(data.now).getTime();
+          state.skew = isNaN(clock) ? 0 : clock - Date.now();
           lockSubmits();
         });
       });
@@ -239,13 +316,23 @@
        re-enabled once that time has come. nbgrader draws its list again at will: applied on each round
        and whenever the list changes. The student's server refuses such a submit anyway. */
     function lockSubmits() {
+      showDeadlines();
       var rows = document.querySelectorAll('#fetched_assignments_list .list_item');
       Array.prototype.forEach.call(rows, function (row) {
         var name = row.querySelector('.item_name'), button = row.querySelector('.item_status button');
         if (!name || !button) { return; }
         var s = state.assignments[name.textContent.trim()];
         var until_ = s ? refusedUntil(s) : '';
-        if (until_ && button.textContent.trim() === 'Submit') {
+        // closed to this student: their server refuses the submit (attempts/refusal.py), the button says so first
+        var d = state.deadlines[name.textContent.trim()];
+        var closed = d && d.now && !d.error && deadlineAt(d.now, serverNow()).state === 'closed';
+        if (closed && button.textContent.trim() === 'Submit') {
+          if (button.getAttribute('data-attention-locked') !== 'closed') {
+            button.disabled = true;
+            button.title = 'Submit is off: this assignment has closed to you.';
+            button.setAttribute('data-attention-locked', 'closed');
+          }
+        } else if (until_ && button.textContent.trim() === 'Submit') {
           var why = 'Submit is off until ' + when(until_) + ': your next graded attempt is possible then.';
           if (!button.disabled || button.title !== why) {
             button.disabled = true;
@@ -254,12 +341,36 @@
             var next = document.getElementById('fos-next-' + name.textContent.trim().replace(/[^A-Za-z0-9_-]/g, '_'));
             if (next) { button.setAttribute('aria-describedby', next.id); }
           }
-        } else if (!until_ && button.getAttribute('data-attention-locked') === 'true') {
+        } else if (!until_ && button.getAttribute('data-attention-locked')) {
           button.disabled = false;
           button.removeAttribute('title');
           button.removeAttribute('aria-describedby');
           button.removeAttribute('data-attention-locked');
         }
+      });
+    }
+
+    /* Under each assignment of nbgrader's lists (released, fetched, submitted), the student's deadline.
+       Written only when its text changes: the list's observer calls this again after every change. */
+    function showDeadlines() {
+      var rows = document.querySelectorAll('#nbgrader-assignment-list .list_item:not(.nested_list_item)');
+      Array.prototype.forEach.call(rows, function (row) {
+        var name = row.querySelector('.item_name'), line = row.querySelector('.attention-deadline');
+        var d = name && state.deadlines[name.textContent.trim()];
+        var shown = !d ? { state: '', text: '' } : d.error ? { state: 'error', text: 'Your deadline cannot be shown: ' +
+                    d.error + '.' } : deadlineAt(d.now || {}, serverNow());
+        var received = shown.text && d.submission ? submissionLine(d.submission) : '';
+        if (received) { shown.text += ' ' + received; }
+        if (!shown.text) {
+          if (line) { line.parentNode.removeChild(line); }
+          return;
+        }
+        if (!line) {
+          line = el('p', { 'class': 'attention-deadline' });
+          (row.firstElementChild || row).appendChild(line);
+        }
+        if (line.textContent !== shown.text) { line.textContent = shown.text; }
+        if (line.getAttribute('data-state') !== shown.state) { line.setAttribute('data-state', shown.state); }
       });
     }
 
