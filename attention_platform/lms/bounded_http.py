@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 
 import requests
+import urllib3
 
 from attention_platform import bounded_json
 
@@ -68,6 +69,6 @@ def exchange(method: str, url: str, *, headers: dict[str, str] | None = None, da
                     raise LmsUnavailable(f"{method} {url}: no whole answer within {timeout:g} s")
         finally:
             response.close()
-    except requests.RequestException as error:
+    except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as error:  # read1 is urllib3's
         raise LmsUnavailable(f"{method} {url}: {type(error).__name__}: {error}"[:300]) from None
     return Answer(response.status_code, dict(response.headers), bytes(received))

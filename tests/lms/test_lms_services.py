@@ -93,9 +93,12 @@ def test_an_answer_too_large_is_not_read(lms):
 
 
 def test_an_answer_that_trickles_is_given_up_on_at_its_deadline(lms):
-    lms.delay = 0.2  # 16 bytes each 200 ms: an answer of a few dozen bytes takes most of a second
-    with pytest.raises(LmsUnavailable, match="within 0.3 s"):
-        bounded_http.exchange("POST", lms.token_url, data={"grant_type": "client_credentials"}, timeout=0.3)
+    """Each 16 bytes come well within the read timeout (a per-read limit alone would wait for ever); the whole
+    answer, about a kilobyte, would take seconds: the exchange stops at its deadline."""
+    lms.delay = 0.05
+    lms.refuse_tokens = "slow" * 250
+    with pytest.raises(LmsUnavailable, match="within 1 s"):
+        bounded_http.exchange("POST", lms.token_url, data={"grant_type": "client_credentials"}, timeout=1.0)
 
 
 # ------------------------------------------------------------------ grades
