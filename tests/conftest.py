@@ -28,7 +28,7 @@ grader_tests/tests/.
 
 - authoring/ (the new-assignment scaffold, prove-checks): test_scaffold, test_prove_checks
 - course/ (notebooks, graded cells, settings, demo): test_release_in_sync, test_graded_cells_in_sync,
-  test_validation, test_demo_table, test_settings
+  test_validation, test_demo_table, test_settings, test_nbgrader_steps
 - grading/ (preprocessors, sandbox, batch, the course's grading lock): test_sandbox_grading,
   test_sandbox_isolation, test_sandbox_broker, test_cheats, test_autograde_e2e, test_autograde_parts_e2e,
   test_autograde_multi_head_e2e,

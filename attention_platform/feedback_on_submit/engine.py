@@ -454,6 +454,7 @@ class Engine:
         src, dest = pipeline.submitted(student, assignment), pipeline.autograded(student, assignment)
         with self.router.opened(pipeline.db_url, self.course_id) as (gb, session):
             notebook_ids = [nb.name for nb in gb.find_assignment(assignment).notebooks]
+            graded_texts = {notebook_id: _graded_answers(dest / f"{notebook_id}.ipynb") for notebook_id in notebook_ids}
             pipeline.stage(gb, student, assignment, src, dest, timestamp=_naive(timestamp))
             session.commit()
             for notebook_id in notebook_ids:
@@ -467,7 +468,9 @@ class Engine:
                 nb = nbformat.read(graded, as_version=4)
                 if written is not None:
                     _with_written_answers(nb, written / f"{notebook_id}.ipynb")
+                given = _manual_grades(gb, nb, notebook_id, assignment, student)  # before autograde re-flags them
                 pipeline.finish(nb, pipeline.resources(student, assignment, notebook_id, dest), dest, notebook_id)
+                _review_manual_grades(gb, nb, notebook_id, assignment, student, given, graded_texts[notebook_id])
                 session.commit()
 
     def prune(self, student: str, assignment: str, keep: set[int]) -> list[int]:
@@ -528,6 +531,57 @@ def _is_written_answer(cell) -> bool:
     return bool(meta.get("solution")) and bool(meta.get("grade")) and bool(meta.get("grade_id"))
 
 
+def _written_answers(nb) -> dict[str, str]:
+    """The written answers of ``nb``: grade id to text."""
+    return {cell.metadata.nbgrader["grade_id"]: cell.source for cell in nb.cells if _is_written_answer(cell)}
+
+
+def _graded_answers(path: Path) -> dict[str, str] | None:
+    """The written answers of the course's graded copy at ``path`` (the text a TA graded); None if
+    there is none to read."""
+    from attention_platform import bounded_json
+    from attention_platform.grading.batch import SUBMITTED_NOTEBOOK
+
+    try:
+        return _written_answers(bounded_json.read_notebook(path, SUBMITTED_NOTEBOOK))
+    except Exception:  # noqa: BLE001 - no graded copy (the first install) or not a notebook
+        return None
+
+
+def _manual_grades(gb, nb, notebook_id: str, assignment: str, student: str) -> dict[str, tuple[float, bool]]:
+    """The grades a TA gave to the written answers of ``nb``: grade id to (score, needs a grade)."""
+    from nbgrader.api import MissingEntry
+
+    given = {}
+    for grade_id in _written_answers(nb):
+        try:
+            grade = gb.find_grade(grade_id, notebook_id, assignment, student)
+        except MissingEntry:
+            continue
+        if grade.manual_score is not None:
+            given[grade_id] = (grade.manual_score, grade.needs_manual_grade)
+    return given
+
+
+def _review_manual_grades(gb, nb, notebook_id: str, assignment: str, student: str,
+                          given: dict[str, tuple[float, bool]], graded_texts: dict[str, str] | None) -> None:
+    """After a new install of the submission: a TA's grade on a written answer whose text is the one
+    they graded stays as they left it (nbgrader's autograde would flag it for review); one whose text
+    changed is no grade for what the student submitted now: it is cleared and the answer needs a
+    grade again, the earlier score leading the TA's comment so the TA sees it when grading."""
+    answers = _written_answers(nb)
+    for grade_id, (score, needed) in given.items():
+        grade = gb.find_grade(grade_id, notebook_id, assignment, student)
+        if graded_texts is not None and graded_texts.get(grade_id) == answers[grade_id]:
+            grade.needs_manual_grade = needed
+            continue
+        comment = gb.find_comment(grade_id, notebook_id, assignment, student)
+        earlier = (f"Graded {score:g} of {grade.max_score:g} for an earlier text of this answer; "
+                   "the student has since submitted a new one.")
+        comment.manual_comment = f"{earlier}\n\n{comment.manual_comment}" if comment.manual_comment else earlier
+        grade.manual_score, grade.needs_manual_grade = None, True
+
+
 def _with_written_answers(nb, other: Path) -> bool:
     """Give each written answer of ``nb`` the text of the same answer (by grade id) in the notebook
     at ``other``, one the grader wrote itself (an attempt's autograded copy), if there is one.
@@ -536,8 +590,7 @@ def _with_written_answers(nb, other: Path) -> bool:
         return False
     import nbformat
 
-    answers = {cell.metadata.nbgrader["grade_id"]: cell.source
-               for cell in nbformat.read(other, as_version=4).cells if _is_written_answer(cell)}
+    answers = _written_answers(nbformat.read(other, as_version=4))
     changed = False
     for cell in nb.cells:
         if _is_written_answer(cell) and cell.metadata.nbgrader["grade_id"] in answers:

@@ -381,14 +381,14 @@ def _shipped_assignments(hub: NativeHub, course_root: Path, log=print) -> list[s
     return assignments
 
 
+NBGRADER_STEPS = (program("python"), "-m", "attention_platform.course.nbgrader_steps")
+
+
 def prepare_assignments(hub: NativeHub, *, course_root: Path = COURSE_ROOT, log=print) -> None:
     """The assignments the course ships generated (their gradebook entries with them) and the demo
-    roster imported: nbgrader commands of seconds each, as the grader."""
-    nbgrader = program("nbgrader")
-    as_grader = hub.as_grader()
-    for assignment in _shipped_assignments(hub, course_root, log=log):
-        _run([nbgrader, "generate_assignment", assignment, "--force"], **as_grader)
-    _run([nbgrader, "db", "student", "import", str(write_demo_roster(hub))], **as_grader)
+    roster imported: nbgrader's steps, in one process as the grader (course/nbgrader_steps.py)."""
+    _run([*NBGRADER_STEPS, "generate", "--roster", str(write_demo_roster(hub)),
+          *_shipped_assignments(hub, course_root, log=log)], **hub.as_grader())
 
 
 def release_assignments(hub: NativeHub, *, course_root: Path = COURSE_ROOT, log=print) -> None:
@@ -396,9 +396,9 @@ def release_assignments(hub: NativeHub, *, course_root: Path = COURSE_ROOT, log=
     feedback-on-submit grader runs: it grades only what is submitted after it first sees an assignment."""
     course_x = hub.exchange / hub.course
     assignments = _shipped_assignments(hub, course_root, log=lambda line: None)
-    for assignment in assignments:
-        if not (course_x / "outbound" / assignment).is_dir():
-            _run([program("nbgrader"), "release_assignment", assignment], **hub.as_grader())
+    unreleased = [a for a in assignments if not (course_x / "outbound" / a).is_dir()]
+    if unreleased:
+        _run([*NBGRADER_STEPS, "release", *unreleased], **hub.as_grader())
     log(f"released to {course_x / 'outbound'}: {', '.join(assignments) or 'no assignment (source/ is empty)'}")
 
 

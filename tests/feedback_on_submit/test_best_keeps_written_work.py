@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.root,
 
 ESSAY = "The weight token 5 gives token 10 when it mixes the values: 30 % of its output comes from token 10."
 
-TWO_ATTEMPTS = """
+GRADER = """
 import datetime as dt
 import json
 import shutil
@@ -70,8 +70,9 @@ def drain() -> None:
             return
         time.sleep(0.2)
     raise SystemExit("the grader did not finish")
+"""
 
-
+TWO_ATTEMPTS = GRADER + """
 hand_in(CORRECT[0].code, None, "first")  # every check of the layer, no essay
 drain()
 hand_in(next(a for a in BUGGY if a.name == "no_scale").code, {essay!r}, "second")  # one check fails, an essay
@@ -105,20 +106,75 @@ service.engine.close()
 """
 
 
+def _run_under_best(code: str, assignment: str) -> dict:
+    """What the grader script ``code`` printed last, run with "best attempt counts" on ``assignment``."""
+    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}",  # nbgrader runs alembic
+           "ATTENTION_FEEDBACK_ON_SUBMIT": json.dumps({assignment: {"feedback": "checks", "counts": "best"}})}
+    env.pop("ATTENTION_SANDBOX_SOCKET", None)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def test_a_later_lower_attempt_with_an_essay_keeps_the_best_score_and_gives_the_ta_the_essay(tmp_path, released_course):
     from grader_tests.self_attention.answers import ASSIGNMENT
 
     course, exchange = released_course(tmp_path / "course", ASSIGNMENT), tmp_path / "exchange"
     code = TWO_ATTEMPTS.format(course=str(course), exchange=str(exchange), essay=ESSAY)
-    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}",  # nbgrader runs alembic
-           "ATTENTION_FEEDBACK_ON_SUBMIT": json.dumps({ASSIGNMENT: {"feedback": "checks", "counts": "best"}})}
-    env.pop("ATTENTION_SANDBOX_SOCKET", None)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    seen = _run_under_best(code, ASSIGNMENT)
     (first, first_score, first_counts), (second, second_score, second_counts) = seen["attempts"]
     assert first == second == "graded" and second_score < first_score, seen["attempts"]
     assert first_counts and not second_counts  # the best attempt counts for the checks' points ...
     assert "✓ Passed" in seen["graded_scale_check"]  # ... and its graded notebook is the one the TA sees
     assert seen["graded_essay"] == seen["submitted_essay"] == ESSAY  # with the essay the student last wrote
     assert "the course staff grade the written answers of your latest graded attempt" in seen["policy"]
+
+
+REGRADE = GRADER + """
+from nbgrader.api import Gradebook
+
+NO_SCALE = next(a for a in BUGGY if a.name == "no_scale").code
+
+
+def written_grade() -> dict:
+    with Gradebook(service.engine.main.db_url) as gb:
+        grade = gb.find_grade("meaning_answer", "04_shapes_and_cost", ASSIGNMENT, "ann")
+        comment = gb.find_comment("meaning_answer", "04_shapes_and_cost", ASSIGNMENT, "ann")
+        return {{"score": grade.manual_score, "flagged": grade.needs_manual_grade, "comment": comment.manual_comment}}
+
+
+hand_in(CORRECT[0].code, {essay!r}, "first")
+drain()
+with Gradebook(service.engine.main.db_url) as gb:  # the TA grades the essay, as the formgrader saves it
+    grade = gb.find_grade("meaning_answer", "04_shapes_and_cost", ASSIGNMENT, "ann")
+    grade.manual_score, grade.needs_manual_grade = 0.5, False
+    gb.find_comment("meaning_answer", "04_shapes_and_cost", ASSIGNMENT, "ann").manual_comment = {comment!r}
+    gb.db.commit()
+hand_in(NO_SCALE, {essay!r}, "same essay")  # scores lower: attempt 1 counts, with this same essay
+drain()
+unchanged = written_grade()
+hand_in(NO_SCALE, {changed!r}, "new essay")  # scores lower: attempt 1 counts, with this new essay
+drain()
+print(json.dumps({{"counted": [r["counted"] for r in service.ledger.attempts(ASSIGNMENT, "ann")],
+                   "unchanged": unchanged, "changed": written_grade()}}))
+service.ledger.close()
+service.engine.close()
+"""
+
+
+def test_a_grade_given_to_an_essay_the_swap_replaces_is_flagged_for_the_ta(tmp_path, released_course):
+    from grader_tests.self_attention.answers import ASSIGNMENT
+
+    course, exchange = released_course(tmp_path / "course", ASSIGNMENT), tmp_path / "exchange"
+    comment = "Right direction: say which row sums to 1."
+    code = REGRADE.format(course=str(course), exchange=str(exchange), essay=ESSAY, comment=comment,
+                          changed=ESSAY + " Token 10 is later, so there is no causal mask.")
+    seen = _run_under_best(code, ASSIGNMENT)
+    assert seen["counted"] == [True, False, False], seen
+    # the same essay came back: the TA's grade stands, nothing to do
+    assert seen["unchanged"] == {"score": 0.5, "flagged": False, "comment": comment}, seen
+    # a new essay: no grade for text the student no longer submitted, the formgrader lists the answer as
+    # needing a grade, and the earlier grade and comment stay in its comment box for the TA
+    changed = seen["changed"]
+    assert changed["score"] is None and changed["flagged"], seen
+    assert "0.5 of 1" in changed["comment"] and comment in changed["comment"], seen

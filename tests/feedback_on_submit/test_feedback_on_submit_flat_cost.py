@@ -44,14 +44,13 @@ def _settled(service, assignment: str, graded: int) -> bool:
             and not len(service.queue))
 
 
-def test_the_tenth_attempt_reads_and_asks_as_much_as_the_second(tmp_path, monkeypatch, caplog):
+def test_the_tenth_attempt_reads_and_asks_as_much_as_the_second(tmp_path, monkeypatch, caplog, released_course):
     from sqlalchemy import event
     from sqlalchemy.engine import Engine as SQLEngine
 
     from attention_platform.attempts import ledger as ledger_module
     from attention_platform.benchmarks.feedback_on_submit import attempt_parts
     from attention_platform.feedback_on_submit.engine import PARTS
-    from attention_platform.course.directory import copy_course, nbgrader
     from attention_platform.feedback_on_submit.service import Service
     from grader_tests.registry import assignment
     from grader_tests.self_attention.answers import ASSIGNMENT
@@ -60,8 +59,7 @@ def test_the_tenth_attempt_reads_and_asks_as_much_as_the_second(tmp_path, monkey
                        json.dumps({ASSIGNMENT: {"feedback": "full", "attempts": None, "counts": "last"}}))
     monkeypatch.setenv("PATH", f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}")  # nbgrader runs alembic
     monkeypatch.delenv("ATTENTION_SANDBOX_SOCKET", raising=False)  # a private sandbox worker
-    course = copy_course(tmp_path / "course")
-    nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", check=True)
+    course = released_course(tmp_path / "course", ASSIGNMENT)
 
     rows_read, statements = collections.Counter(), collections.Counter()
     read_row = ledger_module.row_dict

@@ -1,8 +1,8 @@
 """What autograde's RestoreCheckCells (attention_platform/grading/preprocessors.py) logs about locked
 cells: nothing above debug for a submission as released (its hidden checks and TA rubrics come back
 from the instructor's copy on every autograde), a warning that says what to do for a locked cell a
-student edited. Real ``nbgrader generate_assignment`` of both assignments fills the gradebook's
-source cells; no sandbox runs here."""
+student edited. A real ``nbgrader generate_assignment`` of each assignment (the run's ``released_course``)
+fills the gradebook's source cells; no sandbox runs here."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import logging
 import nbformat
 import pytest
 
-from attention_platform.course.directory import copy_course, nbgrader
 from attention_platform.grading.preprocessors import RestoreCheckCells
 from grader_tests.registry import ASSIGNMENTS, assignment
 
@@ -20,11 +19,10 @@ pytestmark = pytest.mark.slow  # real nbgrader commands
 
 
 @pytest.fixture(scope="module")
-def course(tmp_path_factory):
-    course = copy_course(tmp_path_factory.mktemp("restore") / "course")
-    for name in sorted(ASSIGNMENTS):
-        nbgrader(course, "generate_assignment", name, "--force", check=True)
-    return course
+def courses(tmp_path_factory, released_course):
+    """Each assignment's released course, by name."""
+    folder = tmp_path_factory.mktemp("restore")
+    return {name: released_course(folder / name, name) for name in sorted(ASSIGNMENTS)}
 
 
 def _restored(course, name: str, notebook: str, nb) -> tuple[object, list[str]]:
@@ -48,7 +46,8 @@ def _rubrics(nb) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("name", sorted(ASSIGNMENTS))
-def test_a_submission_as_released_is_restored_without_a_warning(course, name):
+def test_a_submission_as_released_is_restored_without_a_warning(courses, name):
+    course = courses[name]
     with_rubric = 0
     for notebook in assignment(name).notebooks:
         release = nbformat.read(course / "release" / name / f"{notebook}.ipynb", as_version=4)
@@ -61,7 +60,8 @@ def test_a_submission_as_released_is_restored_without_a_warning(course, name):
 
 
 @pytest.mark.parametrize("name", sorted(ASSIGNMENTS))
-def test_an_edited_locked_cell_is_restored_and_the_warning_says_what_to_do(course, name):
+def test_an_edited_locked_cell_is_restored_and_the_warning_says_what_to_do(courses, name):
+    course = courses[name]
     notebook = next(n for n in assignment(name).notebooks
                     if _rubrics(nbformat.read(course / "source" / name / f"{n}.ipynb", as_version=4)))
     release = nbformat.read(course / "release" / name / f"{notebook}.ipynb", as_version=4)

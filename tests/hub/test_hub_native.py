@@ -161,16 +161,16 @@ def test_the_launcher_releases_every_assignment_and_tells_the_lab_its_order():
 @pytest.mark.root
 @pytest.mark.hub
 @pytest.mark.slow
-def test_the_login_page_answers_before_the_assignments_and_services_are_started():
+def test_the_login_page_answers_before_the_assignments_and_services_are_started(security_hub):
     """`make start`: the login page first; the release (nbgrader commands of seconds each), the broker's
-    warm-up and the grader's services follow, and the launcher says when everything is up."""
-    from hub_helpers import launch_hub
-
-    with launch_hub("login-first-hub", env={"HUB_DEMO_STUDENTS": "1"}) as hub:
-        said = hub.log()
-        login = said.index("its login page answers on " + hub.url)
-        assert login < said.index("released to ") < said.index("Everything started in ") < said.index("Press Ctrl-C")
-        assert "student1" in said[login:said.index("released to ")]  # the logins are printed with the login page
-        session = hub.session("student1")
-        session.spawn()
-        assert session.assignment_action("fetch", sorted(ASSIGNMENTS)[0])["success"]
+    warm-up and the grader's services follow, and the launcher says when everything is up. (Read on the
+    security hub's launcher, which ran that command; its student may have fetched the assignment already.)"""
+    said = security_hub.log()
+    login = said.index("its login page answers on " + security_hub.url)
+    assert login < said.index("released to ") < said.index("Everything started in ") < said.index("Press Ctrl-C")
+    assert "student1" in said[login:said.index("released to ")]  # the logins are printed with the login page
+    session = security_hub.session("student1")
+    session.spawn()
+    first = sorted(ASSIGNMENTS)[0]
+    fetched = session.assignment_action("fetch", first)
+    assert fetched["success"] or session.contents(first).status_code == 200, fetched
