@@ -7,9 +7,10 @@ A student's score for an assignment is sent once it counts for the grade:
   theirs counts (the ledger's ``counted``): the score is that attempt's, as the grader installed it.
 
 The score is the gradebook's (the counting attempt's checks and, once a TA has graded them, the
-written answers), out of the assignment's points; while written answers are still to be graded
-it is sent as ``PendingManual``. A pass queues what changed (the outbox ignores a score already
-sent) and posts what is due; an LMS that is down costs the worker a retry later, never grading.
+written answers) less its late penalty, as the exports give it, out of the assignment's points;
+while written answers are still to be graded it is sent as ``PendingManual``. A pass queues what
+changed (the outbox ignores a score already sent) and posts what is due; an LMS that is down costs
+the worker a retry later, never grading.
 """
 
 from __future__ import annotations
@@ -34,14 +35,15 @@ class GradebookScore:
 
 
 def gradebook_scores(db_url: str) -> list[GradebookScore]:
-    """Every submission's score in the course's nbgrader gradebook."""
+    """Every submission's score in the course's nbgrader gradebook, after its late penalty (never below 0)."""
     from nbgrader.api import Gradebook
 
     found = []
     with Gradebook(db_url) as gradebook:
         for assignment in gradebook.assignments:
             for submission in gradebook.assignment_submissions(assignment.name):
-                found.append(GradebookScore(assignment.name, submission.student_id, float(submission.score),
+                score = max(0.0, float(submission.score) - float(submission.late_submission_penalty or 0))
+                found.append(GradebookScore(assignment.name, submission.student_id, score,
                                             float(assignment.max_score), bool(submission.needs_manual_grade)))
     return found
 

@@ -72,6 +72,36 @@ def test_a_released_score_reaches_the_platforms_gradebook_equal_to_the_gradebook
         outbox.close()
 
 
+@pytest.mark.parametrize("name", sorted(ASSIGNMENTS))
+def test_a_late_released_score_reaches_the_lms_after_its_penalty_as_the_export_shows_it(
+        tmp_path, services_platform, tool_key, name):  # noqa: F811
+    import csv
+
+    from attention_platform.reporting.exports import CanvasExportPlugin, run_export
+
+    db_url = build_assignment(tmp_path / "gradebook.db", name, {"ada": set()})
+    with Gradebook(db_url) as gradebook:
+        notebook = gradebook.find_submission(name, "ada").notebooks[0]
+        notebook.late_submission_penalty = 1.0  # what LatePolicyPenalty stores on a late notebook
+        gradebook.db.commit()
+        raw = gradebook.find_submission(name, "ada").score
+    assert raw > 1.0
+    run_export(CanvasExportPlugin, db_url, to=str(tmp_path / "canvas.csv"), assignments=[name])
+    with open(tmp_path / "canvas.csv", newline="", encoding="utf-8") as fh:
+        exported = float(list(csv.reader(fh))[2][-1])
+    assert exported == pytest.approx(raw - 1.0)
+    outbox = Outbox(tmp_path / "lms-outbox.sqlite")
+    try:
+        outbox.keep_member("ada", f"lms-late-ada-{name}", ["nbgrader-dl-attention"], True)
+        outbox.note_release(name, "ada")
+        worker = Worker(outbox, service_for(services_platform, tool_key), db_url, services_platform.line_items_url)
+        assert worker.one_pass()["sent"] == 1
+        [item] = [i for i in services_platform.line_items.values() if i["resourceId"] == name]
+        assert services_platform.gradebook[item["id"]][f"lms-late-ada-{name}"]["scoreGiven"] == pytest.approx(exported)
+    finally:
+        outbox.close()
+
+
 def test_the_platform_refuses_an_assertion_signed_with_another_key(tmp_path, services_platform, tool_key):  # noqa: F811
     other = ToolKey.load_or_create(tmp_path / "other-key.pem")
     outbox = Outbox(tmp_path / "lms-outbox.sqlite")
