@@ -1,8 +1,15 @@
 """The LMS's roster (NRPS) into a real JupyterHub configured for LTI (``configure_lti``, groups managed by
 the authenticator): students and TAs in the course's groups before their first launch, a dropped student
-out of them, a hub admin never touched; the launch of a provisioned student lands in the same account."""
+out of them and their running server stopped, a hub admin never touched; the launch of a provisioned
+student lands in the same account."""
 
 from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +19,8 @@ from attention_platform.lms.ags import GradeService
 from attention_platform.lms.nrps import members
 from attention_platform.lms.outbox import Outbox
 from attention_platform.lms.service_tokens import ServiceTokens, ToolCredentials
+from fault_helpers import unix_user
+from hub_helpers import HubSession
 from services_lms import CLIENT_ID, ServicesLMS
 from test_lti import (  # noqa: F401 - the module's hub fixture and its helpers
     ADMIN, COURSE, GRADERS, ISSUER, LEARNER, STUDENTS, TA, groups_of, hub, launch, logged_in,
@@ -23,11 +32,18 @@ from cryptography.hazmat.primitives.asymmetric import rsa  # noqa: E402
 TOOL_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
 
+def server_of(hub, name) -> dict:
+    """The state of ``name``'s default server: {} when it is neither running nor starting or stopping."""
+    model = hub.api("GET", f"/users/{name}").json()
+    return {key: value for key, value in (("server", model.get("server")), ("pending", model.get("pending"))) if value}
+
+
 @pytest.mark.slow
 @pytest.mark.hub
 def test_the_roster_reaches_the_hubs_groups_and_a_drop_ends_access(hub, tmp_path):
     lms = ServicesLMS(TOOL_KEY.public_key())
     outbox = Outbox(tmp_path / "lms-outbox.sqlite")
+    bobs_home = Path(tempfile.mkdtemp(prefix="roster-bob-"))  # /tmp: a home the hub's spawner can enter
     try:
         service = GradeService(ServiceTokens(ToolCredentials(CLIENT_ID, lms.token_url, TOOL_KEY, "k1")))
         sync = RosterSync(HubApi(hub.base + "/hub/api", hub.token), outbox, ISSUER, default_role_groups(COURSE))
@@ -41,6 +57,12 @@ def test_the_roster_reaches_the_hubs_groups_and_a_drop_ends_access(hub, tmp_path
         assert "roster-ada: added to " + STUDENTS in changes
         assert logged_in(launch(hub, "roster-ada", [LEARNER]))  # the first launch finds the account ready
         assert groups_of(hub, "roster-ada") == [STUDENTS]
+        bob = unix_user("roster-bob", bobs_home)  # the hub's default spawner runs each server as its user
+        shutil.chown(bobs_home, bob.uid, bob.gid)
+        as_admin = HubSession(hub.base, "roster-bob", password="")
+        as_admin.http.headers["Authorization"] = "token " + hub.token
+        as_admin.spawn()
+        assert server_of(hub, "roster-bob").get("server"), "bob's server runs before he is dropped"
 
         lms.members = [{"user_id": "roster-ada", "roles": [LEARNER], "status": "Inactive"},
                        {"user_id": "roster-tim", "roles": [TA]}]  # ada made inactive, bob dropped
@@ -48,6 +70,12 @@ def test_the_roster_reaches_the_hubs_groups_and_a_drop_ends_access(hub, tmp_path
         assert groups_of(hub, "roster-ada") == [] and groups_of(hub, "roster-bob") == []
         assert groups_of(hub, "roster-tim") == [GRADERS]
         assert {"roster-ada: removed from " + STUDENTS, "roster-bob: removed from " + STUDENTS} <= set(changes)
+        assert "roster-bob: server stopped: no longer in the course" in changes
+        stopping_until = time.monotonic() + 60
+        while server_of(hub, "roster-bob") and time.monotonic() < stopping_until:
+            time.sleep(0.5)
+        assert server_of(hub, "roster-bob") == {}, "a dropped student's server is stopped by the sync"
+        assert "roster-ada: server stopped: no longer in the course" not in changes  # she had none running
         assert STUDENTS in groups_of(hub, ADMIN), "a hub admin is never changed by the roster"
         assert {row["user"] for row in outbox.roster_changes()} >= {"roster-ada", "roster-bob", "roster-tim"}
 
@@ -56,5 +84,8 @@ def test_the_roster_reaches_the_hubs_groups_and_a_drop_ends_access(hub, tmp_path
             sync.apply(members(service, lms.memberships_url))
         assert groups_of(hub, "roster-tim") == [GRADERS]
     finally:
+        hub.api("DELETE", "/users/roster-bob/server")
+        subprocess.run(["userdel", "roster-bob"], capture_output=True)
+        shutil.rmtree(bobs_home, ignore_errors=True)
         outbox.close()
         lms.close()
