@@ -196,14 +196,24 @@ class MissingCopies:
 
 
 def _write_for(student_fd: int, course_dir, release_dir: str, assignment: str, student: str) -> None:
+    """The student's folder of ``assignment`` appears only with its notebooks in it: their fetch takes an
+    existing folder as their copy, so an empty one would hand out the release's numbers."""
+    notebooks = _personal_notebooks(course_dir, release_dir, assignment, student)
     folder = _own_dir(student_fd, PERSONAL_FOLDER, 0o750)
     try:
-        mine = _own_dir(folder, assignment, 0o750)
         try:
-            for name, data in _personal_notebooks(course_dir, release_dir, assignment, student).items():
+            os.stat(assignment, dir_fd=folder, follow_symlinks=False)
+            building = assignment  # written before: each notebook is replaced whole
+        except FileNotFoundError:
+            building = f".new-{assignment}"
+        mine = _own_dir(folder, building, 0o750)
+        try:
+            for name, data in notebooks.items():
                 _write_atomically(mine, name, data)
         finally:
             os.close(mine)
+        if building != assignment:
+            os.rename(building, assignment, src_dir_fd=folder, dst_dir_fd=folder)
     finally:
         os.close(folder)
 

@@ -788,6 +788,14 @@ def test_the_grader_writes_the_own_copy_of_a_student_whose_folder_appeared_after
     by_id = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source for c in mine.cells}
     assert sources and all(by_id[grade_id] == source for grade_id, source in sources.items())
 
+    # A copy that cannot be written leaves no folder behind: an empty one would let their fetch hand out
+    # the release's numbers.
+    shutil.rmtree(service.course / "release" / assignment)
+    (service.exchange / "inbound" / "di").mkdir()
+    (service.exchange / "feedback" / "di").mkdir()
+    assert service.own_copies.write_missing() == 0
+    assert not (service.exchange / "feedback" / "di" / PERSONAL_FOLDER / assignment).exists()
+
     def no_key(course_dir):
         raise AssertionError("a look that finds every copy written derives no variant")
 
