@@ -24,10 +24,11 @@ from attention_platform.exchange import commands as exchange_commands  # noqa: E
 from attention_platform.feedback_on_submit import commands as feedback_on_submit_commands  # noqa: E402
 from attention_platform.grading import commands as grading_commands  # noqa: E402
 from attention_platform.hub import commands as hub_commands  # noqa: E402
+from attention_platform.hub import lms_sync as lms_sync_commands  # noqa: E402
 from attention_platform.reporting import commands as reporting_commands  # noqa: E402
 
 COMMAND_GROUPS = (course_commands, hub_commands, grading_commands, reporting_commands, feedback_on_submit_commands,
-                  authoring_commands, benchmarks_commands, exchange_commands)
+                  authoring_commands, benchmarks_commands, exchange_commands, lms_sync_commands)
 
 
 def parser() -> argparse.ArgumentParser:
