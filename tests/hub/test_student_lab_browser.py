@@ -7,7 +7,8 @@
 * an unchanged resubmission says that nothing new was filed, and adds no row to the list;
 * an edit not yet saved is saved by Submit: the submitted file holds it;
 * each student's deadline beside the assignment, before it, with an extension an instructor grants on the
-  formgrader's Extensions page, and after it under "penalty" and "closed"; a TA refused that page.
+  formgrader's Extensions page, and after it under "penalty", "closed" and "late days" (one used, then
+  more than the budget); a TA refused that page.
 """
 
 from __future__ import annotations
@@ -262,7 +263,8 @@ def test_the_deadline_beside_the_assignment_before_with_an_extension_and_after(h
     """Each student's deadline in their Assignments tab, in their own zone and on the server's clock:
     before it (the time left and the policy), with an extension an instructor grants on the Extensions
     page (the change log keeps who and why), and after it under "penalty" (what a submission now costs)
-    and under "closed"; a TA is refused the Extensions page, which the course has not allowed them."""
+    and under "closed", and under "late days" (the days a submission now uses and those left, then closed
+    when more are needed than are left); a TA is refused the Extensions page, which the course has not allowed them."""
     instructor, chromium = hub.session("instructor"), browser.browser
     now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     try:
@@ -337,6 +339,28 @@ def test_the_deadline_beside_the_assignment_before_with_an_extension_and_after(h
         assert submit.is_disabled() and "closed to you" in submit.get_attribute("title")
         mine.filter(has_text="Submissions after the deadline are not accepted.").wait_for()
         assert mine.get_attribute("data-state") == "open"
+
+        # under "late days", a budget of 2 for the course: 2 h 30 min late uses one, one is left
+        set_late_policy(instructor, kind="late_days", late_days_budget="2")
+        line.filter(has_text="late day").wait_for()
+        assert line.get_attribute("data-state") == "late"
+        said = line.inner_text()
+        assert re.fullmatch(r"The deadline passed 2 h 3\d min ago \(" + re.escape(lab_time(student1, due)) +
+                            r"\)\. A submission now uses 1 late day, without penalty: you would have 1 late day left\.",
+                            said), said
+        student1.locator("#fetched_assignments_list .list_item", has=student1.locator(".item_name", has_text=ASSIGNMENT)
+                         ).locator(".item_status button:enabled", has_text="Submit").wait_for()  # on again
+        # 50 h late needs three late days of the two: closed to student1, Submit off
+        due = now - dt.timedelta(hours=50)
+        set_due(instructor, due)
+        set_late_policy(instructor, kind="late_days", late_days_budget="2")
+        line.filter(has_text="do not cover it").wait_for()
+        assert line.get_attribute("data-state") == "closed"
+        said = line.inner_text()
+        assert re.fullmatch(r"The deadline passed 2 days [12] h ago \(" + re.escape(lab_time(student1, due)) +
+                            r"\)\. Your late days \(2 left for it\) do not cover it: a submission now would not count, "
+                            r"so Submit is off\.", said), said
+        assert submit.is_disabled() and "closed to you" in submit.get_attribute("title")
 
         # a TA: no Extensions link, and the page refused on the server
         ta = hub.browser_page(chromium, "ta")
