@@ -1,5 +1,5 @@
-"""The gradebook's due dates (the deadline every student has unless an extension moves theirs) and
-its submission times (the late days a student has spent), read without writing anything.
+"""The gradebook's due dates (the deadline every student has unless an extension moves theirs), its
+submission times (the late days a student has spent) and its students, read without writing anything.
 
 nbgrader's ``Gradebook`` creates its tables and course row when opened; every standing would then
 be a write. This module reads the two tables with one query each, on one engine per database.
@@ -61,6 +61,11 @@ def _rows(db_url: str, query: str, **values) -> list:
 def read_due_dates(db_url: str) -> dict[str, dt.datetime | None]:
     """:func:`due_dates` of the gradebook at ``db_url`` ({} when it does not exist yet)."""
     return {name: aware(_datetime(due)) for name, due in _rows(db_url, "SELECT name, duedate FROM assignment")}
+
+
+def read_students(db_url: str) -> list[str]:
+    """The gradebook's students (the course's roster), sorted."""
+    return sorted(student for (student,) in _rows(db_url, "SELECT id FROM student"))
 
 
 def read_submitted(db_url: str, assignments: list[str]) -> dict[tuple[str, str], dt.datetime]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from attention_platform.attempts import deadline_file
 
-from .due_dates import read_submitted
+from .due_dates import read_students, read_submitted
 from .standing import Deadlines
 
 OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -45,6 +45,8 @@ def submitted_times(db_url: str, assignment: str) -> dict[str, dt.datetime]:
 
 
 def _write(folder: Path, student: str, assignment: str, data: dict) -> bool:
+    if not student or "/" in student or student.startswith("."):  # a gradebook id that is no folder's name
+        return False
     try:
         fd = os.open(folder / student, OPEN_DIR)
     except OSError as exc:
@@ -67,15 +69,23 @@ def publish(course_dir, assignment: str, student: str, now: dt.datetime, *, db_u
                   content(deadlines, assignment, student, now, submitted))
 
 
+def students(db_url: str, feedback: Path) -> list[str]:
+    """The gradebook's students and those the hub made exchange folders for. The grader account may list
+    ``inbound/`` (its group's) but not ``feedback/`` (root's 0711): a student's two folders are made together."""
+    found = set(read_students(db_url))
+    try:
+        found.update(name for name in os.listdir(feedback.parent / "inbound") if not name.startswith("."))
+    except OSError:
+        pass
+    return sorted(found)
+
+
 def publish_all(course_dir, assignment: str, now: dt.datetime, *, db_url: str | None = None,
-                exchange_root=None, course_id: str | None = None) -> int:
-    """Write the deadline file of ``assignment`` for every student with a feedback folder; how many were."""
-    deadlines = Deadlines(course_dir, db_url=db_url)
+                exchange_root=None, course_id: str | None = None, deadlines: Deadlines | None = None) -> int:
+    """Write the deadline file of ``assignment`` for every student (:func:`students`) who has a feedback
+    folder, each opened by name; how many were."""
+    deadlines = deadlines or Deadlines(course_dir, db_url=db_url)
     submitted = submitted_times(deadlines.db_url, assignment)
     folder = feedback_root(exchange_root, course_id)
-    try:
-        students = sorted(name for name in os.listdir(folder) if not name.startswith("."))
-    except OSError:
-        return 0
     return sum(_write(folder, student, assignment, content(deadlines, assignment, student, now, submitted.get(student)))
-               for student in students)
+               for student in students(deadlines.db_url, folder))

@@ -4,8 +4,8 @@ An attempt is judged at the time the exchange received it (the kernel's, :mod:`.
 received after the assignment closed to its student (their own deadline and the late policy,
 attention_platform/deadlines) is not graded and says why; a late one is graded, and its penalty
 counts when the attempts are compared under ``best``. The students' deadline files are written
-again whenever the late policies or the extensions change, and a student's after each of their
-graded attempts (their late-day balance).
+again whenever the late policies, the extensions or the gradebook's due dates change, and a
+student's after each of their graded attempts (their late-day balance).
 
 The course's files are read again when they change, the gradebook's due dates every few seconds.
 """
@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from attention_platform.deadlines import late_policy
+from attention_platform.deadlines.due_dates import read_due_dates
 from attention_platform.deadlines.extensions import LOG_FILE
 from attention_platform.deadlines.standing import Deadlines, DeadlinesError, Standing
 from attention_platform.deadlines.student_file import publish, publish_all
@@ -31,7 +32,7 @@ class LateWork:
         self.log = log
         self._read: tuple | None = None  # (files' change times, when) of the deadlines held
         self._deadlines: Deadlines | None = None
-        self._published: tuple | None = None  # files' change times the students' files were written for
+        self._published: tuple | None = None  # (files' change times, due dates) the students' files were written for
 
     def _files(self) -> tuple:
         found = []
@@ -77,16 +78,23 @@ class LateWork:
             self.log.warning("%s: deadline file of %s not written (%s)", student, assignment, exc.strerror)
 
     def publish_if_changed(self) -> None:
-        """Every student's deadline files, when the late policies or the extensions changed (and at start)."""
-        files = self._files()
-        if files == self._published:
+        """Every student's deadline files of each assignment whose deadlines changed: all of them when the
+        late policies or the extensions changed (and at start), else those whose due date changed."""
+        files, due = self._files(), read_due_dates(self.db_url)
+        if self._published == (files, due):
             return
-        self._published = files
+        if self._published is None or self._published[0] != files:
+            changed = sorted(due)
+        else:
+            published_due = self._published[1]
+            changed = sorted(name for name, when in due.items() if name not in published_due or published_due[name] != when)
+        self._published = (files, due)
+        self._read = None  # the due dates held may be older than those just read
         deadlines = self.deadlines()
         if deadlines is None:
             return
         at = dt.datetime.now(dt.timezone.utc)
-        for assignment in sorted(deadlines.due_dates):
-            written = publish_all(self.course, assignment, at, db_url=self.db_url, exchange_root=self.exchange_root,
-                                  course_id=self.course_id)
+        for assignment in changed:
+            written = publish_all(self.course, assignment, at, exchange_root=self.exchange_root,
+                                  course_id=self.course_id, deadlines=deadlines)
             self.log.info("deadline files of %s written for %d students", assignment, written)

@@ -13,7 +13,6 @@ import datetime as dt
 
 from attention_platform.deadlines import late_policy, student_file
 from attention_platform.deadlines.late_policy import KEYS, KINDS, LatePolicy, LatePolicyError
-from attention_platform.deadlines.standing import Deadlines
 
 KIND_CHOICES = {
     "closed": "closed: nothing after the student's deadline counts",
@@ -59,18 +58,14 @@ def in_force(course_root: str, assignment: str) -> tuple[LatePolicy | None, str]
         return None, str(exc)
 
 
-def apply(course_root: str, assignment: str, action: str, values: dict[str, str], now: dt.datetime,
-          students: list[str]) -> str:
-    """Save or forget the policy and write the deadline file of each of ``students`` (the gradebook's)
-    again; what was done. LatePolicyError (nothing saved) says what to change."""
+def apply(course_root: str, assignment: str, action: str, values: dict[str, str], now: dt.datetime) -> str:
+    """Save or forget the policy and write every student's deadline file again; what was done.
+    LatePolicyError (nothing saved) says what to change."""
     if action == "late-reset":
         late_policy.forget(course_root, assignment)
         done = "late-reset"
     else:
         late_policy.save(course_root, assignment, from_form(values))
         done = "late-saved"
-    # by the gradebook's students: the grader account may enter the feedback folder, not list it
-    deadlines = Deadlines(course_root)
-    for student in students:
-        student_file.publish(course_root, assignment, student, now, deadlines=deadlines)
+    student_file.publish_all(course_root, assignment, now)
     return done

@@ -119,11 +119,10 @@ def _handler():
             action = self.get_body_argument("action", "save")
             if action in late_policy_form.ACTIONS:
                 late_values = {key: self.get_body_argument(key, "")[:100] for key in late_policy.KEYS}
-                students = sorted(student.id for student in self.gradebook.students)
                 try:  # every student's deadline file is written: off the server's only thread
                     done = await asyncio.get_running_loop().run_in_executor(
                         None, late_policy_form.apply, self.coursedir.root, assignment, action, late_values,
-                        dt.datetime.now(dt.timezone.utc), students)
+                        dt.datetime.now(dt.timezone.utc))
                 except late_policy.LatePolicyError as exc:
                     self.set_status(400)
                     self._show(assignment, late_values=late_values, late_error=str(exc))

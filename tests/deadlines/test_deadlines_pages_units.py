@@ -92,8 +92,7 @@ def test_the_change_log_says_who_when_what_and_why_newest_first(course):
 def test_the_late_policy_form_saves_what_the_grader_reads_and_rewrites_every_students_file(course, tmp_path):
     done = late_policy_form.apply(str(course), "self_attention", "late-save",
                                   {"kind": "penalty", "penalty_percent": "10", "per": "hour",
-                                   "max_penalty_percent": "30", "cutoff_hours": "", "late_days_budget": ""}, hours(2),
-                                  STUDENTS)
+                                   "max_penalty_percent": "30", "cutoff_hours": "", "late_days_budget": ""}, hours(2))
     assert done == "late-saved"
     policy = late_policy.policy_for(course, "self_attention")
     assert (policy.kind, policy.penalty_percent, policy.per, policy.max_penalty_percent, policy.cutoff_hours) == \
@@ -104,17 +103,17 @@ def test_the_late_policy_form_saves_what_the_grader_reads_and_rewrites_every_stu
     assert late_policy_form.form_values(policy)["cutoff_hours"] == ""
     assert late_policy_form.form_values(policy)["penalty_percent"] == "10"
 
-    assert late_policy_form.apply(str(course), "self_attention", "late-reset", {}, hours(2), STUDENTS) == "late-reset"
+    assert late_policy_form.apply(str(course), "self_attention", "late-reset", {}, hours(2)) == "late-reset"
     assert late_policy.policy_for(course, "self_attention") is None
     written = deadline_file.read(str(tmp_path / "exchange" / COURSE / "feedback" / "ada"), "self_attention")
     assert written["now"]["policy"] is None
 
 
 def test_a_late_policy_the_grader_could_not_use_is_named_and_nothing_is_saved(course):
-    late_policy_form.apply(str(course), "self_attention", "late-save", {"kind": "closed"}, hours(0), STUDENTS)
+    late_policy_form.apply(str(course), "self_attention", "late-save", {"kind": "closed"}, hours(0))
     with pytest.raises(LatePolicyError, match="penalty_percent"):
         late_policy_form.apply(str(course), "self_attention", "late-save",
-                               {"kind": "penalty", "penalty_percent": "ten", "per": "hour"}, hours(0), STUDENTS)
+                               {"kind": "penalty", "penalty_percent": "ten", "per": "hour"}, hours(0))
     assert late_policy.policy_for(course, "self_attention").kind == "closed"
 
 

@@ -279,6 +279,76 @@ def test_publish_never_writes_through_a_students_link(course, tmp_path):
     assert list((tmp_path / "target").iterdir()) == []
 
 
+# The grader account publishing every student's file as on the native hub: feedback/ is root's 0711, each
+# student's folder the grader's; run as an unprivileged user (nobody) that may enter feedback/, not list it,
+# and list inbound/ (its group's).
+_PUBLISH_AS_GRADER = """
+import datetime as dt, sys
+from attention_platform.deadlines.student_file import publish_all
+print(publish_all(sys.argv[1], "self_attention", dt.datetime.now(dt.timezone.utc), db_url=sys.argv[2],
+                  exchange_root=sys.argv[3], course_id="course101"))
+"""
+
+
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="the grader's own account needs root to act as it")
+def test_publish_all_writes_every_students_file_though_the_grader_cannot_list_feedback(course, tmp_path):
+    import subprocess
+
+    from attention_platform.exchange.exchange_layout import ExchangeLayout, Ids
+
+    grader = Ids.of_user("nobody")
+    scratch = Path(__file__).resolve().parents[2] / "build" / f"deadlines-{tmp_path.name}"
+    scratch.mkdir(parents=True, mode=0o755)
+    try:
+        os.chmod(scratch.parent, 0o755)
+        layout = ExchangeLayout(scratch / "exchange", "course101", grader=grader)
+        for student in ("ada", "bo", "cy"):  # cy has logged in, and is not in the gradebook
+            layout.prepare_student(student, Ids(0, 0))
+        assert os.stat(scratch / "exchange" / "course101" / "feedback").st_mode & 0o777 == 0o711
+        own_course = scratch / "course"
+        own_course.mkdir()
+        (own_course / "gradebook.db").write_bytes((course / "gradebook.db").read_bytes())
+        os.chown(own_course, grader.uid, grader.gid)
+        os.chown(own_course / "gradebook.db", grader.uid, grader.gid)
+        done = subprocess.run([sys.executable, "-c", _PUBLISH_AS_GRADER, str(own_course), db_url(own_course),
+                               str(scratch / "exchange")], user=grader.uid, group=grader.gid, extra_groups=[],
+                              cwd="/", capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stdout.split()[-1] == "3"
+        for student in ("ada", "bo", "cy"):
+            found = deadline_file.read(str(scratch / "exchange" / "course101" / "feedback" / student), "self_attention")
+            assert found["now"]["effective_due"] == "2030-05-06T12:00:00Z"
+    finally:
+        import shutil
+
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def test_the_grader_rewrites_the_files_when_only_a_due_date_changed(course, tmp_path):
+    """A due date changed in the formgrader (the gradebook) reaches every student's file at the next check."""
+    import logging
+
+    from attention_platform.feedback_on_submit.late_work import LateWork
+
+    exchange = tmp_path / "exchange"
+    for student in ("ada", "bo"):
+        (exchange / "course101" / "feedback" / student).mkdir(parents=True)
+    late_work = LateWork(course, exchange, "course101", db_url(course), logging.getLogger("test"))
+    late_work.publish_if_changed()
+    for student in ("ada", "bo"):
+        found = deadline_file.read(str(exchange / "course101" / "feedback" / student), "multi_head_attention")
+        assert found["now"]["effective_due"] == "2030-05-06T12:00:00Z"
+    with Gradebook(db_url(course)) as gb:
+        gb.update_or_create_assignment("multi_head_attention", duedate=hours(48).replace(tzinfo=None))
+    late_work.publish_if_changed()
+    for student in ("ada", "bo"):
+        found = deadline_file.read(str(exchange / "course101" / "feedback" / student), "multi_head_attention")
+        assert found["now"]["effective_due"] == "2030-05-08T12:00:00Z"
+        assert deadline_file.read(str(exchange / "course101" / "feedback" / student), "self_attention")["now"][
+            "effective_due"] == "2030-05-06T12:00:00Z"
+
+
 def test_the_students_submit_says_closed_before_handing_in_and_not_before(course, tmp_path):
     """The student's own server reads the grader's file (advisory: the grader judges again)."""
     now = dt.datetime.now(UTC)
