@@ -100,3 +100,6 @@ c.GenerateFeedback.preprocessors = [
     FeedbackSummary,
     CSSHTMLHeaderPreprocessor,
 ]
+# Each feedback page made is kept (gzip) for whoever makes the same page again: the TA's generate_feedback
+# reuses the pages feedback on submit made of the attempt that counts, when nothing has changed since.
+c.FeedbackHTMLExporter.reused_pages_folder = os.path.join(c.CourseDirectory.root, "attempts", "feedback-pages")

@@ -20,13 +20,15 @@ third_party_patches.defer_iri_syntax()
 from attention_platform.authoring import commands as authoring_commands  # noqa: E402
 from attention_platform.benchmarks import commands as benchmarks_commands  # noqa: E402
 from attention_platform.course import commands as course_commands  # noqa: E402
+from attention_platform.exchange import commands as exchange_commands  # noqa: E402
 from attention_platform.feedback_on_submit import commands as feedback_on_submit_commands  # noqa: E402
 from attention_platform.grading import commands as grading_commands  # noqa: E402
 from attention_platform.hub import commands as hub_commands  # noqa: E402
+from attention_platform.hub import lms_sync as lms_sync_commands  # noqa: E402
 from attention_platform.reporting import commands as reporting_commands  # noqa: E402
 
 COMMAND_GROUPS = (course_commands, hub_commands, grading_commands, reporting_commands, feedback_on_submit_commands,
-                  authoring_commands, benchmarks_commands)
+                  authoring_commands, benchmarks_commands, exchange_commands, lms_sync_commands)
 
 
 def parser() -> argparse.ArgumentParser:

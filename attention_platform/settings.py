@@ -273,6 +273,8 @@ class Settings:
     formgrader_ip: str = _services(TEXT, "0.0.0.0", "Address the formgrader service listens on.")
     formgrader_port: int = _services(PORT, 9999, "Port the formgrader service listens on.")
     formgrader_api_token: str = _services(SECRET, "", "Token the hub and the formgrader service share.")
+    lms_sync_api_token: str = _services(SECRET, "", "Token the hub and the LMS sync (attention-course lms-sync) "
+                                        "share, with LTI services only.")
     grader_config_dir: Path | None = _services(PATH, None, "The formgrader's Jupyter configuration folder; unset: "
                                                "the repository's grader configuration.")
     attention_cgroup_root: Path = _services(PATH, Path("/sys/fs/cgroup"), "Where the cgroups of servers, services "
@@ -282,6 +284,7 @@ class Settings:
     hub_validate_memory_mb: int = _native(MEGABYTES, 1536, "Memory cap of the validate service (MiB).")
     hub_formgrader_memory_mb: int = _native(MEGABYTES, 3072, "Memory cap of the formgrader (MiB).")
     hub_feedback_on_submit_memory_mb: int = _native(MEGABYTES, 3072, "Memory cap of feedback on submit (MiB).")
+    hub_lms_sync_memory_mb: int = _native(MEGABYTES, 1024, "Memory cap of the LMS sync (MiB), with LTI services.")
 
     # ------------------------------------------------------------------ grading
     attention_secret_seed: str = _grading(SECRET, "", "Course secret the checks' inputs are drawn from; empty: "
@@ -317,6 +320,13 @@ class Settings:
     lti_role_groups: str = _lti(TEXT, "", "LMS roles to hub groups (attention_platform/hub/lti.py); empty: the "
                                 "course's defaults.")
     lti_allow_unmapped_roles: bool = _lti(FLAG, False, "Whether a launch with no mapped role may log in.")
+    lti_token_url: str = _lti(TEXT, "", "The platform's OAuth 2 token endpoint; empty: no grades or roster go "
+                              "between the LMS and the course (attention_platform/lms).")
+    lti_line_items_url: str = _lti(TEXT, "", "The course's line items URL in the LMS (AGS), where each assignment's "
+                                   "gradebook column is found or made.")
+    lti_memberships_url: str = _lti(TEXT, "", "The course's memberships URL in the LMS (NRPS); empty: no roster sync.")
+    lti_sync_seconds: float = _lti(NUMBER, 60.0, "Seconds between two passes of the passback worker (scores out, "
+                                   "roster in).")
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Settings:

@@ -12,7 +12,8 @@ from pathlib import Path
 from types import ModuleType
 
 HERE = Path(__file__).resolve().parent
-CATALOGUE, PROBES, JUDGES, ANSWERS, REFERENCE, PICTURES = "catalogue", "probes", "judges", "answers", "reference", "pictures"
+CATALOGUE, PROBES, JUDGES, ANSWERS, REFERENCE, PICTURES, VARIANTS = (
+    "catalogue", "probes", "judges", "answers", "reference", "pictures", "variants")
 
 
 def assignment_names(root: Path = HERE) -> list[str]:

@@ -82,7 +82,8 @@ class UnknownAssignment(LookupError):
 class AssignmentChecks:
     """One assignment as the platform sees it: its parts (one per notebook, in the order students work
     through them), its checks and written answers, the answers that prove the checks, and what its
-    feedback pages draw (``pictures``, or None)."""
+    feedback pages draw (``pictures``, or None) and how each student's numbers are drawn (``variants``,
+    or None: grader_tests/variants.py)."""
 
     name: str
     parts: tuple
@@ -90,6 +91,7 @@ class AssignmentChecks:
     # Loaded when asked: the proofs and the pictures import what grading an attempt never needs.
     load_proofs: Callable[[], tuple[list, list]] = field(default=lambda: ([], []), repr=False, compare=False)
     pictures_module: str | None = None
+    variants_module: str | None = None
 
     @cached_property
     def wheats(self) -> list:
@@ -102,6 +104,10 @@ class AssignmentChecks:
     @cached_property
     def pictures(self) -> ModuleType | None:
         return importlib.import_module(self.pictures_module) if self.pictures_module else None
+
+    @cached_property
+    def variants(self) -> ModuleType | None:
+        return importlib.import_module(self.variants_module) if self.variants_module else None
 
     @property
     def notebooks(self) -> tuple[str, ...]:
@@ -165,7 +171,9 @@ def _discover(name: str) -> AssignmentChecks:
               for d in definitions]
     pictures = (discovery.module_name(name, discovery.PICTURES)
                 if discovery.has_module(name, discovery.PICTURES) else None)
-    return AssignmentChecks(name, parts, checks, _proofs_of(name), pictures)
+    variants = (discovery.module_name(name, discovery.VARIANTS)
+                if discovery.has_module(name, discovery.VARIANTS) else None)
+    return AssignmentChecks(name, parts, checks, _proofs_of(name), pictures, variants)
 
 
 def _course() -> dict[str, AssignmentChecks]:

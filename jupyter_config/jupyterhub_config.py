@@ -232,6 +232,18 @@ c.JupyterHub.services = [
         "command": [sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={CULL_TIMEOUT}"],
     },
 ]
+if AUTHENTICATOR == "lti" and SETTINGS.lti_token_url:
+    # The LMS sync (attention-course lms-sync, started by the launcher as the grader account): scores out,
+    # the roster in. It makes the LMS's students and TAs hub users, puts them in the course's groups, takes
+    # them out and stops their servers; it is no hub admin, and JupyterHub lets only admins make admins.
+    c.JupyterHub.services.append({"name": "lms-sync", "api_token": SETTINGS.lms_sync_api_token})
+    c.JupyterHub.load_roles.append({
+        "name": "lms-sync",
+        "description": "Keep the course's groups as the LMS's roster says",
+        "services": ["lms-sync"],
+        "scopes": ["list:users", "read:users", "admin:users", "read:groups", "groups", "admin:groups",
+                   "read:servers", "delete:servers"],
+    })
 
 # ---------------------------------------------------------------- spawner
 c.Spawner.default_url = "/lab"

@@ -20,15 +20,15 @@
 
 Helpers (plain modules, imported by name): ``hub_helpers`` (launch a hub, log in, sessions),
 ``e2e_class`` (a graded sample class), ``accessibility`` (axe-core and the keyboard in a page), ``fault_helpers``, ``gradebooks``, ``broker_helpers`` (a
-sandbox broker and the accounts that talk to it); ``cheats/`` is the cheat-attempt catalogue.
+sandbox broker and the accounts that talk to it), ``services_lms`` (an LMS's token, grade and roster services); ``cheats/`` is the cheat-attempt catalogue.
 
 Where each part's tests are: one folder per package of ``attention_platform/`` (a test keeps
 the folders and this list whole, tests/test_test_map.py); the hidden checks' own proofs are in
 grader_tests/tests/.
 
 - authoring/ (the new-assignment scaffold, prove-checks): test_scaffold, test_prove_checks
-- course/ (notebooks, graded cells, settings, demo): test_release_in_sync, test_graded_cells_in_sync,
-  test_validation, test_demo_table, test_settings, test_nbgrader_steps
+- course/ (notebooks, graded cells, settings, demo, variants): test_release_in_sync, test_graded_cells_in_sync,
+  test_validation, test_demo_table, test_settings, test_nbgrader_steps, test_variants
 - grading/ (preprocessors, sandbox, batch, the course's grading lock): test_sandbox_grading,
   test_sandbox_isolation, test_sandbox_broker, test_cheats, test_autograde_e2e, test_autograde_parts_e2e,
   test_autograde_multi_head_e2e,
@@ -36,10 +36,10 @@ grader_tests/tests/.
   test_probe_text_leak, test_generated_classes, test_public_checks, test_restore_cells, test_autograde_all
 - hub/ (native hub, accounts, LTI; and what is tested on its live hub: exchange/, formgrader/, lab/,
   the load test): test_hub_native, test_hub_api, test_hub_accounts, test_hub_culler, test_lti, test_lti_tool_keys,
-  test_lti_platform, test_exchange_attacks, test_exchange_hub,
+  test_lti_platform, test_exchange_attacks, test_exchange_hub, test_exchange_variants,
   test_faults_exchange, test_faults_hub, test_formgrader_gate, test_instructor_source, test_course_lab,
-  test_validate_service, test_intra_hub_http, test_hub_request_limits, test_student_request_limits,
-  test_service_supervisor, test_student_lab_browser, test_every_assignment_hub, test_formgrader_browser,
+  test_lti_roster, test_lti_services_hub, test_validate_service, test_intra_hub_http, test_hub_request_limits, test_student_request_limits,
+  test_lms_page, test_service_supervisor, test_student_lab_browser, test_every_assignment_hub, test_formgrader_browser,
   test_accessibility_browser
 - deadlines/ (late policies, extensions, standing, the student's deadline file; collect by each
   student's own deadline; the gradebook's late penalty; its Lab and formgrader sides): test_deadlines_units,
@@ -48,8 +48,10 @@ grader_tests/tests/.
   test_feedback_on_submit_units, test_feedback_on_submit_hub, test_grader_crash_hub,
   test_feedback_on_submit_every_assignment, test_best_keeps_written_work, test_feedback_on_submit_flat_cost,
   test_feedback_on_submit_deadlines, test_formgrader_pages_browser
-- reporting/ (report, exports, feedback page, safe HTML, similarity report): test_report, test_exports, test_feedback_page,
-  test_hostile_submission, test_feedback_every_assignment, test_safe_html, test_similarity
+- reporting/ (report, exports, feedback page, safe HTML, similarity report, reused pages): test_report, test_exports, test_feedback_page,
+  test_hostile_submission, test_feedback_every_assignment, test_safe_html, test_similarity, test_page_reuse
+- lms/ (the LMS's services: service tokens, grades, the roster, the outbox): test_lms_services,
+  test_lti_platform_grades (and the lms-sync command)
 - deploy/ (not a package: the Docker and Kubernetes deployments): test_compose_static, test_docker_guard,
   test_compose_roundtrip (marker docker), test_kubernetes (marker kubernetes; golden files in z2jh/)
 - e2e/ (not a package: the whole walk in a browser, marker browser): test_browser_e2e; it runs before

@@ -19,7 +19,7 @@ from grader_tests.self_attention.answers import ASSIGNMENT, NOTEBOOK
 EXPECTED_COMMANDS = {"demo", "hub", "load-test", "autograde-batch", "bench-autograde", "report", "similarity", "feedback",
                      "export-checks", "export-canvas", "feedback-on-submit", "attempts", "bench-feedback-on-submit",
                      "validate-service", "bench-submission", "new-assignment", "prove-checks",
-                     "bench-start-up-tricks"}
+                     "bench-start-up-tricks", "variants", "lms-sync"}
 
 
 def _subcommands():

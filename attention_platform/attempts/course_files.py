@@ -55,12 +55,17 @@ def read_object(where: Path, max_bytes: int, holds: str = "a JSON object") -> di
 
 
 def write_object(where: Path, data: dict) -> None:
-    """Whole or not at all: a temporary file in the same folder (mode 0640), renamed over the old one."""
+    """The JSON object, whole or not at all (``write_bytes``, mode 0640)."""
+    write_bytes(where, json.dumps(data, indent=1, sort_keys=True).encode(), 0o640)
+
+
+def write_bytes(where: Path, data: bytes, mode: int) -> None:
+    """Whole or not at all: a temporary file in the same folder (``mode``), renamed over the old one."""
     fd, temporary = tempfile.mkstemp(dir=where.parent, prefix=f".{where.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            os.fchmod(fh.fileno(), 0o640)
-            json.dump(data, fh, indent=1, sort_keys=True)
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), mode)
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(temporary, where)

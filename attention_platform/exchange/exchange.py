@@ -62,6 +62,7 @@ from traitlets import Float, Integer
 
 from attention_platform.exchange.exchange_layout import is_plain_name, kind_of, open_dir, pass_through
 from attention_platform.exchange.submit import ExchangeLimits
+from attention_platform.lms.worker import note_release
 
 OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 CREATE_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -103,7 +104,8 @@ class GraderExchangeRoot:
 
 
 class PerStudentReleaseAssignment(GraderExchangeRoot, ExchangeReleaseAssignment):
-    """Release into ``outbound/`` without opening anything else.
+    """Release into ``outbound/``, and each student's own notebooks into their feedback folder where
+    the assignment gives every student their own numbers (``personal_release``).
 
     Stock nbgrader forces the root to 0777 and wants to own the course and inbound
     folders; here root owns those and the grader owns ``outbound/`` only.
@@ -130,8 +132,14 @@ class PerStudentReleaseAssignment(GraderExchangeRoot, ExchangeReleaseAssignment)
             self.fail(f"The grader may not write to {self.outbound_path}.")
 
     def copy_files(self):
+        """The release, each student's deadline file, and each student's own notebooks where the
+        assignment gives variants."""
+        from attention_platform.exchange.personal_release import issue
+
         super().copy_files()
         self._publish_deadlines()
+        issue(self.root, self.coursedir.course_id, self.coursedir.root, self.src_path,
+              self.coursedir.assignment_id, self.log)
 
     def _publish_deadlines(self) -> None:
         """Each student's deadline file of the released assignment (attention_platform/deadlines): what
@@ -808,11 +816,20 @@ class PerStudentReleaseFeedback(GraderExchangeRoot, ExchangeReleaseFeedback):
                     self.log.error("Feedback for %s on '%s' NOT released: %s", show(student_id),
                                    self.coursedir.assignment_id, exc)
                     self.log.debug("release_feedback of %s failed:\n%s", show(student_id), traceback.format_exc())
+                else:
+                    self._count_for_the_lms(student_id)
         finally:
             os.close(self._feedback_fd)
         if failed:
             self.log.error("Feedback on '%s' released for %d students; %d could not be released (see above)",
                            self.coursedir.assignment_id, len(by_student) - failed, failed)
+
+    def _count_for_the_lms(self, student_id: str) -> None:
+        """Released feedback makes the student's score one the LMS receives (attention_platform/lms)."""
+        try:
+            note_release(self.coursedir.root, self.coursedir.assignment_id, student_id)
+        except Exception as exc:  # noqa: BLE001 - the feedback is released; the LMS's copy is not the release's
+            self.log.error("Feedback for %s released, but not marked for the LMS: %s", show(student_id), exc)
 
     def _release_student(self, student_id: str, notebooks: list[tuple[str, str]]) -> int:
         if not is_plain_name(student_id):

@@ -41,6 +41,7 @@ import glob
 import hashlib
 import os
 import shutil
+import stat
 import time
 from dataclasses import dataclass
 
@@ -58,6 +59,12 @@ EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")
 # A leftover hidden folder older than this is swept away by the student's next submit
 # (younger ones may belong to a submit running in another tab).
 STALE_PARTIAL_SECONDS = 600
+# Per-student variants (attention_platform/exchange/personal_release.py): the grader writes a student's
+# own notebooks into feedback/<student>/PERSONAL_FOLDER/<assignment>/ (their folder alone) and marks an
+# assignment that has them with an empty outbound/VARIANT_MARKS/<assignment>.
+PERSONAL_FOLDER = "variants"
+VARIANT_MARKS = ".variants"
+MAX_PERSONAL_NOTEBOOK_BYTES = 16 * 1024 * 1024
 
 _ERRNO_MESSAGES = {
     errno.ENOSPC: "the course's submission storage is full",
@@ -183,7 +190,33 @@ class ReadOnlyViewRoot:
 
 
 class ViewFetchAssignment(ReadOnlyViewRoot, ExchangeFetchAssignment):
-    """Stock fetch through the student's read-only view."""
+    """Stock fetch through the student's read-only view, with the student's own numbers where the
+    assignment gives each student a variant: their notebooks from their own feedback folder replace
+    the released ones. A student whose own copy is not written yet is told so and gets nothing: work
+    on the release's numbers would be graded against their own."""
+
+    def init_src(self):
+        super().init_src()
+        assignment = self.coursedir.assignment_id
+        self.personal_path = os.path.join(self.course_path, "feedback", PERSONAL_FOLDER, assignment)
+        if os.path.exists(os.path.join(self.outbound_path, VARIANT_MARKS, assignment)) \
+                and not os.path.isdir(self.personal_path):
+            self.fail(f"Your own copy of {assignment} is not ready yet: in this assignment every student works "
+                      "with their own numbers, and yours are written when your instructor releases it again. "
+                      "Please ask your instructor, then fetch it again.")
+
+    def do_copy(self, src, dest):
+        existed = set(os.listdir(dest)) if os.path.isdir(dest) else set()
+        super().do_copy(src, dest)
+        if not os.path.isdir(self.personal_path):
+            return
+        for name in sorted(os.listdir(self.personal_path)):
+            source = os.path.join(self.personal_path, name)
+            if name in existed or not name.endswith(".ipynb") or not os.path.exists(os.path.join(dest, name)):
+                continue  # a refetch restores missing files only; only released notebooks are replaced
+            info = os.lstat(source)
+            if stat.S_ISREG(info.st_mode) and info.st_size <= MAX_PERSONAL_NOTEBOOK_BYTES:
+                shutil.copyfile(source, os.path.join(dest, name))
 
 
 class ViewFetchFeedback(ReadOnlyViewRoot, ExchangeFetchFeedback):

@@ -342,7 +342,8 @@ class Engine:
                     continue
                 if _untouched(nb):
                     result.not_started.add(notebook_id)
-                graded = grade_notebook(nb, zygote=get_zygote(needed), limits=pipeline.limits, seed_for=pipeline.seed_for,
+                graded = grade_notebook(nb, zygote=get_zygote(needed), limits=pipeline.limits,
+                                        seed_for=pipeline.seeds_for(student, assignment),
                                         filename=f"{notebook_id}.ipynb",
                                         extra_files=submission_files(dest, notebook_id))
                 for part, seconds in (("sandbox", graded.seconds - graded.judging - graded.picturing),

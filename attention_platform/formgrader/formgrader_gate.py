@@ -132,6 +132,9 @@ ROUTES: tuple[Route, ...] = (
     _r("formgrader/reports", get=GRADER),
     _r(rf"formgrader/reports/{A}/(?:misconceptions\.html|check_breakdown\.csv|canvas_grades\.csv|attempts\.csv)",
        get=GRADER),
+    # grades sent to the LMS and the roster's changes (lms_page.py): TAs read, instructors resend
+    _r("formgrader/lms", get=GRADER),
+    _r("formgrader/lms/resend", post=INSTRUCTOR),
     # the similarity report (attention_platform/formgrader/similarity_page.py)
     _r("formgrader/similarity", get=GRADER),
     _r(f"formgrader/similarity/{A}", get=GRADER),
@@ -395,7 +398,7 @@ def install(web_app, base_url: str) -> None:
 
     from attention_platform.formgrader import autograde_all, extensions_page, feedback_on_submit, preview
     from attention_platform.formgrader import formgrader_extras
-    from attention_platform.formgrader import policy_form, reports
+    from attention_platform.formgrader import lms_page, policy_form, reports
     from attention_platform.formgrader import similarity_page, submission_deadlines
 
     files_handler, images_handler = _image_files_handler()
@@ -405,6 +408,7 @@ def install(web_app, base_url: str) -> None:
     web_app.add_handlers(".*$", autograde_all.handlers(base_url))
     web_app.add_handlers(".*$", preview.handlers(base_url))
     web_app.add_handlers(".*$", policy_form.handlers(base_url))
+    web_app.add_handlers(".*$", lms_page.handlers(base_url))
     web_app.add_handlers(".*$", reports.handlers(base_url))
     web_app.add_handlers(".*$", similarity_page.handlers(base_url))
     web_app.add_handlers(".*$", extensions_page.handlers(base_url))

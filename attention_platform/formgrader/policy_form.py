@@ -6,18 +6,23 @@ server's XSRF check covers the form) saves it with attempts/policy_store.py, che
 will read it. A value the grader could not use is answered with the form, the sentence saying what to
 change, and nothing saved. "Use the course configuration" forgets the form's policy: the assignment
 takes nbgrader_config.py's again. The assignment's late policy has its own form on the same page
-(late_policy_form.py), posted here with ``action`` late-save or late-reset.
+(late_policy_form.py), posted here with ``action`` late-save or late-reset. The same page switches
+the assignment's per-student numbers (attention_platform/course/variants.py) on or off, writing or
+removing each student's own copy in the exchange, and makes a new course key (refused while
+submissions exist, unless the instructor confirms).
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from pathlib import Path
 
 from tornado import web
 
 from attention_platform.attempts import policy_store
 from attention_platform.attempts.policy import COUNTS, FEEDBACK_LEVELS, POLICY_KEYS, Policy, PolicyError
+from attention_platform.course import variants
 from attention_platform.deadlines import late_policy
 
 FEEDBACK_CHOICES = {
@@ -73,6 +78,42 @@ def source(course_root: str, assignment: str) -> str:
             "off when neither names the assignment.")
 
 
+def variants_state(course_root: str, assignment: str) -> str:
+    """The assignment's variants, in words for the page."""
+    if not variants.offered(assignment):
+        return "Not offered: no part of this assignment has numbers that vary per student."
+    try:
+        on = variants.is_on(course_root, assignment)
+    except variants.VariantsError as exc:
+        return f"Unknown: {exc}"
+    return ("On: each student fetches numbers of their own, and is graded on them." if on
+            else "Off: every student works with the release's numbers.")
+
+
+def variants_action(course_root: str, assignment: str, action: str, confirmed: bool) -> str:
+    """Do what the form's variants button asks; the sentence saying what was done. VariantsError or
+    OSError when nothing could be done."""
+    from attention_platform.exchange.commands import submissions_with_variants, write_copies
+
+    if action == "variants-regenerate":
+        submitted = submissions_with_variants(Path(course_root))
+        if submitted and not confirmed:
+            raise variants.VariantsError(
+                f"{len(submitted)} submissions of assignments with variants exist. A new key changes every "
+                "student's numbers, and their hidden checks would judge numbers they never saw: tick the box to "
+                "make a new key anyway")
+        variants.regenerate(course_root)
+        for name in variants.read_switches(course_root):
+            if variants.is_on(course_root, name):
+                write_copies(Path(course_root), name)
+        return "A new key: every student's numbers have changed, and their copies were written again."
+    variants.switch(course_root, assignment, action == "variants-on")
+    written = write_copies(Path(course_root), assignment)
+    copies = ("each student's copy is written when the assignment is released" if written is None
+              else f"own copies written for {written} students")
+    return f"Variants {'on' if action == 'variants-on' else 'off'}: {copies}."
+
+
 def _handler():
     from nbgrader.server_extensions.formgrader.base import BaseHandler
 
@@ -93,6 +134,8 @@ def _handler():
                 in_force=found.describe() if isinstance(found, Policy) else "",
                 not_in_force=found if isinstance(found, str) else "",
                 source=source(self.coursedir.root, assignment), error=error, saved=saved,
+                variants_state=variants_state(self.coursedir.root, assignment),
+                variants_offered=variants.offered(assignment),
                 editable=role_of(self.current_user) == INSTRUCTOR, xsrf=self.xsrf_token.decode(),
                 feedback_choices=FEEDBACK_CHOICES, counts_choices=COUNTS_CHOICES,
                 late_in_force=late.describe() if late else "", late_not_in_force=late_unusable,
@@ -117,6 +160,17 @@ def _handler():
         async def post(self, assignment):
             self._known(assignment)
             action = self.get_body_argument("action", "save")
+            if action.startswith("variants-"):
+                confirmed = self.get_body_argument("confirm", "") == "yes"
+                try:  # every student's own copy is written: off the server's only thread
+                    done = await asyncio.get_running_loop().run_in_executor(
+                        None, variants_action, self.coursedir.root, assignment, action, confirmed)
+                except (variants.VariantsError, OSError) as exc:
+                    self.set_status(400)
+                    self._show(assignment, error=str(exc))
+                    return
+                self._show(assignment, saved=done)
+                return
             if action in late_policy_form.ACTIONS:
                 late_values = {key: self.get_body_argument(key, "")[:100] for key in late_policy.KEYS}
                 try:  # every student's deadline file is written: off the server's only thread

@@ -48,6 +48,7 @@ from nbformat.v4.rwbase import rejoin_lines
 
 from attention_platform import bounded_json, start_up_gc, third_party_patches
 from attention_platform.console import progress_bar
+from attention_platform.course import variants
 from attention_platform.course.directory import NotACourse, require_course
 
 # A submitted notebook's shape is checked before it is parsed; its size is collect's (ExchangeLimits).
@@ -373,7 +374,14 @@ class Pipeline:
             nb = nbformat.reads(text, as_version=4)
         for pre in self.sanitize:
             nb, resources = pre(nb, resources)
-        return nbformat.from_dict(nb)  # as nbgrader's write-then-read between the two phases
+        nb = nbformat.from_dict(nb)  # as nbgrader's write-then-read between the two phases
+        who = resources["nbgrader"]
+        variants.write_cells(nb, self.course, who["assignment"], who["student"], who["notebook"])
+        return nb
+
+    def seeds_for(self, student: str, assignment: str):
+        """Each check's seed for ``student``'s submission (their variant's for the checks that have one)."""
+        return variants.seeds_for(self.course, assignment, student, self.seed_for)
 
     def finish(self, nb, resources: dict, dest: Path, notebook_id: str, after_save=None):
         """The rest of nbgrader's autograde after execution, then the autograded notebook is written.
@@ -601,7 +609,8 @@ class _BatchRun:
             shutil.rmtree(dest, ignore_errors=True)
             return
         future = self.pool.submit(grade_notebook, nb, zygote=self.zygote, limits=self.pipeline.limits,
-                                  seed_for=self.pipeline.seed_for, filename=f"{notebook_id}.ipynb",
+                                  seed_for=self.pipeline.seeds_for(student, self.assignment),
+                                  filename=f"{notebook_id}.ipynb",
                                   extra_files=submission_files(dest, notebook_id))
         self.pending[future] = _InFlight(student, notebook_id, nb, resources, dest, t0)
 

@@ -131,7 +131,31 @@ class RestoreCheckCells(OverwriteCells):
     "Attribute 'checksum' for cell … has changed!" for each of them in every submission, burying the
     real warnings. Such a cell is still restored from the instructor's copy, and that is logged at
     debug level; a locked cell the student edited is restored too, with a warning that says where
-    to look."""
+    to look. A student with numbers of their own (attention_platform/course/variants.py) hands in
+    input cells that hold them: no edit, and grading writes them back from the course's key."""
+
+    def preprocess(self, nb, resources):
+        from nbgrader.coursedir import CourseDirectory
+
+        from attention_platform.course import variants
+
+        who = resources.get("nbgrader", {})
+        found = variants.cells(CourseDirectory(config=self.config).root, str(who.get("assignment", "")),
+                               str(who.get("student", "")))
+        self._own_numbers, self._own_edits = ((found[1], found[2]) if found is not None and found[0] == who.get("notebook")
+                                              else ({}, {}))
+        return super().preprocess(nb, resources)
+
+    def _as_the_students_own(self, grade_id: str) -> bool:
+        """Whether the submitted cell is the one the student's own numbers made of it."""
+        if grade_id in self._own_numbers:
+            return self._own_numbers[grade_id] == self._submitted_source
+        if grade_id not in self._own_edits:
+            return False
+        own = self.gradebook.find_source_cell(grade_id, self.notebook_id, self.assignment_id).source
+        for old, new in self._own_edits[grade_id]:
+            own = own.replace(old, new)
+        return own == self._submitted_source
 
     def preprocess_cell(self, cell, resources, cell_index):
         self._restoring_check = is_check_cell(cell)
@@ -141,6 +165,9 @@ class RestoreCheckCells(OverwriteCells):
     def report_change(self, name, attr, old, new):
         if attr == "checksum" and getattr(self, "_restoring_check", False):
             self.log.debug("Hidden-check cell %s restored from the instructor's copy", name)
+            return
+        if attr == "checksum" and self._as_the_students_own(name):
+            self.log.debug("Locked cell %s: the student's own numbers, written back after the instructor's copy", name)
             return
         if attr == "checksum" and self._as_released(name):
             self.log.debug("Locked cell %s: its mark scheme restored from the instructor's copy", name)

@@ -69,6 +69,9 @@ class SandboxedExecute(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         from attention_platform.grading.sandbox.grading import grade_notebook, seed_function, submission_files
 
+        from nbgrader.coursedir import CourseDirectory
+
+        from attention_platform.course import variants
         from attention_platform.grading import progress
 
         metadata = resources.get("metadata", {})
@@ -76,11 +79,15 @@ class SandboxedExecute(NbGraderPreprocessor):
         who = resources.get("nbgrader", {})
         folder = metadata.get("path", "")
         total = len([f for f in os.listdir(folder) if f.endswith(".ipynb")]) if folder and os.path.isdir(folder) else 1
-        progress.started(str(who.get("assignment", "")), str(who.get("student", "")), str(name), total)
-        result = grade_notebook(nb, limits=self.limits(), seed_for=seed_function(self.secret_seed),
+        assignment, student = str(who.get("assignment", "")), str(who.get("student", ""))
+        progress.started(assignment, student, str(name), total)
+        course = CourseDirectory(config=self.config).root
+        variants.write_cells(nb, course, assignment, student, str(who.get("notebook", "")))
+        seed_for = variants.seeds_for(course, assignment, student, seed_function(self.secret_seed))
+        result = grade_notebook(nb, limits=self.limits(), seed_for=seed_for,
                                 filename=os.path.basename(str(metadata.get("name", "submission"))) + ".ipynb",
                                 extra_files=submission_files(metadata.get("path", ""), str(name)))
-        progress.finished(str(who.get("assignment", "")), str(who.get("student", "")))
+        progress.finished(assignment, student)
         passed = sum(1 for c in result.checks.values() if c.passed)
         self.log.info("Sandboxed grading of %s: %d/%d checks passed, %.2f s%s", name, passed, len(result.checks),
                       result.seconds, f" (stopped: {result.stopped})" if result.stopped else "")

@@ -133,6 +133,7 @@ from traitlets import Bool, Dict, Float, Integer, List, Set, Unicode, default
 from attention_platform.settings import Settings, course_id, settings
 from attention_platform.hub import accounts
 from attention_platform.hub.lti_keys import KeySetUnavailable, PlatformKeys, UnknownKey
+from attention_platform.lms.service_tokens import scopes_for
 from attention_platform.hub.lti_deep_linking import (
     DeepLinkPickerHandler, PendingRequests, deep_linking_problem, is_deep_linking_request,
 )
@@ -706,6 +707,7 @@ def configure_lti(c, environ: dict | None = None) -> None:
     auth.allow_unmapped_roles = env.lti_allow_unmapped_roles
     auth.tool_key_file = str(Path(env.hub_state_dir) / "lti-tool-key.pem")
     auth.presentation = env.lti_presentation
+    auth.service_scopes = scopes_for(env.lti_token_url, env.lti_line_items_url, env.lti_memberships_url)
     if env.lti_presentation == EMBED:
         try:
             origins = embed_origins(env.lti_embed_origins)

@@ -110,6 +110,7 @@ class NativeHub:
     broker: subprocess.Popen | None = None
     instant: subprocess.Popen | None = None  # the feedback-on-submit grader (attention_platform/feedback_on_submit)
     validate: subprocess.Popen | None = None  # the validate service (attention_platform/grading/validate_service.py)
+    lms_sync: subprocess.Popen | None = None  # scores to the LMS, its roster in (attention_platform/lms), LTI only
     grader_user: str | None = None
     services: ServiceCgroups | None = None  # the services' memory caps (start())
     log_file: object = None  # jupyterhub.log, where every process of the hub writes
@@ -335,6 +336,7 @@ def prepare(state: Path, *, port: int = 8000, formgrader_port: int = 9999, relea
         COURSE_DIR=str(state / "course"),
         FORMGRADER_URL=f"http://127.0.0.1:{formgrader_port}",
         FORMGRADER_API_TOKEN=_secret(state / "formgrader-api-token"),
+        LMS_SYNC_API_TOKEN=_secret(state / "lms-sync-api-token"),
         GRADER_USER=grader or "",
         # the demo logins exist, approved, before the hub serves its first page (admins included)
         HUB_INITIAL_PASSWORDS_FILE=str(state / "demo-accounts.json"),
@@ -527,6 +529,8 @@ def start_services(hub: NativeHub, timeout: float = 120) -> NativeHub:
     if hub.grader_user:
         start_validate(hub, log)  # students' Validate, in sandboxes of the broker, as the grader account
     start_formgrader(hub, log)
+    if lms_services(hub):
+        start_lms_sync(hub, log)
     deadline = time.monotonic() + 90
     while True:  # the formgrader answers its version once it is up
         if hub.formgrader.poll() is not None:
@@ -577,6 +581,33 @@ def start_feedback_on_submit(hub: NativeHub, log_file) -> subprocess.Popen:
     return hub.instant
 
 
+def lms_services(hub: NativeHub) -> bool:
+    """Whether the course exchanges scores and its roster with the LMS (LTI launches and LTI_TOKEN_URL)."""
+    configured = Settings.from_environ(hub.env)
+    return configured.hub_authenticator == "lti" and bool(configured.lti_token_url)
+
+
+def start_lms_sync(hub: NativeHub, log_file) -> subprocess.Popen:
+    """The LMS sync as the grader account, registered with the hub as the service ``lms-sync``
+    (jupyterhub_config.py). The tool's key stays root's file: the sync gets its PEM on standard input."""
+    from attention_platform.hub.lti_tool_keys import ToolKey
+    from cryptography.hazmat.primitives import serialization
+
+    key = ToolKey.load_or_create(hub.state / "lti-tool-key.pem")
+    as_grader = hub.as_grader()
+    as_grader["env"].update(JUPYTERHUB_API_URL=f"http://127.0.0.1:{hub.env['HUB_INTERNAL_PORT']}/hub/api",
+                            JUPYTERHUB_API_TOKEN=hub.env["LMS_SYNC_API_TOKEN"], JUPYTERHUB_SERVICE_NAME="lms-sync")
+    hub.lms_sync = subprocess.Popen(
+        [program("attention-course"), "lms-sync", "--course", str(hub.course_dir), "--key-file", "-",
+         *(["--unix-account-names"] if hub.grader_user else [])],
+        stdin=subprocess.PIPE, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True, **as_grader)
+    with hub.lms_sync.stdin as pipe:
+        pipe.write(key.private_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                 serialization.NoEncryption()))
+    hub.services.contain("lms-sync", hub.lms_sync)
+    return hub.lms_sync
+
+
 def stop(hub: NativeHub, timeout: float = 20) -> float:
     """Stop the hub (which stops every user server) and the formgrader; seconds taken.
 
@@ -586,10 +617,10 @@ def stop(hub: NativeHub, timeout: float = 20) -> float:
     started = time.monotonic()
     if hub.process and hub.process.poll() is None:
         hub.process.send_signal(signal.SIGINT)
-    for proc in (hub.formgrader, hub.instant, hub.validate, hub.broker):
+    for proc in (hub.formgrader, hub.instant, hub.validate, hub.broker, hub.lms_sync):
         if proc and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
-    for proc in (hub.process, hub.formgrader, hub.instant, hub.validate, hub.broker):
+    for proc in (hub.process, hub.formgrader, hub.instant, hub.validate, hub.broker, hub.lms_sync):
         if proc is None:
             continue
         try:
@@ -609,6 +640,8 @@ def supervise(hub: NativeHub) -> Supervisor:
     if hub.grader_user:
         services += [Supervised("sandbox broker", lambda: hub.broker, lambda: start_broker(hub, log, wait=False)),
                      Supervised("validate service", lambda: hub.validate, lambda: start_validate(hub, log))]
+    if lms_services(hub):
+        services.append(Supervised("LMS sync", lambda: hub.lms_sync, lambda: start_lms_sync(hub, log)))
     return Supervisor(services, log=_launcher_says(log))
 
 

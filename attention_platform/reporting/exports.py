@@ -13,7 +13,8 @@ CheckBreakdownExportPlugin: one row per (assignment, student, graded cell), with
 the check's misconception label from the registry, the student's own deadline (their extension, if
 any), how late the submission was and its late penalty (attention_platform/deadlines), and a status
 (passed / failed / not graded / no submission); a grade id with no check in the
-registry keeps its raw id and says so in the ``note`` column. A notebook missing
+registry keeps its raw id and says so in the ``note`` column; ``variant`` names the student's own
+numbers where the assignment gives each student theirs (attention_platform/course/variants.py). A notebook missing
 from the student's ``submitted/`` folder is ``not submitted`` (nbgrader scores it 0).
 
 CanvasExportPlugin: the layout Canvas's Gradebook "Import" reads, which is the
@@ -41,12 +42,13 @@ from traitlets import Enum, Unicode
 from grader_tests.registry import GRADE_ID_PREFIX
 
 from attention_platform.console import track
+from attention_platform.course import variants
 from attention_platform.course.assignment_checks import checks_by_grade_id
 from attention_platform.reporting.report import NOT_A_CHECK_NOTE, UNKNOWN_CHECK_NOTE
 
 CHECK_COLUMNS = [
-    "assignment", "student_id", "last_name", "first_name", "email", "timestamp", "deadline", "late_by_minutes",
-    "late_penalty", "grade_id", "check_id", "misconception", "score", "max_score", "status", "note",
+    "assignment", "student_id", "last_name", "first_name", "email", "timestamp", "variant", "deadline",
+    "late_by_minutes", "late_penalty", "grade_id", "check_id", "misconception", "score", "max_score", "status", "note",
 ]
 CANVAS_IDENTITY = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 POINTS_POSSIBLE = "    Points Possible"  # Canvas writes (and skips on import) this exact row label
@@ -85,8 +87,15 @@ class CheckBreakdownExportPlugin(_Selecting):
                                    "in (default: nbgrader's CourseDirectory.root when run by nbgrader export)."
                           ).tag(config=True)
 
+    def _root(self) -> str:
+        return self.course_root or getattr(getattr(self.parent, "coursedir", None), "root", "")
+
+    def _variant(self, student: str, assignment: str) -> str:
+        """The id of the student's own numbers (attention_platform/course/variants.py); "" without them."""
+        return variants.variant_id(self._root(), assignment, student) if self._root() else ""
+
     def _submitted_folder(self, student: str, assignment: str) -> Path | None:
-        root = self.course_root or getattr(getattr(self.parent, "coursedir", None), "root", "")
+        root = self._root()
         folder = Path(root) / "submitted" / student / assignment if root else None
         return folder if folder is not None and folder.is_dir() else None
 
@@ -94,7 +103,7 @@ class CheckBreakdownExportPlugin(_Selecting):
         """The course's deadlines, or None without a course directory (the columns stay empty)."""
         from attention_platform.deadlines.standing import Deadlines
 
-        root = self.course_root or getattr(getattr(self.parent, "coursedir", None), "root", "")
+        root = self._root()
         return Deadlines(root, gradebook=gradebook) if root else None
 
     @staticmethod
@@ -124,7 +133,7 @@ class CheckBreakdownExportPlugin(_Selecting):
                 for student in track(students, len(students), label):
                     base = {"assignment": assignment.name, "student_id": student.id,
                             "last_name": student.last_name or "", "first_name": student.first_name or "",
-                            "email": student.email or ""}
+                            "email": student.email or "", "variant": self._variant(student.id, assignment.name)}
                     try:
                         submission = gradebook.find_submission(assignment.name, student.id)
                     except MissingEntry:

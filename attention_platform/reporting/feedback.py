@@ -28,6 +28,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from nbgrader.utils import is_grade, is_solution
 from traitlets import Unicode
 
+from attention_platform.course import variants
 from attention_platform.course.assignment_checks import by_notebook_order, checks_by_grade_id
 from attention_platform.grading.preprocessors import is_check_cell
 from attention_platform.reporting.rubrics import rubrics_beside_answers
@@ -71,6 +72,13 @@ def _heading_before(nb, index: int) -> str:
     return ""
 
 
+def _variant(config, assignment: str, student: str) -> str:
+    """The id of the student's own numbers in ``assignment`` ("" when they had the release's)."""
+    from nbgrader.coursedir import CourseDirectory
+
+    return variants.variant_id(CourseDirectory(config=config).root, assignment, student)
+
+
 class FeedbackSummary(NbGraderPreprocessor):
     """Collects the feedback page's summary (see the module docstring)."""
 
@@ -111,7 +119,8 @@ class FeedbackSummary(NbGraderPreprocessor):
                 cell.metadata["attention"] = row
                 rows.append(row)
             folder = resources.get("metadata", {}).get("path", "")
-            resources["attention"] = {"rows": rows, **self._totals(gb, info, folder)}
+            resources["attention"] = {"rows": rows, **self._totals(gb, info, folder),
+                                      "variant": _variant(self.config, info["assignment"], info["student"])}
         return nb, resources
 
     def _shorten_errors(self, cell, stubs_left: bool) -> None:
@@ -237,4 +246,6 @@ class FormgradeSummary(NbGraderPreprocessor):
                          "misconception": check.misconception if (check is not None and state == FAILED) else "",
                          "message": message if state == FAILED else ""})
         resources["attention_formgrade"] = rows
+        resources["attention_variant"] = _variant(self.config, str(resources.get("assignment_id", "")),
+                                                  str(resources.get("student", "")))
         return nb, resources

@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from pathlib import Path
 
 import bleach
-from jinja2 import pass_context
+from jinja2 import BytecodeCache, pass_context
 from bleach.css_sanitizer import CSSSanitizer
 from nbconvert.exporters import HTMLExporter
 from nbconvert.preprocessors.sanitize import SanitizeHTML
-from traitlets import Unicode
+from traitlets import Integer, Unicode
 
 TAGS = frozenset({
     "a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "div", "dl", "dt", "em",
@@ -115,8 +116,36 @@ class RememberedHighlight:
         return _highlighted(self.highlight.pygments_lexer, options, source, language, magics_language)
 
 
+class CompiledTemplates(BytecodeCache):
+    """Jinja's compiled templates, kept for the life of the process: every exporter made after the
+    first (nbgrader makes one per ``generate_feedback``, so one per graded attempt in the
+    feedback-on-submit grader's page maker) loads them instead of compiling them again. Jinja keys
+    each by the template's name and file and checks it against the template's source."""
+
+    def __init__(self):
+        self.compiled: dict[str, bytes] = {}
+
+    def load_bytecode(self, bucket):
+        if bucket.key in self.compiled:
+            bucket.bytecode_from_string(self.compiled[bucket.key])
+
+    def dump_bytecode(self, bucket):
+        self.compiled[bucket.key] = bucket.bytecode_to_string()
+
+    def clear(self):
+        self.compiled.clear()
+
+
+COMPILED_TEMPLATES = CompiledTemplates()
+
+
 class SafeHTMLExporter(HTMLExporter):
     """HTML export of a notebook written by a student: markdown, raw cells and outputs sanitised."""
+
+    def _create_environment(self):
+        environment = super()._create_environment()
+        environment.bytecode_cache = COMPILED_TEMPLATES
+        return environment
 
     def register_filter(self, name, jinja_filter):
         from nbconvert.filters.highlight import Highlight2HTML
@@ -142,17 +171,87 @@ FEEDBACK_TEMPLATES = str(Path(__file__).resolve().parent / "templates")
 FEEDBACK_POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; font-src data:; base-uri 'none'; form-action 'none'"
 
 
+# What nbconvert's HTMLExporter parses a whole page again for (with BeautifulSoup, the larger part of
+# a feedback page's making): an image without alternative text, or a Lab cell or output to make focusable.
+_IMAGE_TAG = re.compile(r"""<img\b((?:[^>"']|"[^"]*"|'[^']*')*)>""", re.IGNORECASE)
+_ATTRIBUTE = re.compile(r"""([^\s"'=<>/]+)(?:\s*=\s*(?:"[^"]*"|'[^']*'|[^\s"'=<>`]+))?""")
+_FOCUSABLE = ("jp-Cell-inputWrapper", "jp-OutputArea-output")
+
+
+def needs_accessibility_pass(html: str) -> bool:
+    """Whether HTMLExporter's pass over ``html`` (alternative text on every image, focusable Lab
+    cells and outputs) could change anything in it; errs towards yes (an ``<img`` or a Lab class
+    name anywhere, in a style or a comment too, counts)."""
+    if any(name in html for name in _FOCUSABLE):
+        return True
+    return any("alt" not in {name.lower() for name in _ATTRIBUTE.findall(attributes)}
+               for attributes in _IMAGE_TAG.findall(html))
+
+
 class FeedbackHTMLExporter(SafeHTMLExporter):
     """The feedback page: sanitised like every student page, and carrying its own
-    Content-Security-Policy (``<meta http-equiv>``) that forbids every script."""
+    Content-Security-Policy (``<meta http-equiv>``) that forbids every script. A page whose images
+    all have alternative text is not parsed a second time (see :func:`needs_accessibility_pass`)."""
 
     content_security_policy = Unicode(
         FEEDBACK_POLICY, help="Content-Security-Policy written into the page's <head>; empty for none.",
     ).tag(config=True)
+    reused_pages_folder = Unicode(
+        "", help="Folder of the pages made, kept for reuse by whoever makes the same page again (feedback on "
+                 "submit and the TA's generate_feedback; attention_platform/reporting/page_reuse.py); empty: none.",
+    ).tag(config=True)
+    reused_pages_kept = Integer(
+        3000, help="Pages the reused_pages_folder keeps (those used last), about 60 KB each.",
+    ).tag(config=True)
+
+    def _rendered(self, nb, resources, **kw):
+        """HTMLExporter's ``from_notebook_node`` up to its BeautifulSoup pass (nbconvert 7's filters
+        and resources, then the template); the pass follows only where it changes something."""
+        from nbconvert.exporters.templateexporter import TemplateExporter
+        from nbconvert.filters.highlight import Highlight2HTML
+        from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
+
+        langinfo = nb.metadata.get("language_info", {})
+        lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
+        self.register_filter("highlight_code",
+                             self.filters.get("highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self)))
+        resources = self._init_resources(resources)
+        self.register_filter("filter_data_type",
+                             WidgetsDataTypeFilter(notebook_metadata=self._nb_metadata, parent=self, resources=resources))
+        return TemplateExporter.from_notebook_node(self, nb, resources, **kw)
+
+    def _accessibility_pass(self, html: str) -> str:
+        """HTMLExporter's BeautifulSoup pass, as nbconvert 7 makes it."""
+        from bs4 import BeautifulSoup
+
+        soup = BeautifulSoup(html, features="html.parser")
+        missing_alt = 0
+        for elem in soup.select("img:not([alt])"):
+            elem.attrs["alt"] = "No description has been provided for this image"
+            missing_alt += 1
+        if missing_alt:
+            self.log.warning("Alternative text is missing on %s image(s).", missing_alt)
+        for elem in soup.select(".jp-Notebook div.jp-Cell-inputWrapper"):
+            elem.attrs["tabindex"] = "0"
+        for elem in soup.select(".jp-Notebook div.jp-OutputArea-output"):
+            elem.attrs["tabindex"] = "0"
+        return str(soup)
 
     def from_notebook_node(self, nb, resources=None, **kw):
-        output, resources = super().from_notebook_node(nb, resources, **kw)
+        from attention_platform.reporting import page_reuse
+
+        store = page_reuse.PageStore(self.reused_pages_folder, self.reused_pages_kept) if self.reused_pages_folder else None
+        key = page_reuse.page_key(self, nb, resources) if store is not None else None
+        if key is not None and (page := store.get(key)) is not None:
+            return page, self._init_resources(resources)
+        output, resources = self._rendered(nb, resources, **kw)
+        if needs_accessibility_pass(output):
+            output = self._accessibility_pass(output)
         if self.content_security_policy:
             meta = f'<meta http-equiv="Content-Security-Policy" content="{self.content_security_policy}">'
             output = output.replace("<head>", "<head>\n" + meta, 1) if "<head>" in output else meta + output
+        # kept if the gradebook did not change while the page was made (a TA grading meanwhile), and
+        # if it needs no file beside it
+        if key is not None and not resources.get("outputs") and page_reuse.page_key(self, nb, resources) == key:
+            store.put(key, output)
         return output, resources

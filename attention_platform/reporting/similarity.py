@@ -12,7 +12,10 @@ fingerprint weighs log(students / students who have it), and nothing when a know
 ``grader_tests.proofs``). Two more reasons come from outside the code and weigh by rarity too: the
 same set of failing hidden checks (the same misconception) when few students fail exactly that set (read
 from the gradebook), and the same numbers printed by a solution cell when no other student prints them
-(a wrong number of a by-hand part reached twice).
+(a wrong number of a by-hand part reached twice). Where each student has numbers of their own (by-hand
+variants, attention_platform/course/variants.py), students of different variants who print the same
+numbers in that notebook are the strongest reason, however many share them: the numbers are wrong for
+at least one of them.
 
 The page points at what to look at and accuses no one (:data:`NOTICE`); it is built here with every
 value escaped and carries no script.
@@ -32,6 +35,8 @@ from pathlib import Path
 
 import nbformat
 
+from attention_platform.course import variants
+
 # copydetect's k-gram length and winnowing window, in characters of the normalised code: a solution
 # region is a few lines, so both are far below copydetect's defaults (made for whole files).
 K = 12
@@ -47,6 +52,8 @@ RARE_FAILURES_SHARE = 0.1
 # fingerprints that only the two students hold.
 FAILED_SET_WEIGHT = 4.0
 NUMBERS_WEIGHT = 6.0
+# The same numbers in the notebooks of two different variants weigh this many times a rare printed number.
+VARIANT_NUMBERS_FACTOR = 2.0
 # What one cell and one notebook may cost to read: a region beyond this is cut (and said).
 MAX_REGION_CHARS = 20_000
 MAX_NOTEBOOK_BYTES = 20_000_000
@@ -194,13 +201,15 @@ def compare(assignment: str, regions: dict[str, dict[tuple[str, str], str]],
             known: dict[tuple[str, str], list[str]], *,
             numbers: dict[str, dict[tuple[str, str], tuple[str, ...]]] | None = None,
             failed: dict[str, frozenset] | None = None, labels: dict[str, str] | None = None,
+            variants_of: dict[str, str] | None = None, variant_notebook: str | None = None,
             limit: int = DEFAULT_PAIRS, notes: list[str] | None = None) -> SimilarityData:
     """Rank the pairs of students in ``regions`` (``{student: {(notebook, grade id): code}}``).
 
     ``known``: per cell, code whose fingerprints weigh nothing (the known correct answers' regions);
     ``numbers``: per student and cell, the numbers its outputs show; ``failed``: per student, the grade
-    ids of the hidden checks that failed (None: no gradebook); ``labels``: a readable name for a grade id."""
-    numbers, failed, labels = numbers or {}, failed or {}, labels or {}
+    ids of the hidden checks that failed (None: no gradebook); ``labels``: a readable name for a grade id;
+    ``variants_of``: per student, the id of their own numbers in ``variant_notebook`` ("" or absent: none)."""
+    numbers, failed, labels, variants_of = numbers or {}, failed or {}, labels or {}, variants_of or {}
     students = sorted(set(regions) | set(numbers) | set(failed))
     size = max(len(students), SMALLEST_CLASS)
     known_hashes = {where: set().union(*(_fingerprint(code).hashes for code in codes)) if codes else set()
@@ -229,16 +238,28 @@ def compare(assignment: str, regions: dict[str, dict[tuple[str, str], str]],
             bonus = FAILED_SET_WEIGHT * math.log(size / failed_sets[same_failed])
         else:
             same_failed = None
+        crossed = _crossed_variants(numbers, variants_of, variant_notebook, first, second)
         score = (sum(cell_weights.values()) + bonus
-                 + NUMBERS_WEIGHT * math.log(size / 2) * len(shown_numbers.get((first, second), ())))
+                 + NUMBERS_WEIGHT * math.log(size / 2) * (len(shown_numbers.get((first, second), ()))
+                                                          + VARIANT_NUMBERS_FACTOR * len(crossed)))
         if score > 0:
-            ranked.append((-score, first, second, cell_weights, same_failed))
+            ranked.append((-score, first, second, cell_weights, same_failed, crossed))
     ranked.sort(key=lambda r: r[:3])
     pairs = [_pair(found, first, second, -negative, cell_weights, rare[(first, second)],
-                   shown_numbers.get((first, second), {}), same_failed, failed_sets, labels)
-             for negative, first, second, cell_weights, same_failed in ranked[:limit]]
+                   {**shown_numbers.get((first, second), {}), **crossed}, same_failed, failed_sets, labels,
+                   (variants_of.get(first, ""), variants_of.get(second, "")) if crossed else None)
+             for negative, first, second, cell_weights, same_failed, crossed in ranked[:limit]]
     return SimilarityData(assignment, datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), students,
                           pairs, list(notes or []))
+
+
+def _crossed_variants(numbers: dict, variants_of: dict, notebook: str | None, first: str, second: str) -> dict:
+    """``{cell: numbers}`` of ``notebook`` where two students of different variants show the same numbers."""
+    ours, theirs = variants_of.get(first, ""), variants_of.get(second, "")
+    if not (notebook and ours and theirs and ours != theirs):
+        return {}
+    mine, other = numbers.get(first, {}), numbers.get(second, {})
+    return {where: shown for where, shown in mine.items() if where[0] == notebook and other.get(where) == shown}
 
 
 def _rare_numbers(numbers: dict, size: int) -> dict[tuple[str, str], dict]:
@@ -257,7 +278,8 @@ def _rare_numbers(numbers: dict, size: int) -> dict[tuple[str, str], dict]:
 
 
 def _pair(found: _Class, first: str, second: str, score: float, cell_weights: dict, rare: Counter,
-          shown_numbers: dict, same_failed, failed_sets: Counter, labels: dict) -> Pair:
+          shown_numbers: dict, same_failed, failed_sets: Counter, labels: dict,
+          variant_ids: tuple[str, str] | None = None) -> Pair:
     from copydetect.detector import compare_files
 
     matches = []
@@ -281,7 +303,11 @@ def _pair(found: _Class, first: str, second: str, score: float, cell_weights: di
     elif cell_weights:
         reasons.append(f"code in {_cells([m for m in matches if m.weight])} that few other students have and no "
                        "known correct answer has")
-    if shown_numbers:
+    if variant_ids:
+        reasons.append(f"the same numbers although their variants differ ({variant_ids[0]}, {variant_ids[1]}): in "
+                       f"{_cells([m for m in matches if m.numbers])} each was given numbers of their own, so these "
+                       "are wrong for at least one of them (strong evidence)")
+    elif shown_numbers:
         reasons.append(f"the same printed numbers in {_cells([m for m in matches if m.numbers])}, "
                        "which no other student's outputs show (strong evidence where the answer is a number)")
     if same_failed:
@@ -403,8 +429,11 @@ def collect(course: Path, assignment: str, *, db_url: str | None = None, limit: 
     failed, labels = None, {}
     if db_url:
         failed, labels = _failing_checks(db_url, assignment, course, notes)
+    variant_notebook = variants.notebook(assignment) if variants.is_on(course, assignment) else None
+    variants_of = {s: variants.variant_id(course, assignment, s) for s in regions} if variant_notebook else {}
     return compare(assignment, regions, known_answers(course, assignment, notebooks, notes), numbers=numbers,
-                   failed=failed, labels=labels, limit=limit, notes=notes)
+                   failed=failed, labels=labels, variants_of=variants_of, variant_notebook=variant_notebook,
+                   limit=limit, notes=notes)
 
 
 def _failing_checks(db_url: str, assignment: str, course: Path, notes: list[str]):

@@ -1,10 +1,11 @@
 """Judges of part 2, attention by hand (notebook ``02_by_hand``). Trusted: never in a sandbox.
 
-The six-token checks compare with the tensors published for "Your journey starts
-with one step" (three-dimensional inputs, no trainable weights, no scaling),
-to four decimals. The three-token check recomputes every step of a small
-example with projections and the √d_k scale. The probes (``by_hand_probes``)
-only read the names the student's cells define.
+The six-token checks compare, to four decimals, with the tensors computed from the student's own
+embeddings (three-dimensional, no trainable weights, no scaling): the release's are those published
+for "Your journey starts with one step"; a student with a variant (``variants``) has their own. The
+three-token check recomputes every step of a small example with projections and the √d_k scale.
+Every request carries the numbers its seed stands for, derived here, never read from the notebook;
+the probes (``by_hand_probes``) only read the names the student's cells define.
 """
 
 from __future__ import annotations
@@ -13,21 +14,14 @@ import math
 
 import torch
 
+from . import variants
 from .by_hand_probes import THREE_TOKEN_STEPS
-from ..judging import CheckJudge, JudgeFailure, Message, fetch, judge_value, no_request
+from ..judging import CheckJudge, JudgeFailure, Message, fetch, judge_value
 
 TOL = 1.01e-4  # "to four decimals": published values are rounded to 4 places
 
 TOKENS = ("Your", "journey", "starts", "with", "one", "step")
-INPUTS = torch.tensor(
-    [[0.43, 0.15, 0.89],
-     [0.55, 0.87, 0.66],
-     [0.57, 0.85, 0.64],
-     [0.22, 0.58, 0.33],
-     [0.77, 0.25, 0.10],
-     [0.05, 0.80, 0.55]],
-    dtype=torch.float64,
-)
+INPUTS = variants.RELEASED["inputs"]
 # The published tensors (verified against a float32 computation in the proofs).
 PUBLISHED_SCORES = torch.tensor(
     [[0.9995, 0.9544, 0.9422, 0.4753, 0.4576, 0.6310],
@@ -60,20 +54,27 @@ JOURNEY_STARTS = 1.4754  # inputs[1] @ inputs[2], 0-based indices
 
 # Three tokens, one-hot 4-d embeddings, projections to d_k = 2 (x @ W convention).
 X3 = torch.eye(4, dtype=torch.float64)[:3]
-W_Q3 = torch.tensor([[0.5, 0.2], [0.1, 0.8], [0.3, 0.4], [0.7, 0.1]], dtype=torch.float64)
-W_K3 = torch.tensor([[0.6, 0.1], [0.2, 0.9], [0.4, 0.3], [0.1, 0.6]], dtype=torch.float64)
-W_V3 = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.5, 0.5]], dtype=torch.float64)
+W_Q3, W_K3, W_V3 = (variants.RELEASED[name] for name in ("W_Q", "W_K", "W_V"))
 
 
-def three_token_steps(x: torch.Tensor = X3) -> dict[str, torch.Tensor]:
+def three_token_steps(x: torch.Tensor = X3, w_q: torch.Tensor = W_Q3, w_k: torch.Tensor = W_K3,
+                      w_v: torch.Tensor = W_V3) -> dict[str, torch.Tensor]:
     """Every step of the three-token example (trusted)."""
-    q, k, v = x @ W_Q3, x @ W_K3, x @ W_V3
+    q, k, v = x @ w_q, x @ w_k, x @ w_v
     scores = q @ k.T / math.sqrt(q.shape[-1])
     weights = scores.softmax(dim=-1)
     return {"Q3": q, "K3": k, "V3": v, "scores3": scores, "weights3": weights, "out3": weights @ v}
 
 
+def six_token_steps(inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Scores, weights and context vectors of the six-token warm-up (trusted)."""
+    scores = inputs @ inputs.T
+    weights = scores.softmax(dim=-1)
+    return scores, weights, weights @ inputs
+
+
 def _dot_judge(request: Message, response: Message) -> None:
+    inputs = request["inputs"]
     value = fetch(response, "journey_starts")
     if value.numel() != 1:
         raise JudgeFailure(
@@ -81,9 +82,9 @@ def _dot_judge(request: Message, response: Message) -> None:
             f"{tuple(value.shape)}. Use inputs[i] @ inputs[j] or torch.dot."
         )
     got = float(value.reshape(()))
-    if abs(got - JOURNEY_STARTS) <= TOL:
+    if abs(got - float(inputs[1] @ inputs[2])) <= TOL:
         return
-    if abs(got - float(INPUTS[2] @ INPUTS[3])) <= TOL:
+    if abs(got - float(inputs[2] @ inputs[3])) <= TOL:
         raise JudgeFailure(
             "You took the dot product of rows 2 and 3, which are 'starts' and 'with': Python counts from 0, "
             "so 'journey' is inputs[1] and 'starts' is inputs[2]."
@@ -95,40 +96,45 @@ def _dot_judge(request: Message, response: Message) -> None:
 
 
 def _scores_judge(request: Message, response: Message) -> None:
+    inputs = request["inputs"]
+    scores, _, _ = six_token_steps(inputs)
     value = fetch(response, "attn_scores")
-    judge_value(value, PUBLISHED_SCORES, "`attn_scores`", TOL, [
-        (INPUTS.T @ INPUTS, "you computed inputs.T @ inputs, which pairs the 3 embedding dimensions with each "
+    judge_value(value, scores, "`attn_scores`", TOL, [
+        (inputs.T @ inputs, "you computed inputs.T @ inputs, which pairs the 3 embedding dimensions with each "
                             "other. Scores pair tokens: inputs @ inputs.T is 6 × 6, one score per (query, key) pair."),
-        (PUBLISHED_SCORES / math.sqrt(3), "you divided by √3. This warm-up has no trainable weights and no "
-                                          "scaling: the scores are the plain dot products inputs @ inputs.T."),
+        (scores / math.sqrt(3), "you divided by √3. This warm-up has no trainable weights and no "
+                                "scaling: the scores are the plain dot products inputs @ inputs.T."),
     ], "Entry [i, j] is the dot product of token i with token j: inputs @ inputs.T.")
 
 
 def _weights_judge(request: Message, response: Message) -> None:
+    scores, weights, _ = six_token_steps(request["inputs"])
     value = fetch(response, "attn_weights")
-    judge_value(value, PUBLISHED_WEIGHTS, "`attn_weights`", TOL, [
-        (PUBLISHED_SCORES.softmax(dim=0), "your columns sum to 1, not your rows: the softmax ran over dim=0. "
-                                          "Each query (row) spreads its attention over the keys, so use dim=-1."),
-        (PUBLISHED_SCORES / PUBLISHED_SCORES.sum(dim=-1, keepdim=True),
+    judge_value(value, weights, "`attn_weights`", TOL, [
+        (scores.softmax(dim=0), "your columns sum to 1, not your rows: the softmax ran over dim=0. "
+                                "Each query (row) spreads its attention over the keys, so use dim=-1."),
+        (scores / scores.sum(dim=-1, keepdim=True),
          "you divided each row by its sum. That also makes rows sum to 1, but it is not a softmax: the softmax "
          "exponentiates first, which stretches the gaps between scores and copes with negative scores."),
-        (PUBLISHED_SCORES.exp(), "you exponentiated the scores but did not normalise each row to sum to 1."),
+        (scores.exp(), "you exponentiated the scores but did not normalise each row to sum to 1."),
     ], "Apply torch.softmax to attn_scores over the last dim, so that each row sums to 1.")
 
 
 def _context_judge(request: Message, response: Message) -> None:
+    inputs = request["inputs"]
+    scores, weights, context = six_token_steps(inputs)
     value = fetch(response, "context_vectors")
-    judge_value(value, PUBLISHED_CONTEXT, "`context_vectors`", TOL, [
-        (PUBLISHED_WEIGHTS.T @ INPUTS, "you multiplied by the transposed weights. Row i of the result must mix "
-                                       "the inputs with row i of the weights: attn_weights @ inputs."),
-        (PUBLISHED_SCORES @ INPUTS, "you mixed the inputs with the raw scores. Use the softmax weights, which "
-                                    "sum to 1, so each context vector is a weighted average of the inputs."),
+    judge_value(value, context, "`context_vectors`", TOL, [
+        (weights.T @ inputs, "you multiplied by the transposed weights. Row i of the result must mix "
+                             "the inputs with row i of the weights: attn_weights @ inputs."),
+        (scores @ inputs, "you mixed the inputs with the raw scores. Use the softmax weights, which "
+                          "sum to 1, so each context vector is a weighted average of the inputs."),
     ], "Each context vector is the weighted average of all inputs: attn_weights @ inputs, shape (6, 3). "
        "If your weights are off, fix them first.")
 
 
 def _three_token_judge(request: Message, response: Message) -> None:
-    steps = three_token_steps()
+    steps = three_token_steps(X3, request["W_Q"], request["W_K"], request["W_V"])
     q, k, v = steps["Q3"], steps["K3"], steps["V3"]
     unscaled = q @ k.T
     diagnoses = {
@@ -157,9 +163,9 @@ def _three_token_judge(request: Message, response: Message) -> None:
 
 
 JUDGES = [
-    CheckJudge("by_hand_dot", no_request, _dot_judge),
-    CheckJudge("by_hand_scores", no_request, _scores_judge),
-    CheckJudge("by_hand_weights", no_request, _weights_judge),
-    CheckJudge("by_hand_context", no_request, _context_judge),
-    CheckJudge("three_tokens", no_request, _three_token_judge),
+    CheckJudge("by_hand_dot", variants.inputs, _dot_judge),
+    CheckJudge("by_hand_scores", variants.inputs, _scores_judge),
+    CheckJudge("by_hand_weights", variants.inputs, _weights_judge),
+    CheckJudge("by_hand_context", variants.inputs, _context_judge),
+    CheckJudge("three_tokens", variants.inputs, _three_token_judge),
 ]

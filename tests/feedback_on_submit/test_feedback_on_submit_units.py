@@ -733,3 +733,28 @@ def test_a_feedback_page_is_found_by_attempt_and_notebook_only_where_the_grader_
     assert attempt_page(status, 1, "part2") is None  # not a page name the grader writes
     assert attempt_page(status, 2, "self_attention") is None  # no pages yet
     assert attempt_page(status, 0, "self_attention") is None and attempt_page(status, 3, "self_attention") is None
+
+
+def test_the_policy_page_switches_variants_and_makes_a_new_key_only_when_told(tmp_path):
+    """The policy page's variants buttons (formgrader/policy_form.py; in a browser:
+    tests/feedback_on_submit/test_formgrader_pages_browser.py)."""
+    from attention_platform.course import variants
+    from attention_platform.course.directory import copy_course
+    from attention_platform.formgrader.policy_form import variants_action, variants_state
+
+    course = str(copy_course(tmp_path / "course"))
+    assert variants_state(course, "multi_head_attention").startswith("Not offered")
+    assert variants_state(course, "self_attention").startswith("Off:")
+    said = variants_action(course, "self_attention", "variants-on", False)
+    assert said.startswith("Variants on") and variants_state(course, "self_attention").startswith("On:")
+    key = variants.course_key(course)
+    (tmp_path / "course" / "submitted" / "ann" / "self_attention").mkdir(parents=True)
+    with pytest.raises(variants.VariantsError, match="tick the box"):
+        variants_action(course, "self_attention", "variants-regenerate", False)
+    assert variants.course_key(course) == key
+    variants_action(course, "self_attention", "variants-regenerate", True)
+    assert variants.course_key(course) != key
+    with pytest.raises(variants.VariantsError, match="no part whose numbers vary"):
+        variants_action(course, "multi_head_attention", "variants-on", False)
+    variants_action(course, "self_attention", "variants-off", False)
+    assert variants_state(course, "self_attention").startswith("Off:")

@@ -184,3 +184,28 @@ def test_a_student_gets_403_from_every_staff_page(hub, students, browser):
     page.context.close()
     s1 = students["student1"]
     assert s1.post(f"{FORMGRADER}/policy/{ASSIGNMENT}", data={"feedback": "off"}).status_code == 403
+
+
+def test_the_instructor_switches_each_students_own_numbers_on_the_policy_page(hub, browser):
+    """Variants (docs/instructors/variants.md) are switched beside the policy: on writes each student's
+    own copy into the exchange, off removes it; a TA reads the state but has no buttons."""
+    from attention_platform.course import variants
+
+    course, marks = hub.state / "course", hub.state / "exchange" / COURSE / "outbound" / ".variants"
+    page = hub.browser_page(browser, "instructor")
+    page.goto(hub.url + FORMGRADER + f"/policy/{ASSIGNMENT}")
+    assert page.locator("#variants-state").inner_text().startswith("Off:")
+    form = page.locator("form.attention-variants-form")
+    form.get_by_role("button", name="Give each student their own numbers").click()
+    page.locator("[role=status]", has_text="Variants on: own copies written for").wait_for()
+    assert variants.is_on(course, ASSIGNMENT) and (marks / ASSIGNMENT).exists()
+    assert page.locator("#variants-state").inner_text().startswith("On:")
+    page.locator("form.attention-variants-form").get_by_role("button", name="Give everyone the release's numbers").click()
+    page.locator("[role=status]", has_text="Variants off").wait_for()
+    assert not variants.is_on(course, ASSIGNMENT) and not (marks / ASSIGNMENT).exists()
+    page.context.close()
+    ta = hub.browser_page(browser, "ta")
+    ta.goto(hub.url + FORMGRADER + f"/policy/{ASSIGNMENT}")
+    assert ta.locator("#variants-state").inner_text().startswith("Off:")
+    assert ta.locator("form.attention-variants-form").count() == 0
+    ta.context.close()

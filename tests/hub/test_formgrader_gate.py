@@ -93,6 +93,10 @@ EXPECTED: dict[str, dict[str, str]] = {
     # the Reports page and its files (attention_platform/formgrader/reports.py)
     "ReportsPageHandler": {"GET": TA},
     "ReportFileHandler": {"GET": TA},
+    # grades sent to the LMS (attention_platform/formgrader/lms_page.py): TAs read, instructors resend;
+    # a student reaches neither, so nothing a student posts changes a score the LMS receives
+    "LmsPageHandler": {"GET": TA},
+    "ResendHandler": {"POST": INSTRUCTOR},
     # the similarity report (attention_platform/formgrader/similarity_page.py)
     "SimilarityIndexHandler": {"GET": TA},
     "SimilarityReportHandler": {"GET": TA},

@@ -6,9 +6,14 @@
   shows the public checks' verdicts (rows not summing to one fail the softmax check), never a hidden one;
 * an unchanged resubmission says that nothing new was filed, and adds no row to the list;
 * an edit not yet saved is saved by Submit: the submitted file holds it;
+* "Fetch Feedback" with no feedback released (the second assignment, without feedback on submit) says so;
+* the Assignments list's submission times are in the student's zone, in the panel's one format;
 * each student's deadline beside the assignment, before it, with an extension an instructor grants on the
   formgrader's Extensions page, and after it under "penalty", "closed" and "late days" (one used, then
-  more than the budget, and a late submission in the TA's Deadline column); a TA refused that page.
+  more than the budget, and a late submission in the TA's Deadline column); a TA refused that page;
+* under a cooldown set in the instructor's policy form, a submit is graded, Submit is then off with a
+  title saying until when, and a submit from a page that had not heard of the cooldown is refused in the
+  course's dialog with the next time in the student's zone.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import os
 import re
 import time
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -37,6 +43,7 @@ pytestmark = [
 
 POLICY = {ASSIGNMENT: {"feedback": "full", "attempts": None, "counts": "last"}}
 NO_SCALE = next(a for a in BUGGY if a.name == "no_scale")
+SECOND = "multi_head_attention"  # released beside the first, without feedback on submit
 WAIT = 300  # s: how long a test waits for the grader on a 2-core machine shared with others (never asserted)
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -44,7 +51,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 
 @pytest.fixture(scope="module")
 def hub():
-    env = {"ATTENTION_FEEDBACK_ON_SUBMIT": json.dumps(POLICY), "HUB_DEMO_STUDENTS": "2"}
+    env = {"ATTENTION_FEEDBACK_ON_SUBMIT": json.dumps(POLICY), "HUB_DEMO_STUDENTS": "3"}
     with launch_hub("student-lab-browser-hub", env=env) as running:
         yield running
 
@@ -227,6 +234,75 @@ def test_an_unsaved_edit_is_saved_before_the_submit(hub, students, browser):
         timeout=WAIT * 1000)
 
 
+def submitted_once(session) -> list[str]:
+    """The student's submission times, after handing in one if there was none."""
+    if not submissions(session):
+        answer(session, NO_SCALE.code)
+        assert session.assignment_action("submit", ASSIGNMENT)["success"]
+    return submissions(session)
+
+
+ZONE = "Asia/Kolkata"  # UTC+5:30: a time left in UTC, or in the machine's zone, cannot pass for it
+
+
+def in_zone(stamp: str) -> str:
+    """``HH:MM`` of an ISO time or nbgrader's "2026-01-31 10:32:11.123456 UTC", as a browser in ZONE shows it."""
+    at = dt.datetime.fromisoformat(stamp.replace(" UTC", "+00:00").replace("Z", "+00:00"))
+    return at.astimezone(ZoneInfo(ZONE)).strftime("%H:%M")
+
+
+def submit_button(page, listing):
+    """nbgrader's Submit of the assignment (found again at each use: nbgrader draws its list anew at will)."""
+    return listing.locator("#fetched_assignments_list .list_item",
+                           has=page.locator(".item_name", has_text=ASSIGNMENT)).locator(".item_status button", has_text="Submit")
+
+
+def zoned_lab(browser, hub, user: str):
+    """``user``'s Lab with the Assignments tab showing, in a browser set to ZONE."""
+    page = hub.browser_page(browser.browser, user, timezone_id=ZONE, locale="en-GB")
+    page.context.set_default_timeout(120_000)
+    page.goto(f"{hub.url}/user/{user}/lab")
+    page.locator(".jp-LabShell").wait_for()
+    return page, assignments_tab(page)
+
+
+def test_fetch_feedback_with_nothing_to_fetch_says_so(hub, students, browser):
+    """The second assignment has no feedback on submit: its submission has no feedback until the staff
+    release some. (The first one's graded attempts bring their feedback pages to fetch.)"""
+    s1 = students["student1"]
+    if not [a for a in s1.assignments() if a["assignment_id"] == SECOND and a["status"] == "submitted"]:
+        assert s1.assignment_action("fetch", SECOND)["success"]
+        assert s1.assignment_action("submit", SECOND)["success"]
+    page = open_lab(browser, hub, "student1")
+    listing = assignments_tab(page)
+    listing.locator("#submitted_assignments_list .list_item", has=page.locator(".item_name", has_text=SECOND)
+                    ).get_by_role("button", name="Fetch Feedback").click()
+    note = page.locator(".jp-toast-message", has_text=re.compile("feedback", re.I)).first
+    note.wait_for(timeout=WAIT * 1000)
+    said = note.inner_text()
+    assert said.startswith(f"No feedback to fetch for “{SECOND}” yet") and "released" in said, said
+    # nbgrader answers with the whole list: the other assignment, not asked about, is not spoken of
+    told = page.locator(".jp-toast-message").all_inner_texts()
+    assert not [t for t in told if ASSIGNMENT in t], told
+
+
+def test_the_assignments_list_shows_submission_times_in_the_students_zone(hub, students, browser):
+    stamps = submitted_once(students["student1"])
+    page, listing = zoned_lab(browser, hub, "student1")
+    container = re.sub(r"[^A-Za-z0-9_-]", "", f"nbgrader-{COURSE}-{ASSIGNMENT}-submissions".replace(" ", "_"))
+    rows = listing.locator(f"[id='{container}'] .nested_list_item .item_name")  # nbgrader's id for its submissions
+    rows.first.wait_for()
+    page.wait_for_function("() => ![...document.querySelectorAll("
+                           "'#submitted_assignments_list .nested_list_item .item_name')].some(r => /UTC/.test(r.textContent))",
+                           timeout=10_000)
+    shown = rows.all_inner_texts()
+    assert len(shown) == len(stamps), (shown, stamps)
+    for stamp, text in zip(stamps, shown):
+        iso = stamp.replace(" UTC", "").replace(" ", "T") + "+00:00"
+        assert in_zone(stamp) in text and "UTC" not in text, (stamp, text)
+        assert text.startswith(page.evaluate(LAB_CLOCK, iso)), (iso, text)  # the panel's one format
+
+
 # --------------------------------------------------------------------------- deadlines
 # Last in this file: they move the assignment's due date and late policy, and put both back at the end.
 
@@ -392,3 +468,61 @@ def test_the_deadline_beside_the_assignment_before_with_an_extension_and_after(h
     finally:
         set_due(instructor, None)
         set_late_policy(instructor)
+
+
+# --------------------------------------------------------------------------- the cooldown
+# After the deadlines: it sets a cooldown in the feedback-on-submit policy, and puts the policy back at the end.
+
+COOLDOWN = {"feedback": "full", "attempts": "", "window_hours": "24", "cooldown_minutes": "10", "counts": "last"}
+
+
+def test_under_a_cooldown_submit_is_off_and_a_refused_submit_says_until_when(hub, students, browser):
+    instructor = hub.session("instructor")
+    saved = instructor.post(f"{FORMGRADER}/policy/{ASSIGNMENT}", data=COOLDOWN, allow_redirects=False)
+    assert saved.status_code == 303, saved.text[-2000:]
+    try:
+        cooldown_walk(hub, browser)
+    finally:
+        reset = instructor.post(f"{FORMGRADER}/policy/{ASSIGNMENT}", data={"action": "reset"}, allow_redirects=False)
+        assert reset.status_code == 303, reset.text[-2000:]
+
+
+def cooldown_walk(hub, browser) -> None:
+    s3 = hub.session("student3")  # no attempt yet: the first is graded at once
+    s3.spawn()
+    assert s3.assignment_action("fetch", ASSIGNMENT)["success"]
+    deadline = time.monotonic() + WAIT
+    while status(s3).get("policy", {}).get("cooldown_minutes") != 10:
+        assert time.monotonic() < deadline, f"the grader did not take up the cooldown: {status(s3)}"
+        time.sleep(0.3)
+    answer(s3, NO_SCALE.code)
+    page, listing = zoned_lab(browser, hub, "student3")
+    submit_button(page, listing).click()
+    page.locator(".jp-toast-message", has_text="Submitted").first.wait_for(timeout=WAIT * 1000)
+    # the panel shows the attempt; Submit is off until the cooldown ends, and its title says when
+    page.locator("#feedback_on_submit_panel li.fos-attempt").first.wait_for(timeout=WAIT * 1000)
+    locked = listing.locator("#fetched_assignments_list button[data-attention-locked=true]", has_text="Submit")
+    locked.wait_for(timeout=WAIT * 1000)
+    assert locked.is_disabled()
+    next_at = status(s3)["next_graded_attempt"]
+    assert next_at, status(s3)
+    title = locked.get_attribute("title")
+    assert in_zone(next_at) in title and "UTC" not in title, (next_at, title)
+    assert in_zone(next_at) in page.locator("#feedback_on_submit_panel .fos-next").inner_text()
+
+    # a page that had not heard of the cooldown submits a changed notebook: refused in the course's dialog
+    answer(s3, next(a for a in BUGGY if a.name == "no_softmax").code)
+    inbound = hub.state / "exchange" / COURSE / "inbound" / "student3"
+    handed_in = sorted(p.name for p in inbound.iterdir() if not p.name.startswith("."))
+    locked.evaluate("button => { button.disabled = false; button.click(); }")
+    dialog = page.locator(".jp-Dialog .attention-refusal")
+    dialog.wait_for(timeout=WAIT * 1000)
+    assert page.locator(".jp-Dialog-header").inner_text() == f"Not submitted: “{ASSIGNMENT}”"
+    said = dialog.inner_text()
+    assert "Graded attempts must be at least 10 minutes apart." in said, said
+    assert "Your next graded attempt is possible at" in said and in_zone(next_at) in said and "UTC" not in said, said
+    assert page.locator(".nbgrader-ErrorDialog").count() == 0
+    page.locator(".jp-Dialog").get_by_role("button", name="OK").click()
+    locked.wait_for()
+    assert locked.is_disabled()
+    assert sorted(p.name for p in inbound.iterdir() if not p.name.startswith(".")) == handed_in  # nothing handed in

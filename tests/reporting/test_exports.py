@@ -159,3 +159,23 @@ def test_written_answers_are_no_renamed_checks_and_a_renamed_check_says_what_to_
     assert "grader_tests/" in warnings[0]  # where to look: the registry the checks are named in
     rows = {r["grade_id"]: r for r in csv.DictReader(open(tmp_path / "c.csv", newline=""))}
     assert rows[written]["status"] == "not graded" and rows[written]["note"] == NOT_A_CHECK_NOTE
+
+
+def test_the_breakdown_names_each_students_variant(gradebook, tmp_path):
+    """With the assignment's variants on, each row names the student's variant (what the feedback page
+    shows them); a student graded on the release's numbers has none."""
+    from attention_platform.course import variants
+
+    url, _ = gradebook
+    course = tmp_path / "course"
+    course.mkdir()
+    run_export(CheckBreakdownExportPlugin, url, to=str(tmp_path / "off.csv"), stream=io.StringIO(),
+               course_root=str(course))
+    assert {r["variant"] for r in csv.DictReader(open(tmp_path / "off.csv", newline=""))} == {""}
+    variants.switch(course, ASSIGNMENT, True)
+    run_export(CheckBreakdownExportPlugin, url, to=str(tmp_path / "on.csv"), stream=io.StringIO(),
+               course_root=str(course))
+    rows = list(csv.DictReader(open(tmp_path / "on.csv", newline="")))
+    shown = {r["student_id"]: r["variant"] for r in rows}
+    assert shown == {student: variants.variant_id(course, ASSIGNMENT, student) for student in shown}
+    assert len(set(shown.values())) == len(shown) and all(len(v) == 8 for v in shown.values())

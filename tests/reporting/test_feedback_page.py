@@ -216,7 +216,7 @@ def test_the_attention_picture_sits_at_its_check_with_alt_text(feedback):
     html = page(feedback, "ben").read_text()
     (figure,) = re.findall(r'<figure class="teaching-picture">\s*(<img [^>]*>)', html)
     assert re.search(r'src="data:image/png;base64,[A-Za-z0-9+/=]+"', figure)
-    alt = re.search(r'alt="([^"]+)"', figure).group(1)
+    alt = unescape(re.search(r'alt="([^"]+)"', figure).group(1))  # as a browser reads it
     assert alt.startswith("Three heatmaps of 6×6 attention weights") and "rows sum to between 1.00 and 1.00" in alt
     # ben forgot √D: his rows are as sharp as the right-hand map's
     mine = float(alt.split("each row's largest weight averages ", 1)[1].split(".")[0] + "." +
@@ -228,3 +228,130 @@ def test_the_attention_picture_sits_at_its_check_with_alt_text(feedback):
     following = html.find('<div class="check-result', anchor)
     assert anchor < figure_at < (following if following > 0 else len(html))  # inside its check's box
     assert '<figure class="teaching-picture">' not in page(feedback, "finn").read_text()  # no weights: no picture
+
+
+def _generate_feedback(course, student: str, **exporter_settings) -> dict:
+    """nbgrader's generate_feedback for one student, in this process (as feedback on submit's page
+    maker runs it), with the course's configuration; returns the pages' bytes by name."""
+    from nbgrader.converters import GenerateFeedback
+    from nbgrader.coursedir import CourseDirectory
+
+    from attention_platform.attempts.policy import load_config
+
+    config = load_config(course)
+    for name, value in exporter_settings.items():
+        config.FeedbackHTMLExporter[name] = value
+    coursedir = CourseDirectory(config=config)
+    coursedir.root, coursedir.assignment_id, coursedir.student_id = str(course), ASSIGNMENT, student
+    app = GenerateFeedback(coursedir=coursedir, config=config)
+    app.force = True
+    app.start()
+    return {path.name: path.read_bytes() for path in (course / "feedback" / student / ASSIGNMENT).glob("*.html")}
+
+
+def test_a_page_made_before_is_reused_byte_for_byte_until_a_grade_changes(feedback, monkeypatch):
+    """The TA's generate_feedback reuses the page made of the same graded notebook (feedback on submit
+    made it first, or the TA's last run): the same bytes as a page made afresh; a TA's manual grade
+    (which the page's totals show) makes every page of that submission again."""
+    from nbgrader.api import Gradebook
+
+    from attention_platform.reporting.safe_html import FeedbackHTMLExporter
+
+    course = feedback.parent
+    made = []
+    render = FeedbackHTMLExporter._rendered
+
+    def counted(self, nb, resources, **kw):
+        made.append(resources["nbgrader"]["notebook"])
+        return render(self, nb, resources, **kw)
+
+    monkeypatch.setattr(FeedbackHTMLExporter, "_rendered", counted)
+    assert any((course / "attempts" / "feedback-pages").glob("*.html.gz")), "the fixture's pages were not kept"
+    reused = _generate_feedback(course, "ben")
+    assert made == [], f"made again though nothing changed (the fixture's nbgrader made them): {made}"
+    assert len(reused) == 1 + len(PART_NOTEBOOKS)
+    fresh = _generate_feedback(course, "ben", reused_pages_folder="")
+    assert sorted(made) == sorted(name.removesuffix(".html") for name in reused)
+    assert fresh == reused  # byte for byte
+    made.clear()
+    db_url = f"sqlite:///{course / 'gradebook.db'}"
+    with Gradebook(db_url) as gb:
+        written = next(g for nb in gb.find_submission(ASSIGNMENT, "ben").notebooks for g in nb.grades
+                       if g.needs_manual_grade)
+        grade_id, notebook = written.name, written.notebook.name
+        written.manual_score = written.max_score
+        gb.db.commit()
+    try:
+        regraded = _generate_feedback(course, "ben")
+        assert sorted(made) == sorted(name.removesuffix(".html") for name in reused)  # each page once
+        assert regraded != reused and all(regraded[name] != reused[name] for name in reused)
+        assert _generate_feedback(course, "ben", reused_pages_folder="") == regraded
+    finally:
+        with Gradebook(db_url) as gb:
+            gb.find_grade(grade_id, notebook, ASSIGNMENT, "ben").manual_score = None
+            gb.db.commit()
+        _generate_feedback(course, "ben")
+
+
+def test_a_late_submissions_pages_are_made_every_time(feedback, monkeypatch):
+    """Its page says how late it was by the student's own deadline (extensions, late policy, late days),
+    which the key of a reused page does not hold."""
+    import datetime as dt
+
+    from nbgrader.api import Gradebook
+
+    from attention_platform.reporting.safe_html import FeedbackHTMLExporter
+
+    course = feedback.parent
+    made = []
+    render = FeedbackHTMLExporter._rendered
+    monkeypatch.setattr(FeedbackHTMLExporter, "_rendered",
+                        lambda self, nb, resources, **kw: made.append(resources["nbgrader"]["notebook"])
+                        or render(self, nb, resources, **kw))
+    db_url = f"sqlite:///{course / 'gradebook.db'}"
+    with Gradebook(db_url) as gb:
+        submission = gb.find_submission(ASSIGNMENT, "ben")
+        due, stamp = submission.assignment.duedate, submission.timestamp
+        submitted = stamp or dt.datetime(2026, 1, 2, 12, 0)
+        submission.timestamp, submission.assignment.duedate = submitted, submitted - dt.timedelta(hours=3)
+        gb.db.commit()
+    try:
+        for _ in range(2):
+            made.clear()
+            pages = _generate_feedback(course, "ben")
+            assert sorted(made) == sorted(name.removesuffix(".html") for name in pages)
+            assert 'id="late-note"' in pages["self_attention.html"].decode()
+    finally:
+        with Gradebook(db_url) as gb:
+            submission = gb.find_submission(ASSIGNMENT, "ben")
+            submission.timestamp, submission.assignment.duedate = stamp, due
+            gb.db.commit()
+        _generate_feedback(course, "ben")
+
+
+def test_a_checks_new_title_makes_the_pages_again(feedback, monkeypatch):
+    """The page names each check by its catalogue's title and misconception (the grader's copy): an
+    instructor's edit there is on the next pages, not a reused one."""
+    from types import SimpleNamespace
+
+    from attention_platform.course import assignment_checks
+    from attention_platform.reporting import feedback as feedback_module
+    from attention_platform.reporting.safe_html import FeedbackHTMLExporter
+
+    course = feedback.parent
+    _generate_feedback(course, "ben")
+    made = []
+    render = FeedbackHTMLExporter._rendered
+    monkeypatch.setattr(FeedbackHTMLExporter, "_rendered",
+                        lambda self, nb, resources, **kw: made.append(resources["nbgrader"]["notebook"])
+                        or render(self, nb, resources, **kw))
+    real = assignment_checks.checks_by_grade_id
+
+    def retitled(assignment):
+        return {grade_id: SimpleNamespace(id=check.id, title=f"Retitled: {check.title}", misconception=check.misconception)
+                for grade_id, check in real(assignment).items()}
+
+    monkeypatch.setattr(assignment_checks, "checks_by_grade_id", retitled)
+    monkeypatch.setattr(feedback_module, "checks_by_grade_id", retitled)
+    pages = _generate_feedback(course, "ben")
+    assert "self_attention" in made and "Retitled: " in pages["self_attention.html"].decode()

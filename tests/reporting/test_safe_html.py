@@ -5,9 +5,11 @@ in each of a class's feedback pages) are sanitised and highlighted once, not onc
 from __future__ import annotations
 
 import copy
+import re
 import uuid
 
 import nbformat
+import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from attention_platform.reporting import safe_html
@@ -78,3 +80,80 @@ def test_what_runs_code_is_dropped_also_when_remembered():
     for _ in range(2):
         html = _page(nb)
         assert "<script>alert" not in html and "onerror" not in html and "javascript:" not in html
+
+
+def _feedback_page(nb) -> str:
+    exporter = safe_html.FeedbackHTMLExporter(template_name="attention_feedback",
+                                              extra_template_basedirs=[safe_html.FEEDBACK_TEMPLATES])
+    html, _ = exporter.from_notebook_node(nbformat.from_dict(copy.deepcopy(nb)),
+                                          resources={"nbgrader": {"notebook": "self_attention"}})
+    return html
+
+
+def test_an_exporter_made_after_the_first_compiles_no_template(monkeypatch):
+    """nbgrader makes an exporter per generate_feedback (the page maker: one per attempt)."""
+    from jinja2 import Environment
+
+    compiled = []
+    real = Environment._compile
+
+    def counted(self, source, filename):
+        compiled.append(filename)
+        return real(self, source, filename)
+
+    monkeypatch.setattr(Environment, "_compile", counted)
+    nb = _notebook([f"# Part {uuid.uuid4().hex}"])
+    first = _feedback_page(nb)
+    compiled.clear()
+    assert _feedback_page(nb) == first  # byte for byte
+    assert compiled == [], f"templates compiled again: {compiled}"
+
+
+def _image(alt: str | None):
+    metadata = {"image/png": {"alt": alt}} if alt is not None else {}
+    return new_code_cell("plot()", outputs=[nbformat.v4.new_output(
+        "display_data", data={"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"}, metadata=metadata)])
+
+
+def test_a_page_is_parsed_again_only_for_what_that_pass_changes(monkeypatch):
+    """nbconvert's HTMLExporter parses every page again (BeautifulSoup) to give images without
+    alternative text its placeholder; a feedback page whose images all have one skips that pass,
+    one with an image without reads as nbconvert makes it."""
+    import bs4
+
+    parsed = []
+    real = bs4.BeautifulSoup.__init__
+
+    def counted(self, markup="", *args, **kwargs):
+        parsed.append(len(markup))
+        return real(self, markup, *args, **kwargs)
+
+    monkeypatch.setattr(bs4.BeautifulSoup, "__init__", counted)
+    described = new_notebook(cells=[new_markdown_cell(f"# {uuid.uuid4().hex}"), _image("Attention weights, 6 by 6")])
+    html = _feedback_page(described)
+    assert parsed == [], "a page whose images all have alternative text was parsed again"
+    assert 'alt="Attention weights, 6 by 6"' in html and "Content-Security-Policy" in html
+    undescribed = new_notebook(cells=[new_markdown_cell("![](data:image/png;base64,iVBORw0KGgo=)"), _image(None),
+                                      new_markdown_cell('<img title=" alt=" src="data:image/png;base64,iVBORw0KGgo=">')])
+    html = _feedback_page(undescribed)
+    assert len(parsed) == 1
+    images = re.findall(r"<img\b[^>]*>", html)
+    assert len(images) == 3 and all(" alt=" in re.sub(r'title="[^"]*"', "", tag) for tag in images), images
+    assert "No description has been provided for this image" in html
+
+
+@pytest.mark.parametrize("template", ["attention_feedback", "lab", "classic"])
+def test_a_page_that_needs_the_pass_reads_as_nbconverts_own(template):
+    """Where the pass is made, the feedback exporter's steps (nbconvert 7's HTMLExporter's, mirrored in
+    FeedbackHTMLExporter._rendered and _accessibility_pass) give nbconvert's bytes; Lab's template needs it
+    for its focusable cells."""
+    nb = new_notebook(cells=[new_markdown_cell(f"# {uuid.uuid4().hex}"), _image(None),
+                             new_code_cell("x = 1", metadata={"tags": ["x"]})],
+                      metadata={"language_info": {"name": "python", "pygments_lexer": "ipython3"}})
+    settings = dict(template_name=template, extra_template_basedirs=[safe_html.FEEDBACK_TEMPLATES])
+    resources = {"nbgrader": {"notebook": "self_attention"}}
+    ours, _ = safe_html.FeedbackHTMLExporter(content_security_policy="", **settings).from_notebook_node(
+        nbformat.from_dict(copy.deepcopy(nb)), resources=copy.deepcopy(resources))
+    nbconverts, _ = safe_html.SafeHTMLExporter(**settings).from_notebook_node(
+        nbformat.from_dict(copy.deepcopy(nb)), resources=copy.deepcopy(resources))
+    assert ours == nbconverts

@@ -294,3 +294,18 @@ def test_a_student_is_refused_and_learns_nothing(security_hub, copied_on_the_hub
         text = page.locator("body").inner_text()
         assert response.status == 403, (path, response.status, text[:200])  # the hub's or the gate's refusal
         assert not any(word in text for word in (pair[1], "Similar", name, similarity.NOTICE[:30])), text
+
+
+def test_the_same_numbers_in_different_variants_rank_first():
+    """Students with numbers of their own (by-hand variants) who show the same numbers: wrong for one of
+    them at least, and strong evidence even when three share them."""
+    name, where = "self_attention", ("02_by_hand", "scores_answer")
+    numbers = {f"v{i}": {where: ("0.7000", "0.2000")} for i in range(3)}
+    numbers.update({"w0": {where: ("0.1000", "0.9000")}, "w1": {where: ("0.1000", "0.9000")}})
+    numbers.update({f"x{i}": {where: (f"0.{i}100",)} for i in range(8)})
+    variant_of = {"v0": "aaaa0000", "v1": "bbbb1111", "v2": "cccc2222", "w0": "dddd3333", "w1": "dddd3333"}
+    data = similarity.compare(name, {}, {}, numbers=numbers, variants_of=variant_of, variant_notebook="02_by_hand")
+    ranked = [(p.first, p.second) for p in data.pairs]
+    assert set(ranked[:3]) == {("v0", "v1"), ("v0", "v2"), ("v1", "v2")}, ranked
+    assert "the same numbers although their variants differ (aaaa0000, bbbb1111)" in data.pairs[0].reasons[0]
+    assert not any("variants differ" in r for p in data.pairs if p.first == "w0" for r in p.reasons)

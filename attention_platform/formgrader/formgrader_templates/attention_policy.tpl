@@ -113,4 +113,18 @@
   {%- endif %}
   </fieldset>
 </form>
+<h2 id="variants-heading">Each student's own numbers</h2>
+<p id="variants-state">{{ variants_state | e }}</p>
+{%- if variants_offered and editable %}
+<form method="post" action="{{ base_url }}/formgrader/policy/{{ assignment | e }}" class="attention-variants-form" style="max-width:48rem">
+  <input type="hidden" name="_xsrf" value="{{ xsrf | e }}">
+  <button type="submit" class="btn btn-default" name="action" value="variants-on">Give each student their own numbers</button>
+  <button type="submit" class="btn btn-default" name="action" value="variants-off">Give everyone the release's numbers</button>
+  <div class="checkbox">
+    <label><input type="checkbox" name="confirm" value="yes"> Make a new key even though submissions exist
+      (their hidden checks would then judge numbers they never saw)</label>
+  </div>
+  <button type="submit" class="btn btn-default" name="action" value="variants-regenerate">New key: every student's numbers change</button>
+</form>
+{%- endif %}
 {%- endblock -%}

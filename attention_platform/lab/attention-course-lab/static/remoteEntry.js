@@ -17,6 +17,7 @@
  *   - Submit in nbgrader's list saves the assignment's open notebooks first (or hands in nothing
  *     and says why), and says so when the exchange filed nothing new (files identical to the
  *     newest submission);
+ *   - the times of the submissions in nbgrader's list in the student's zone (nbgrader shows UTC);
  *   - a refused submit (feedback on submit's policy, or a notebook that could not be saved) in a
  *     dialog of its own: the reason, and the next graded attempt's time in the student's zone;
  *   - a confirmation after fetching, submitting and fetching feedback in nbgrader's list (short
@@ -65,10 +66,13 @@
   // as the feedback-on-submit panel's.
   var CLOCK = new Intl.DateTimeFormat(undefined, { day: 'numeric', month: 'short',
     hour: '2-digit', minute: '2-digit', timeZoneName: 'short' });
-  /* An ISO time or nbgrader's "2026-01-31 10:32:11.123456 UTC", in the student's zone. */
+  /* An ISO time or nbgrader's "2026-01-31 10:32:11.123456 UTC" as a Date (invalid if neither). */
+  function instant(stamp) {
+    return new Date(String(stamp || '').trim().replace(/ UTC$/, 'Z').replace(' ', 'T'));
+  }
+  /* Such a time in the student's zone. */
   function when(stamp) {
-    var text = String(stamp || '').trim().replace(/ UTC$/, 'Z').replace(' ', 'T');
-    var d = new Date(text);
+    var d = instant(stamp);
     return isNaN(d.getTime()) ? String(stamp || '') : CLOCK.format(d);
   }
   function until(iso) {
@@ -317,15 +321,20 @@
     /* ---------------------------------------------------------------- fetch / submit */
     var app = null;  // set when the plugin activates
 
-    function confirmAssignmentAction(url, response) {
+    /* `asked`: the posted {course_id, assignment_id}. nbgrader answers with the whole list: only the
+       assignment acted on is confirmed, not every other one the student has fetched or submitted. */
+    function confirmAssignmentAction(url, response, asked) {
       var match = /\/assignments\/(fetch_feedback|fetch|submit)$/.exec(url.split('?')[0]);
       if (!match || !response.ok || refusedAnswers.has(response)) { return; }
       var action = match[1];
       response.clone().json().then(function (body) {
         if (!body || body.success !== true || !Array.isArray(body.value)) { return; }
         remember(body);
-        var fetched = body.value.filter(function (a) { return a.status === 'fetched'; });
-        var submitted = body.value.filter(function (a) { return a.status === 'submitted'; });
+        var actedOn = body.value.filter(function (a) {
+          return a.assignment_id === asked.assignment_id && (!asked.course_id || a.course_id === asked.course_id);
+        });
+        var fetched = actedOn.filter(function (a) { return a.status === 'fetched'; });
+        var submitted = actedOn.filter(function (a) { return a.status === 'submitted'; });
         if (action === 'fetch') {
           fetched.forEach(function (a) {
             var first = a.notebooks && a.notebooks[0];
@@ -378,15 +387,17 @@
       connection.makeRequest = function (url, init, s) {
         var self = this, args = arguments, request;
         var post = init && String(init.method).toUpperCase() === 'POST';
+        var asked = {};
+        if (post) {
+          try { asked = JSON.parse(init.body || '{}') || {}; } catch (e) { /* a form post: nbgrader's own dialog */ }
+        }
         if (post && /\/assignments\/submit(\?|$)/.test(String(url))) {
-          var submitted = {};
-          try { submitted = JSON.parse(init.body || '{}'); } catch (e) { /* a form post: nbgrader's own dialog */ }
           request = saveBeforeSubmit(init).then(function (refusal) {
-            if (refusal) { return answerRefusal(submitted, { success: false, value: refusal }); }
+            if (refusal) { return answerRefusal(asked, { success: false, value: refusal }); }
             return original.apply(self, args).then(function (response) {
               if (!response.ok) { return response; }
               return response.clone().json().then(function (body) {
-                return body && body.success === false ? answerRefusal(submitted, body) : response;
+                return body && body.success === false ? answerRefusal(asked, body) : response;
               }, function () { return response; });
             });
           });
@@ -394,7 +405,7 @@
           request = original.apply(this, arguments);
         }
         if (post && /\/assignments\//.test(String(url))) {
-          request.then(function (response) { confirmAssignmentAction(String(url), response); }, function () {});
+          request.then(function (response) { confirmAssignmentAction(String(url), response, asked); }, function () {});
         } else if (/\/assignments(\?|$)/.test(String(url))) {
           request.then(function (response) {
             if (response.ok) { response.clone().json().then(remember, function () {}); }
@@ -435,7 +446,20 @@
             }
           }
         };
-        new MutationObserver(plainLists).observe(document.body, { childList: true, subtree: true });
+        // nbgrader's list shows each submission's time as the exchange stamped it, in UTC: the
+        // student reads it in their own zone, in the one format of every time they read
+        var localSubmissionTimes = function () {
+          var names = document.querySelectorAll('#submitted_assignments_list .nested_list_item .item_name');
+          for (var i = 0; i < names.length; i++) {
+            var stamp = names[i].firstChild;
+            if (!stamp || stamp.nodeType !== Node.TEXT_NODE || !/ UTC$/.test(stamp.nodeValue.trim())) { continue; }
+            var at = instant(stamp.nodeValue);
+            if (isNaN(at.getTime())) { continue; }  // not a time: left as nbgrader wrote it
+            names[i].replaceChild(el('time', { datetime: at.toISOString(), text: CLOCK.format(at) }), stamp);
+          }
+        };
+        new MutationObserver(function () { plainLists(); localSubmissionTimes(); })
+          .observe(document.body, { childList: true, subtree: true });
         var commands = app.commands, items = [];
 
         commands.addCommand('attention:validate', {

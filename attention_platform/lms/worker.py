@@ -1,0 +1,103 @@
+"""The passback worker: every ``LTI_SYNC_SECONDS``, the roster in (NRPS) and the scores out (AGS).
+
+One process of its own, run as the course's grader beside the formgrader (it reads the gradebook and
+writes the outbox) and registered with the hub as a service (its token lets it manage the course's
+users and groups, nothing else). It holds the tool's private key, handed to it at start; the hub's
+pages and the students' servers never do. A pass that cannot reach the LMS leaves the scores in the
+outbox for later: grading, releasing feedback and the hub go on as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Protocol
+
+from attention_platform.lms.ags import GradeService, ServiceRefused
+from attention_platform.lms.bounded_http import LmsUnavailable
+from attention_platform.lms.nrps import members
+from attention_platform.lms.outbox import Outbox
+from attention_platform.lms.passback import counted_on_submit, deliver, gradebook_scores, queue_scores
+from attention_platform.lms.service_tokens import TokenRefused
+
+OUTBOX_NAME = "lms-outbox.sqlite"
+log = logging.getLogger("attention.lms")
+
+
+def outbox_path(course_root) -> Path:
+    return Path(course_root) / OUTBOX_NAME
+
+
+def note_release(course_root, assignment: str, student: str) -> None:
+    """Mark a student's feedback released (their score is then one to send); nothing when the course
+    sends no grades to an LMS (no outbox: the worker makes it when it first starts)."""
+    path = outbox_path(course_root)
+    if not path.is_file():
+        return
+    outbox = Outbox(path)
+    try:
+        outbox.note_release(assignment, student)
+    finally:
+        outbox.close()
+
+
+def counts_on_submit_of(course_root) -> Callable[[str], bool]:
+    """Whether an assignment's feedback-on-submit policy makes an attempt count (``last`` or ``best``)."""
+    from attention_platform.attempts.policy import FeedbackOnSubmit, PolicyError, load_config
+
+    policies = FeedbackOnSubmit(config=load_config(course_root))
+
+    def counts(assignment: str) -> bool:
+        try:
+            return policies.policy_for(assignment).counts in ("last", "best")
+        except PolicyError:
+            return False
+
+    return counts
+
+
+class Roster(Protocol):
+    def apply(self, roster: list) -> list[str]: ...
+
+
+class RosterRefused(Exception):
+    """The roster could not be applied to the hub; the message says which change was refused."""
+
+
+@dataclass
+class Worker:
+    outbox: Outbox
+    service: GradeService
+    db_url: str
+    line_items_url: str
+    memberships_url: str = ""
+    roster: Roster | None = None
+    counts_on_submit: Callable[[str], bool] = lambda assignment: False
+
+    def one_pass(self) -> dict:
+        """Sync the roster, queue what counts, post what is due; what happened, for the log."""
+        done: dict = {}
+        if self.roster is not None and self.memberships_url:
+            try:
+                done["roster"] = self.roster.apply(members(self.service, self.memberships_url))
+            except (LmsUnavailable, ServiceRefused, TokenRefused, RosterRefused) as why:
+                self.outbox.note_roster_change("", "", f"roster not synced: {why}"[:500])
+                done["roster"] = f"not synced: {why}"
+        if self.line_items_url:
+            done["queued"] = queue_scores(self.outbox, gradebook_scores(self.db_url),
+                                          counted_on_submit(self.db_url, self.counts_on_submit))
+            done.update(deliver(self.outbox, self.service, self.line_items_url))
+        return done
+
+    def serve(self, interval: float, passes: int | None = None) -> None:
+        count = 0
+        while passes is None or count < passes:
+            try:
+                log.info("LMS sync: %s", self.one_pass())
+            except Exception:  # noqa: BLE001 - one bad pass (a gradebook locked, say) never ends the worker
+                log.exception("LMS sync pass failed; trying again in %g s", interval)
+            count += 1
+            if passes is None or count < passes:
+                time.sleep(interval)

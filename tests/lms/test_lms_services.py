@@ -1,0 +1,283 @@
+"""The LMS's services (attention_platform/lms/) against a platform's service side on 127.0.0.1
+(services_lms.ServicesLMS): service tokens by a signed client assertion, line items, scores through
+the outbox, the roster; and the faults: the LMS down or slow or flooding, a token refused, a service
+URL on another site, another deployment's context."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from attention_platform.lms import bounded_http
+from attention_platform.lms.ags import GradeService, Score, ServiceRefused
+from attention_platform.lms.bounded_http import LmsUnavailable
+from attention_platform.lms.nrps import members
+from attention_platform.lms.outbox import Outbox
+from attention_platform.lms.passback import GradebookScore, deliver, queue_scores
+from attention_platform.lms.service_tokens import (
+    LINE_ITEM_SCOPE, MEMBERSHIP_SCOPE, SCORE_SCOPE, ServiceTokens, TokenRefused, ToolCredentials,
+)
+from services_lms import CLIENT_ID, ServicesLMS
+
+TOOL_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+LEARNER = "http://purl.imsglobal.org/vocab/lis/v2/membership#Learner"
+WHEN = dt.datetime(2026, 11, 28, 12, 0, tzinfo=dt.timezone.utc)
+
+
+class Clock:
+    def __init__(self, now=1_000_000.0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture
+def lms():
+    platform = ServicesLMS(TOOL_KEY.public_key())
+    yield platform
+    platform.close()
+
+
+def tokens_for(lms, clock=None, key=TOOL_KEY):
+    credentials = ToolCredentials(CLIENT_ID, lms.token_url, key, "tool-key-1")
+    return ServiceTokens(credentials, **({"clock": clock} if clock else {}))
+
+
+@pytest.fixture
+def outbox(tmp_path):
+    clock = Clock()
+    box = Outbox(tmp_path / "lms-outbox.sqlite", clock=clock)
+    box.clock_ = clock
+    yield box
+    box.close()
+
+
+# ------------------------------------------------------------------ service tokens
+
+def test_a_token_is_asked_for_with_a_signed_assertion_and_only_the_scopes_needed(lms):
+    clock = Clock()
+    tokens = tokens_for(lms, clock)
+    first = tokens.token(SCORE_SCOPE)
+    assert lms.tokens[first] == {SCORE_SCOPE}  # the platform checked the assertion and granted one scope
+    assert tokens.token(SCORE_SCOPE) == first and len(lms.token_requests) == 1  # kept until it expires
+    roster = tokens.token(MEMBERSHIP_SCOPE)
+    assert roster != first and lms.tokens[roster] == {MEMBERSHIP_SCOPE}
+    clock.now += 3600
+    assert tokens.token(SCORE_SCOPE) != first and len(lms.token_requests) == 3
+    assert len({request["client_assertion"] for request in lms.token_requests}) == 3  # a fresh jti each
+
+
+def test_an_assertion_signed_with_another_key_is_refused_and_says_so(lms):
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    with pytest.raises(TokenRefused, match="invalid_client"):
+        tokens_for(lms, key=other).token(SCORE_SCOPE)
+
+
+def test_a_token_refused_by_the_platform_names_its_answer(lms):
+    lms.refuse_tokens = "invalid_scope"
+    with pytest.raises(TokenRefused, match="invalid_scope.*the platform says no"):
+        tokens_for(lms).token(SCORE_SCOPE)
+
+
+# ------------------------------------------------------------------ bounded answers
+
+def test_an_answer_too_large_is_not_read(lms):
+    lms.huge_answer = True
+    with pytest.raises(LmsUnavailable, match="bytes"):
+        tokens_for(lms).token(SCORE_SCOPE)
+
+
+def test_an_answer_that_trickles_is_given_up_on_at_its_deadline(lms):
+    """Each 16 bytes come well within the read timeout (a per-read limit alone would wait for ever); the whole
+    answer, about a kilobyte, would take seconds: the exchange stops at its deadline."""
+    lms.delay = 0.05
+    lms.refuse_tokens = "slow" * 250
+    with pytest.raises(LmsUnavailable, match="within 1 s"):
+        bounded_http.exchange("POST", lms.token_url, data={"grant_type": "client_credentials"}, timeout=1.0)
+
+
+# ------------------------------------------------------------------ grades
+
+def scores(*entries):
+    return [GradebookScore("assignment-a", student, score, 10.0, pending) for student, score, pending in entries]
+
+
+def test_a_released_score_is_posted_once_to_the_line_item_made_for_its_assignment(lms, outbox):
+    service = GradeService(tokens_for(lms))
+    outbox.note_release("assignment-a", "ada")
+    assert queue_scores(outbox, scores(("ada", 7.5, False), ("bob", 9.0, False)), set()) == 1  # bob: not released
+    assert deliver(outbox, service, lms.line_items_url, now=lambda: WHEN) == {"sent": 1, "retrying": 0, "refused": 0}
+    [(item_url, item)] = lms.line_items.items()
+    assert (item["resourceId"], item["scoreMaximum"]) == ("assignment-a", 10.0)
+    [posted] = lms.scores[item_url]
+    assert (posted["userId"], posted["scoreGiven"], posted["scoreMaximum"], posted["gradingProgress"]) == (
+        "ada", 7.5, 10.0, "FullyGraded")
+    # the same score again: nothing queued, nothing posted
+    assert queue_scores(outbox, scores(("ada", 7.5, False)), set()) == 0
+    assert deliver(outbox, service, lms.line_items_url)["sent"] == 0 and len(lms.scores[item_url]) == 1
+    # a TA's manual grade changes it: posted again, to the same line item
+    assert queue_scores(outbox, scores(("ada", 9.5, False)), set()) == 1
+    deliver(outbox, service, lms.line_items_url)
+    assert [s["scoreGiven"] for s in lms.scores[item_url]] == [7.5, 9.5] and len(lms.line_items) == 1
+
+
+def test_a_score_counted_on_submit_is_pending_manual_until_graded(lms, outbox):
+    service = GradeService(tokens_for(lms))
+    queue_scores(outbox, scores(("ada", 6.0, True)), {("assignment-a", "ada")})
+    deliver(outbox, service, lms.line_items_url)
+    [posted] = next(iter(lms.scores.values()))
+    assert posted["gradingProgress"] == "PendingManual"
+
+
+def test_the_lms_down_is_retried_with_growing_pauses_and_grading_goes_on(lms, outbox):
+    service = GradeService(tokens_for(lms))
+    outbox.note_release("assignment-a", "ada")
+    outbox.note_release("assignment-a", "bob")
+    queue_scores(outbox, scores(("ada", 7.0, False), ("bob", 8.0, False)), set())
+    lms.status_override = 503
+    assert deliver(outbox, service, lms.line_items_url)["retrying"] == 2
+    rows = {row["student"]: row for row in outbox.rows()}
+    assert rows["ada"]["state"] == "retrying" and "503" in rows["ada"]["answer"]
+    assert rows["ada"]["next_try"] == outbox.clock_.now + 30
+    assert deliver(outbox, service, lms.line_items_url)["retrying"] == 0  # not due yet
+    outbox.clock_.now += 30
+    deliver(outbox, service, lms.line_items_url)
+    assert outbox.rows()[0]["next_try"] == outbox.clock_.now + 60  # the pause doubles
+    lms.status_override = 0
+    outbox.clock_.now += 60
+    assert deliver(outbox, service, lms.line_items_url)["sent"] == 2
+    assert sorted(s["userId"] for s in next(iter(lms.scores.values()))) == ["ada", "bob"]
+
+
+def test_a_closed_port_is_retried_too(outbox, lms):
+    service = GradeService(tokens_for(lms))
+    lms.close()
+    outbox.note_release("assignment-a", "ada")
+    queue_scores(outbox, scores(("ada", 7.0, False)), set())
+    assert deliver(outbox, service, lms.line_items_url)["retrying"] == 1
+    assert "will retry" in outbox.rows()[0]["answer"]
+
+
+def test_a_refused_token_is_shown_and_waits_for_resend(lms, outbox):
+    service = GradeService(tokens_for(lms))
+    outbox.note_release("assignment-a", "ada")
+    queue_scores(outbox, scores(("ada", 7.0, False)), set())
+    lms.refuse_tokens = "invalid_client"
+    assert deliver(outbox, service, lms.line_items_url)["refused"] == 1
+    row = outbox.rows()[0]
+    assert row["state"] == "refused" and "invalid_client" in row["answer"]
+    outbox.clock_.now += 7200
+    assert deliver(outbox, service, lms.line_items_url)["refused"] == 0  # not retried on its own
+    lms.refuse_tokens = ""
+    assert outbox.resend("assignment-a", "ada")
+    assert deliver(outbox, service, lms.line_items_url)["sent"] == 1
+
+
+def test_a_revoked_token_is_replaced_once(lms, outbox):
+    service = GradeService(tokens_for(lms))
+    outbox.note_release("assignment-a", "ada")
+    queue_scores(outbox, scores(("ada", 7.0, False)), set())
+    deliver(outbox, service, lms.line_items_url)
+    lms.revoke_all_tokens()
+    queue_scores(outbox, scores(("ada", 8.0, False)), set())
+    assert deliver(outbox, service, lms.line_items_url)["sent"] == 1
+
+
+def test_another_deployments_context_is_refused_not_retried(lms, outbox):
+    """A line items URL of a context this tool's deployment does not serve: the platform answers 404/403,
+    which is shown to the instructor, not retried for ever."""
+    service = GradeService(tokens_for(lms))
+    outbox.note_release("assignment-a", "ada")
+    queue_scores(outbox, scores(("ada", 7.0, False)), set())
+    assert deliver(outbox, service, lms.url + "/course-99/lineitems")["refused"] == 1
+    assert outbox.rows()[0]["state"] == "refused" and "404" in outbox.rows()[0]["answer"]
+
+
+def test_no_token_is_sent_to_a_service_url_on_another_site(lms):
+    seen = []
+
+    class Elsewhere(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            seen.append(self.headers.get("Authorization"))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    other = ThreadingHTTPServer(("127.0.0.1", 0), Elsewhere)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        service = GradeService(tokens_for(lms))
+        with pytest.raises(ServiceRefused, match="not on the LMS's site"):
+            service.line_item(f"http://127.0.0.1:{other.server_address[1]}/lineitems", "assignment-a", 10)
+        assert seen == [] and lms.token_requests == []
+    finally:
+        other.shutdown()
+
+
+# ------------------------------------------------------------------ roster
+
+def test_the_roster_is_read_across_pages(lms):
+    lms.members = [{"user_id": f"u{i}", "roles": [LEARNER], "status": "Active"} for i in range(5)]
+    lms.members.append({"user_id": "gone", "roles": [LEARNER], "status": "Inactive"})
+    lms.page_size = 2
+    found = members(GradeService(tokens_for(lms)), lms.memberships_url)
+    assert sorted(m.user_id for m in found) == ["gone", "u0", "u1", "u2", "u3", "u4"]
+    assert [m.active for m in found if m.user_id == "gone"] == [False]
+    assert all(scope == {MEMBERSHIP_SCOPE} for scope in lms.tokens.values())
+
+
+def test_the_tools_configuration_asks_for_the_scopes_of_the_services_it_is_set_to_call():
+    from traitlets.config import Config
+
+    from attention_platform.hub.lti import CourseLTI13Authenticator, configure_lti
+    from attention_platform.lms.service_tokens import RESULT_SCOPE
+
+    base = {"LTI_ISSUER": "https://lms.example.test", "LTI_CLIENT_ID": CLIENT_ID, "LTI_AUTHORIZE_URL": "https://l/a",
+            "LTI_JWKS_URL": "https://l/j", "LTI_DEPLOYMENT_IDS": "d1", "LTI_CONTEXT_IDS": "c1"}
+    services = {"LTI_TOKEN_URL": "https://l/token", "LTI_LINE_ITEMS_URL": "https://l/c1/lineitems",
+                "LTI_MEMBERSHIPS_URL": "https://l/c1/memberships"}
+    for extra, scopes in (({}, set()),
+                          ({"LTI_TOKEN_URL": services["LTI_TOKEN_URL"]}, set()),
+                          (dict(services, LTI_MEMBERSHIPS_URL=""), {LINE_ITEM_SCOPE, SCORE_SCOPE, RESULT_SCOPE}),
+                          (dict(services, LTI_LINE_ITEMS_URL=""), {MEMBERSHIP_SCOPE}),
+                          (services, {LINE_ITEM_SCOPE, SCORE_SCOPE, RESULT_SCOPE, MEMBERSHIP_SCOPE})):
+        c = Config()
+        configure_lti(c, dict(base, **extra))
+        assert set(CourseLTI13Authenticator(config=c).service_scopes) == scopes, extra
+
+
+def test_the_hub_registers_the_lms_sync_only_with_lti_services_and_never_as_an_admin(monkeypatch, tmp_path):
+    from hub_helpers import load_hub_config
+
+    lti = {"HUB_AUTHENTICATOR": "lti", "LTI_ISSUER": "https://lms.example", "LTI_CLIENT_ID": "abc",
+           "LTI_AUTHORIZE_URL": "https://lms.example/auth", "LTI_JWKS_URL": "https://lms.example/jwks",
+           "LTI_DEPLOYMENT_IDS": "1:abc", "LTI_CONTEXT_IDS": "course-1"}
+    for env, registered in (({}, False), (lti, False), (dict(lti, LTI_TOKEN_URL="https://lms.example/token"), True)):
+        c = load_hub_config(monkeypatch, tmp_path, **env)
+        services = {service["name"]: service for service in c.JupyterHub.services}
+        roles = {role["name"]: role for role in c.JupyterHub.load_roles}
+        assert ("lms-sync" in services) is registered and ("lms-sync" in roles) is registered, env
+        if registered:
+            assert not services["lms-sync"].get("admin") and roles["lms-sync"]["services"] == ["lms-sync"]
+            assert set(roles["lms-sync"]["scopes"]) == {"list:users", "read:users", "admin:users", "read:groups",
+                                                       "groups", "admin:groups", "read:servers", "delete:servers"}
+
+
+def test_a_release_marks_the_score_only_where_the_course_sends_grades(tmp_path):
+    from attention_platform.lms.worker import note_release, outbox_path
+
+    note_release(tmp_path, "assignment-a", "ada")
+    assert not outbox_path(tmp_path).exists()  # no LMS sync: the release makes no outbox
+    Outbox(outbox_path(tmp_path)).close()
+    assert oct(outbox_path(tmp_path).stat().st_mode & 0o777) == "0o600"
+    note_release(tmp_path, "assignment-a", "ada")
+    box = Outbox(outbox_path(tmp_path))
+    assert box.released() == {("assignment-a", "ada")}
+    box.close()
