@@ -9,7 +9,8 @@ the release's numbers). The numbers come from attention_platform/course/variants
 writes the course's key or anything derived from it but the student's own input cells.
 
 Students are the folders of ``inbound/`` (the hub makes one when a student's server first starts):
-a student who logs in for the first time after the release gets their copy when the assignment is
+a student who logs in for the first time after the release gets their copy from the grader's
+feedback-on-submit service (:class:`MissingCopies`, within seconds), or when the assignment is
 released again or ``attention-course variants write`` runs.
 """
 
@@ -19,6 +20,7 @@ import contextlib
 import os
 import shutil
 import stat
+from typing import Callable
 
 import nbformat
 
@@ -98,22 +100,7 @@ def issue(exchange_root: str, course_id: str, course_dir, release_dir: str, assi
             finally:
                 os.close(marks)
         for student in students:
-            try:
-                mine = open_dir(folders["feedback"], student)
-            except OSError as exc:
-                log.warning("No own copy of %s for %s: their feedback folder cannot be opened (%s)",
-                            assignment, student, exc.strerror)
-                continue
-            try:
-                if on:
-                    _write_for(mine, course_dir, release_dir, assignment, student)
-                    written += 1
-                else:
-                    _remove_for(mine, assignment)
-            except Exception as exc:  # noqa: BLE001 - one student's copy never stops the others'
-                log.warning("No own copy of %s for %s: %s: %s", assignment, student, type(exc).__name__, exc)
-            finally:
-                os.close(mine)
+            written += _issue_to(folders["feedback"], course_dir, release_dir, assignment, student, on, log)
         if not on:
             with contextlib.suppress(FileNotFoundError, NotADirectoryError):
                 marks = open_dir(folders["outbound"], VARIANT_MARKS)
@@ -127,15 +114,106 @@ def issue(exchange_root: str, course_id: str, course_dir, release_dir: str, assi
     return written
 
 
+def _issue_to(feedback_fd: int, course_dir, release_dir: str, assignment: str, student: str, on: bool, log) -> bool:
+    """Write (or, off, remove) ``student``'s own copy; whether it was written. A failure is logged and
+    costs only them their copy."""
+    try:
+        mine = open_dir(feedback_fd, student)
+    except OSError as exc:
+        log.warning("No own copy of %s for %s: their feedback folder cannot be opened (%s)",
+                    assignment, student, exc.strerror)
+        return False
+    try:
+        if not on:
+            _remove_for(mine, assignment)
+            return False
+        _write_for(mine, course_dir, release_dir, assignment, student)
+        return True
+    except Exception as exc:  # noqa: BLE001 - one student's copy never stops the others'
+        log.warning("No own copy of %s for %s: %s: %s", assignment, student, type(exc).__name__, exc)
+        return False
+    finally:
+        os.close(mine)
+
+
+def _lacks_copy(feedback_fd: int, student: str, assignment: str) -> bool:
+    """``student`` has a feedback folder but no own copy of ``assignment``: one stat when they have it."""
+    try:
+        os.stat(f"{student}/{PERSONAL_FOLDER}/{assignment}", dir_fd=feedback_fd, follow_symlinks=False)
+        return False
+    except FileNotFoundError:
+        pass
+    except OSError:  # anything but "missing" is for a release or `variants write` to report
+        return False
+    try:
+        return stat.S_ISDIR(os.stat(student, dir_fd=feedback_fd, follow_symlinks=False).st_mode)
+    except OSError:  # no folder yet: their server has not started
+        return False
+
+
+class MissingCopies:
+    """The own copies of students whose feedback folder appeared after a release with variants (their
+    first login), written by the grader's service each time it looks. Nothing missing costs a stat per
+    student and marked assignment, and no key; a copy that could not be written is logged once and left
+    to the next release or ``attention-course variants write``."""
+
+    def __init__(self, exchange_root, course_id: str, course_dir, release_dir_of: Callable[[str], str], log):
+        self.exchange_root, self.course_id, self.course_dir = str(exchange_root), course_id, course_dir
+        self.release_dir_of, self.log = release_dir_of, log
+        self.failed: set[tuple[str, str]] = set()  # (assignment, student)
+
+    def write_missing(self) -> int:
+        """Write every missing copy; how many were written."""
+        written = 0
+        with _course_folders(self.exchange_root, self.course_id) as folders:
+            if "feedback" not in folders:
+                return 0
+            try:
+                marks = open_dir(folders["outbound"], VARIANT_MARKS)
+            except (FileNotFoundError, NotADirectoryError):
+                return 0  # no assignment has variants
+            try:
+                marked = sorted(name for name in os.listdir(marks) if is_plain_name(name))
+            finally:
+                os.close(marks)
+            if not marked:
+                return 0
+            students = sorted(name for name in os.listdir(folders["inbound"]) if is_plain_name(name))
+            for assignment in marked:
+                missing = [student for student in students if (assignment, student) not in self.failed
+                           and _lacks_copy(folders["feedback"], student, assignment)]
+                if not missing or not variants.is_on(self.course_dir, assignment):
+                    continue
+                release_dir = self.release_dir_of(assignment)
+                for student in missing:
+                    if _issue_to(folders["feedback"], self.course_dir, release_dir, assignment, student, True, self.log):
+                        written += 1
+                        self.log.info("Wrote %s's own numbers of %s (their first login was after the release)",
+                                      student, assignment)
+                    else:
+                        self.failed.add((assignment, student))
+        return written
+
+
 def _write_for(student_fd: int, course_dir, release_dir: str, assignment: str, student: str) -> None:
+    """The student's folder of ``assignment`` appears only with its notebooks in it: their fetch takes an
+    existing folder as their copy, so an empty one would hand out the release's numbers."""
+    notebooks = _personal_notebooks(course_dir, release_dir, assignment, student)
     folder = _own_dir(student_fd, PERSONAL_FOLDER, 0o750)
     try:
-        mine = _own_dir(folder, assignment, 0o750)
         try:
-            for name, data in _personal_notebooks(course_dir, release_dir, assignment, student).items():
+            os.stat(assignment, dir_fd=folder, follow_symlinks=False)
+            building = assignment  # written before: each notebook is replaced whole
+        except FileNotFoundError:
+            building = f".new-{assignment}"
+        mine = _own_dir(folder, building, 0o750)
+        try:
+            for name, data in notebooks.items():
                 _write_atomically(mine, name, data)
         finally:
             os.close(mine)
+        if building != assignment:
+            os.rename(building, assignment, src_dir_fd=folder, dst_dir_fd=folder)
     finally:
         os.close(folder)
 

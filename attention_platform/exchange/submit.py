@@ -202,8 +202,8 @@ class ViewFetchAssignment(ReadOnlyViewRoot, ExchangeFetchAssignment):
         if os.path.exists(os.path.join(self.outbound_path, VARIANT_MARKS, assignment)) \
                 and not os.path.isdir(self.personal_path):
             self.fail(f"Your own copy of {assignment} is not ready yet: in this assignment every student works "
-                      "with their own numbers, and yours are written when your instructor releases it again. "
-                      "Please ask your instructor, then fetch it again.")
+                      "with their own numbers, and yours are written shortly after your first login. "
+                      "Please wait a minute and fetch it again; if it is still not ready then, ask your instructor.")
 
     def do_copy(self, src, dest):
         existed = set(os.listdir(dest)) if os.path.isdir(dest) else set()

@@ -51,6 +51,7 @@ from pathlib import Path
 
 from attention_platform import start_up_gc
 from attention_platform.exchange.submit import ExchangeLimits
+from attention_platform.exchange.personal_release import MissingCopies
 from attention_platform.course.assignment_checks import notebook_order
 
 from attention_platform.attempts import status as status_file
@@ -105,6 +106,12 @@ class Service:
         self.exchange = Path(exchange_root) / self.course_id
         self.engine.exchange_feedback = self.exchange / "feedback"
         self.late_work = LateWork(self.course, Path(exchange_root), self.course_id, self.engine.main.db_url, self.log)
+        coursedir = self.engine.main.coursedir
+
+        def release_dir(assignment: str) -> str:
+            return coursedir.format_path(coursedir.release_directory, ".", assignment)
+
+        self.own_copies = MissingCopies(exchange_root, self.course_id, self.course, release_dir, self.log)
         with Gradebook(self.engine.main.db_url, self.course_id):
             pass  # nbgrader creates (and stamps) its gradebook before our tables join it
         self.ledger = Ledger(self.engine.main.db_url, remember=True)  # the one writer of the attempts
@@ -627,6 +634,10 @@ class Service:
                         self.late_work.publish_if_changed()
                     except Exception:  # noqa: BLE001 - the students' files are written again at the next change
                         self.log.error("deadline files not written:\n%s", traceback.format_exc())
+                    try:
+                        self.own_copies.write_missing()
+                    except Exception:  # noqa: BLE001 - the copies still missing are looked for again next time
+                        self.log.error("students' own copies not written:\n%s", traceback.format_exc())
                     last_reload = time.monotonic()
                 try:
                     self.scan()

@@ -758,3 +758,46 @@ def test_the_policy_page_switches_variants_and_makes_a_new_key_only_when_told(tm
         variants_action(course, "multi_head_attention", "variants-on", False)
     variants_action(course, "self_attention", "variants-off", False)
     assert variants_state(course, "self_attention").startswith("Off:")
+
+
+def test_the_grader_writes_the_own_copy_of_a_student_whose_folder_appeared_after_the_release(tmp_path, monkeypatch):
+    """A student whose server first starts after a release with variants had no copy of their own, and
+    their fetch was refused until an instructor wrote the copies again. The grader's service writes it
+    at its next look, and a look that finds nothing missing derives no variant."""
+    from attention_platform.course import variants
+    from attention_platform.course.directory import COURSE_ROOT
+    from attention_platform.exchange.submit import PERSONAL_FOLDER, VARIANT_MARKS
+
+    service, _ = _flooded_service(tmp_path, monkeypatch, watching=False)
+    assignment = "self_attention"
+    notebook = variants.notebook(assignment)
+    shutil.copytree(COURSE_ROOT / "release" / assignment, service.course / "release" / assignment)
+    variants.switch(service.course, assignment, True)
+    (service.exchange / "outbound" / VARIANT_MARKS).mkdir(parents=True)
+    (service.exchange / "outbound" / VARIANT_MARKS / assignment).write_bytes(b"")  # as a release marks it
+    (service.exchange / "outbound" / assignment).mkdir()
+    assert service.own_copies.write_missing() == 2  # ann and bob: no release wrote theirs here
+    assert service.own_copies.write_missing() == 0
+
+    (service.exchange / "inbound" / "cy").mkdir()  # cy's server starts after the release
+    (service.exchange / "feedback" / "cy").mkdir()
+    assert service.own_copies.write_missing() == 1
+    mine = nbformat.read(service.exchange / "feedback" / "cy" / PERSONAL_FOLDER / assignment / f"{notebook}.ipynb",
+                         as_version=4)
+    _, sources, _ = variants.cells(service.course, assignment, "cy")
+    by_id = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source for c in mine.cells}
+    assert sources and all(by_id[grade_id] == source for grade_id, source in sources.items())
+
+    # A copy that cannot be written leaves no folder behind: an empty one would let their fetch hand out
+    # the release's numbers.
+    shutil.rmtree(service.course / "release" / assignment)
+    (service.exchange / "inbound" / "di").mkdir()
+    (service.exchange / "feedback" / "di").mkdir()
+    assert service.own_copies.write_missing() == 0
+    assert not (service.exchange / "feedback" / "di" / PERSONAL_FOLDER / assignment).exists()
+
+    def no_key(course_dir):
+        raise AssertionError("a look that finds every copy written derives no variant")
+
+    monkeypatch.setattr(variants, "course_key", no_key)
+    assert service.own_copies.write_missing() == 0

@@ -177,6 +177,7 @@ def test_students_fetch_their_own_numbers_and_are_graded_on_them(released, accou
     chown_tree(ex.home(LATE), accounts[LATE])
     refused = fetch(ex, accounts, LATE)
     assert refused.returncode != 0 and "Your own copy of self_attention is not ready yet" in refused.stdout + refused.stderr
+    assert "wait a minute and fetch it again" in refused.stdout + refused.stderr
     assert not (ex.home(LATE) / ASSIGNMENT).exists()
     written = as_grader(ex, course, "variants", "write", ASSIGNMENT)
     assert written.returncode == 0 and "own copies written for 3 students" in written.stdout, written.stderr

@@ -9,7 +9,8 @@
 * "Fetch Feedback" with no feedback released (the second assignment, without feedback on submit) says so;
 * the Assignments list's submission times are in the student's zone, in the panel's one format;
 * each student's deadline beside the assignment, before it, with an extension an instructor grants on the
-  formgrader's Extensions page, and after it under "penalty" and "closed"; a TA refused that page;
+  formgrader's Extensions page, and after it under "penalty", "closed" and "late days" (one used, then
+  more than the budget, and a late submission in the TA's Deadline column); a TA refused that page;
 * under a cooldown set in the instructor's policy form, a submit is graded, Submit is then off with a
   title saying until when, and a submit from a page that had not heard of the cooldown is refused in the
   course's dialog with the next time in the student's zone.
@@ -330,6 +331,10 @@ def deadline_line(page):
     return row.locator(".attention-deadline")
 
 
+# A student who handed in earlier in this file: the deadline line goes on about that submission
+EARLIER_SUBMISSION = r"(?: Your submission, received [^.]+\.)?"
+
+
 def lab_time(page, when) -> str:
     return page.evaluate(LAB_CLOCK, when.astimezone(dt.timezone.utc).isoformat())
 
@@ -338,7 +343,9 @@ def test_the_deadline_beside_the_assignment_before_with_an_extension_and_after(h
     """Each student's deadline in their Assignments tab, in their own zone and on the server's clock:
     before it (the time left and the policy), with an extension an instructor grants on the Extensions
     page (the change log keeps who and why), and after it under "penalty" (what a submission now costs)
-    and under "closed"; a TA is refused the Extensions page, which the course has not allowed them."""
+    and under "closed", and under "late days" (the days a submission now uses and those left, then closed
+    when more are needed than are left; a submission then shows in the TA's Manage Submissions as late by
+    how much and the late day it uses); a TA is refused the Extensions page, which the course has not allowed them."""
     instructor, chromium = hub.session("instructor"), browser.browser
     now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     try:
@@ -406,16 +413,58 @@ def test_the_deadline_beside_the_assignment_before_with_an_extension_and_after(h
         set_late_policy(instructor, kind="closed")
         line.filter(has_text="This assignment is closed to you").wait_for()
         assert line.get_attribute("data-state") == "closed"
-        assert line.inner_text().endswith("This assignment is closed to you: a submission now would not count, "
-                                          "so Submit is off.")
+        # student1 may have handed in earlier in this file: the line then goes on about that submission
+        said = line.inner_text()
+        assert "This assignment is closed to you: a submission now would not count, so Submit is off." in said, said
         submit = student1.locator("#fetched_assignments_list .list_item", has=student1.locator(
             ".item_name", has_text=ASSIGNMENT)).get_by_role("button", name="Submit")
         assert submit.is_disabled() and "closed to you" in submit.get_attribute("title")
         mine.filter(has_text="Submissions after the deadline are not accepted.").wait_for()
         assert mine.get_attribute("data-state") == "open"
 
-        # a TA: no Extensions link, and the page refused on the server
+        # under "late days", a budget of 2 for the course: 2 h 30 min late uses one, one is left
+        set_late_policy(instructor, kind="late_days", late_days_budget="2")
+        line.filter(has_text="late day").wait_for()
+        assert line.get_attribute("data-state") == "late"
+        said = line.inner_text()
+        assert re.fullmatch(r"The deadline passed 2 h 3\d min ago \(" + re.escape(lab_time(student1, due)) +
+                            r"\)\. A submission now uses 1 late day, without penalty: you would have 1 late day left\."
+                            + EARLIER_SUBMISSION,
+                            said), said
+        student1.locator("#fetched_assignments_list .list_item", has=student1.locator(".item_name", has_text=ASSIGNMENT)
+                         ).locator(".item_status button:enabled", has_text="Submit").wait_for()  # on again
+        # 50 h late needs three late days of the two: closed to student1, Submit off
+        due = now - dt.timedelta(hours=50)
+        set_due(instructor, due)
+        set_late_policy(instructor, kind="late_days", late_days_budget="2")
+        line.filter(has_text="do not cover it").wait_for()
+        assert line.get_attribute("data-state") == "closed"
+        said = line.inner_text()
+        assert re.fullmatch(r"The deadline passed 2 days [12] h ago \(" + re.escape(lab_time(student1, due)) +
+                            r"\)\. Your late days \(2 left for it\) do not cover it: a submission now would not count, "
+                            r"so Submit is off\." + EARLIER_SUBMISSION, said), said
+        assert submit.is_disabled() and "closed to you" in submit.get_attribute("title")
+
+        # back to 2 h 30 min late: student1 submits, which uses one of their late days
+        due = now - dt.timedelta(hours=2, minutes=30)
+        set_due(instructor, due)
+        set_late_policy(instructor, kind="late_days", late_days_budget="2")
+        line.filter(has_text="A submission now uses 1 late day").wait_for()
+        student1.locator("#fetched_assignments_list .list_item", has=student1.locator(".item_name", has_text=ASSIGNMENT)
+                         ).locator(".item_status button:enabled", has_text="Submit").click()
+        student1.locator(".jp-toast-message", has_text="Submitted").first.wait_for(timeout=WAIT * 1000)
+        wait_for_pages(students["student1"])
+        line.filter(has_text="it uses 1 late day, without penalty.").wait_for()
+
+        # a TA: the submission late in Manage Submissions' Deadline column; no Extensions link, and the page
+        # refused on the server
         ta = hub.browser_page(chromium, "ta")
+        ta.goto(f"{hub.url}{FORMGRADER}/manage_submissions/{ASSIGNMENT}")
+        deadline_cell = ta.locator("#main-table tr", has_text="student1").locator("td.attention-deadline")
+        deadline_cell.filter(has_text="late by").wait_for()
+        assert deadline_cell.get_attribute("data-state") == "late"
+        assert re.fullmatch(r"late by 2 h \d+ min: 1 late day; late days used in the course: 1",
+                            deadline_cell.inner_text()), deadline_cell.inner_text()
         reply = ta.goto(f"{hub.url}{FORMGRADER}/extensions/{ASSIGNMENT}")
         assert reply.status == 403 and "instructors only" in ta.locator("body").inner_text()
         ta.goto(f"{hub.url}{FORMGRADER}/manage_assignments")
