@@ -392,7 +392,9 @@ class Engine:
             shutil.rmtree(out)
         with self.router.opened(self.scratch.db_url, self.course_id):
             # a copy: nbgrader's converters write their defaults into the config they are given
-            app = GenerateFeedback(coursedir=coursedir, config=copy.deepcopy(self.config))
+            config = copy.deepcopy(self.config)
+            config.FeedbackSummary.variants_course = str(self.course)  # the scratch course has no key nor switch
+            app = GenerateFeedback(coursedir=coursedir, config=config)
             app.log = self.log.getChild("generate_feedback")
             app.log.setLevel(logging.ERROR)  # one line per notebook and nbconvert's config chatter per attempt
             app.force = True

@@ -72,11 +72,12 @@ def _heading_before(nb, index: int) -> str:
     return ""
 
 
-def _variant(config, assignment: str, student: str) -> str:
-    """The id of the student's own numbers in ``assignment`` ("" when they had the release's)."""
+def _variant(config, assignment: str, student: str, course: str = "") -> str:
+    """The id of the student's own numbers in ``assignment`` ("" when they had the release's), by the key
+    and switch of ``course`` (default: the CourseDirectory's root)."""
     from nbgrader.coursedir import CourseDirectory
 
-    return variants.variant_id(CourseDirectory(config=config).root, assignment, student)
+    return variants.variant_id(course or CourseDirectory(config=config).root, assignment, student)
 
 
 class FeedbackSummary(NbGraderPreprocessor):
@@ -87,6 +88,16 @@ class FeedbackSummary(NbGraderPreprocessor):
         help="A failed check whose message names this was failed because the answer is still a stub: "
              "its row reads 'not answered' rather than naming a misconception.",
     ).tag(config=True)
+    variants_course = Unicode(
+        "",
+        help="The course directory whose variant key and switches name the student's variant on the page; "
+             "empty: the CourseDirectory's root. Feedback on submit makes its pages in a scratch course and "
+             "sets its real course here.",
+    ).tag(config=True)
+
+    def variant(self, assignment: str, student: str) -> str:
+        """The variant id this page names (page_reuse keeps it in a kept page's key)."""
+        return _variant(self.config, assignment, student, self.variants_course)
 
     def preprocess(self, nb, resources):
         from nbgrader.api import Gradebook
@@ -120,7 +131,7 @@ class FeedbackSummary(NbGraderPreprocessor):
                 rows.append(row)
             folder = resources.get("metadata", {}).get("path", "")
             resources["attention"] = {"rows": rows, **self._totals(gb, info, folder),
-                                      "variant": _variant(self.config, info["assignment"], info["student"])}
+                                      "variant": self.variant(info["assignment"], info["student"])}
         return nb, resources
 
     def _shorten_errors(self, cell, stubs_left: bool) -> None:

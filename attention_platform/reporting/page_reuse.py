@@ -10,6 +10,7 @@ under a key that holds everything the page is made from:
   extra credit, points), comments and late penalty (the page shows the assignment's total and
   every notebook's score), and which notebooks the graded folder holds;
 * the assignment's checks as the page names them (title, misconception) and its notebooks' order;
+* the student's variant id the page names (from the course's variant key and switch);
 * the page's making: the exporter's and its preprocessors' settings and source files, our
   templates, and nbconvert's and nbgrader's versions.
 
@@ -166,6 +167,14 @@ def _catalogue(assignment: str) -> list:
             sorted([grade_id, check.title, check.misconception] for grade_id, check in checks.items())]
 
 
+def _variant(exporter, assignment: str, student: str) -> list[str]:
+    """The variant id the page names (from the course's key and switch, which the notebook does not hold)."""
+    from attention_platform.reporting.feedback import FeedbackSummary
+
+    return [p.variant(assignment, student) for p in getattr(exporter, "_preprocessors", [])
+            if isinstance(p, FeedbackSummary) and getattr(p, "enabled", True)]
+
+
 def page_key(exporter, nb, resources: dict | None) -> str | None:
     """The key of the page ``exporter`` makes of ``nb`` (read from the autograded folder nbgrader's
     ``resources`` name), or None if this is no graded notebook of a gradebook."""
@@ -177,14 +186,15 @@ def page_key(exporter, nb, resources: dict | None) -> str | None:
     try:
         present = sorted(name for name in os.listdir(folder) if name.endswith(".ipynb"))
         gradebook = graded(info["db_url"], info["assignment"], info["student"])
-    except Exception:  # noqa: BLE001 - no submission in the gradebook, no folder: nothing to reuse
+        variant = _variant(exporter, info["assignment"], info["student"])
+    except Exception:  # noqa: BLE001 - no submission in the gradebook, no folder, no usable variant key: nothing to reuse
         return None
     if getattr(exporter, "_page_making", None) is None:  # settings, code and templates do not change in a process
         exporter._page_making = making(exporter)
     described = {
         "making": exporter._page_making, "notebook": nb, "present": present,
         "ids": [info["assignment"], info["student"], info["notebook"]], "gradebook": gradebook,
-        "checks": _catalogue(info["assignment"]),
+        "checks": _catalogue(info["assignment"]), "variant": variant,
     }
     return hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode()).hexdigest()
 

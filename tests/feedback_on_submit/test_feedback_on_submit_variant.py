@@ -1,0 +1,83 @@
+"""Feedback on submit's page of a student with numbers of their own names their variant, as the TA's
+page does: the id comes from the real course's key and switch, never from the scratch course the page
+is made in (attention_platform/feedback_on_submit/engine.py, attention_platform/reporting/feedback.py),
+and a page kept for reuse is not reused once the variant it names has changed (reporting/page_reuse.py).
+
+A real ``GenerateFeedback`` through ``Engine.feedback_pages`` on a released course; the attempt's
+graded notebook is the release itself (no grading is needed for the page to say whose numbers it judged)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+
+import pytest
+
+from attention_platform.attempts.policy import Policy
+from attention_platform.course import variants
+from attention_platform.feedback_on_submit.engine import Attempt, Engine, Result
+from attention_platform.feedback_on_submit.intake import Intake
+from grader_tests.registry import ASSIGNMENTS
+
+WITH_VARIANTS = sorted(name for name in ASSIGNMENTS if variants.offered(name))
+# nbgrader's own default: the course root is the directory a command runs in (the scratch course, for
+# feedback on submit's pages)
+ROOT_LEFT_TO_NBGRADER = '\nc.CourseDirectory.pop("root", None)\n'
+
+
+def _pages(course, assignment: str) -> list[str]:
+    """Feedback on submit's pages of ann's attempt (the release, as graded) in ``course``."""
+    from nbgrader.api import Gradebook
+
+    engine = Engine(course).start()
+    try:
+        engine.ensure_definition(assignment)
+        graded = engine.work / "autograded" / "ann" / assignment
+        if not graded.exists():
+            shutil.copytree(course / "release" / assignment, graded)
+            shutil.copytree(graded, engine.work / "submitted" / "ann" / assignment)
+            with Gradebook(engine.scratch.db_url) as gb:
+                gb.update_or_create_student("ann")
+                gb.add_submission(assignment, "ann", timestamp=dt.datetime(2020, 1, 1))
+        attempt = Attempt(id=1, assignment=assignment, student="ann", submission="ann", intake=Intake(folder=graded),
+                          timestamp=dt.datetime(2020, 1, 1), policy=Policy(assignment=assignment, feedback="checks"))
+        result = Result()
+        engine.feedback_pages(attempt, result)
+        assert result.notes == []
+    finally:
+        engine.close()
+    pages = [page.read_text() for page in sorted((engine.work / "feedback" / "ann" / assignment).glob("*.html"))]
+    assert pages
+    return pages
+
+
+@pytest.mark.parametrize("root_named", [True, False], ids=["course-config-names-its-root", "root-left-to-nbgrader"])
+@pytest.mark.parametrize("assignment", WITH_VARIANTS)
+def test_a_page_made_on_submit_names_the_students_variant_from_the_real_course(tmp_path, released_course,
+                                                                                assignment, root_named):
+    course = released_course(tmp_path / "course", assignment)
+    if not root_named:
+        with open(course / "nbgrader_config.py", "a") as config:
+            config.write(ROOT_LEFT_TO_NBGRADER)
+    variants.switch(course, assignment, True)
+    expected = variants.variant_id(course, assignment, "ann")
+    assert expected
+    key = variants.course_key(course)
+    for page in _pages(course, assignment):
+        assert f"(variant\n    {expected})" in page
+        assert key.hex() not in page.lower()
+
+
+@pytest.mark.parametrize("assignment", WITH_VARIANTS)
+def test_a_kept_page_is_not_reused_once_the_students_variant_changed(tmp_path, released_course, assignment):
+    course = released_course(tmp_path / "course", assignment)
+    variants.switch(course, assignment, True)
+    first = variants.variant_id(course, assignment, "ann")
+    assert all(first in page for page in _pages(course, assignment))
+    variants.regenerate(course)  # forced by the instructor: ann's numbers change, her graded notebook does not
+    second = variants.variant_id(course, assignment, "ann")
+    assert second != first
+    again = _pages(course, assignment)
+    assert all(second in page and first not in page for page in again)
+    variants.switch(course, assignment, False)
+    assert all('id="variant"' not in page for page in _pages(course, assignment))
