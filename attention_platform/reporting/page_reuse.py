@@ -187,7 +187,7 @@ def page_key(exporter, nb, resources: dict | None) -> str | None:
         present = sorted(name for name in os.listdir(folder) if name.endswith(".ipynb"))
         gradebook = graded(info["db_url"], info["assignment"], info["student"])
         variant = _variant(exporter, info["assignment"], info["student"])
-    except Exception:  # noqa: BLE001 - no submission in the gradebook, no folder, no usable variant key: nothing to reuse
+    except Exception:  # noqa: BLE001 - no submission, no folder, no usable variant key: nothing to reuse
         return None
     if getattr(exporter, "_page_making", None) is None:  # settings, code and templates do not change in a process
         exporter._page_making = making(exporter)
