@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Callable
 
 from attention_platform.attempts import course_files
-from grader_tests.variants import variant_seed
 
 KEY_FILE = "variant_key"
 SWITCH_FILE = "variants.json"
@@ -107,6 +106,10 @@ def seed(course_dir, assignment: str, student: str) -> int | None:
     """The seed of ``student``'s variant of ``assignment``; None when the assignment gives none."""
     if not student or not is_on(course_dir, assignment):
         return None
+    # Imported here: nbgrader_config.py imports this module through the feedback page, and an account
+    # that may run nbgrader without reading grader_tests/ (an exchange-only grader) must still load it.
+    from grader_tests.variants import variant_seed
+
     return variant_seed(_digest(course_key(course_dir), assignment, student))
 
 

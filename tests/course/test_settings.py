@@ -268,3 +268,24 @@ def test_the_scan_above_finds_what_it_is_for(tmp_path):
                       'b = int(os.environ["HUB_UID_MIN"])\nos.environ["NBGRADER_COURSE_ID"] = "set for a child"\n'
                       "c = os.getenv('HUB_MODE', 'native')\n")
     assert _environment_reads(module) == {"ATTENTION_SANDBOX_SOCKET", "HUB_UID_MIN", "HUB_MODE"}
+
+
+LOAD_WITHOUT_GRADER_TESTS = """
+import sys
+sys.modules["grader_tests"] = None  # as for an account that may not read the checkout's grader_tests/
+from traitlets.config.loader import PyFileConfigLoader
+print(sorted(PyFileConfigLoader("nbgrader_config.py", path=".").load_config()))
+"""
+
+
+def test_the_course_config_loads_for_an_account_that_cannot_read_the_hidden_checks():
+    """nbgrader_config.py is read by every nbgrader command, also by an exchange-only grader account
+    that may not read grader_tests/ (a hub hides it from every other account): loading it must not
+    import the hidden checks, or collect and release stop with "No course id specified"."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", LOAD_WITHOUT_GRADER_TESTS], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "CourseDirectory" in done.stdout
