@@ -62,7 +62,7 @@ from traitlets import Float, Integer
 
 from attention_platform.exchange.exchange_layout import is_plain_name, kind_of, open_dir, pass_through
 from attention_platform.exchange.submit import ExchangeLimits
-from attention_platform.lms.worker import note_release
+from attention_platform.lms.outbox import note_release
 
 OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 CREATE_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -14,8 +14,7 @@ import datetime as dt
 
 from tornado import web
 
-from attention_platform.lms.outbox import Outbox
-from attention_platform.lms.worker import outbox_path
+from attention_platform.lms.outbox import Outbox, outbox_path
 
 STATES = {"queued": "waiting to be sent", "retrying": "the LMS did not answer; will retry",
           "sent": "sent", "refused": "refused by the LMS"}

@@ -148,3 +148,24 @@ class Outbox:
 
     def roster_changes(self, limit: int = 200) -> list[sqlite3.Row]:
         return self.db.execute("SELECT * FROM roster_changes ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+
+
+OUTBOX_NAME = "lms-outbox.sqlite"
+
+
+def outbox_path(course_root) -> Path:
+    return Path(course_root) / OUTBOX_NAME
+
+
+def note_release(course_root, assignment: str, student: str) -> None:
+    """Mark a student's feedback released (their score is then one to send); nothing when the course
+    sends no grades to an LMS (no outbox: the worker makes it when it first starts). Here rather than
+    beside the worker: the exchange's release calls it, in images that carry no LMS client."""
+    path = outbox_path(course_root)
+    if not path.is_file():
+        return
+    outbox = Outbox(path)
+    try:
+        outbox.note_release(assignment, student)
+    finally:
+        outbox.close()

@@ -12,35 +12,16 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable, Protocol
 
 from attention_platform.lms.ags import GradeService, ServiceRefused
 from attention_platform.lms.bounded_http import LmsUnavailable
 from attention_platform.lms.nrps import members
-from attention_platform.lms.outbox import Outbox
+from attention_platform.lms.outbox import OUTBOX_NAME, Outbox, note_release, outbox_path  # noqa: F401 - the worker's names
 from attention_platform.lms.passback import counted_on_submit, deliver, gradebook_scores, queue_scores
 from attention_platform.lms.service_tokens import TokenRefused
 
-OUTBOX_NAME = "lms-outbox.sqlite"
 log = logging.getLogger("attention.lms")
-
-
-def outbox_path(course_root) -> Path:
-    return Path(course_root) / OUTBOX_NAME
-
-
-def note_release(course_root, assignment: str, student: str) -> None:
-    """Mark a student's feedback released (their score is then one to send); nothing when the course
-    sends no grades to an LMS (no outbox: the worker makes it when it first starts)."""
-    path = outbox_path(course_root)
-    if not path.is_file():
-        return
-    outbox = Outbox(path)
-    try:
-        outbox.note_release(assignment, student)
-    finally:
-        outbox.close()
 
 
 def counts_on_submit_of(course_root) -> Callable[[str], bool]:

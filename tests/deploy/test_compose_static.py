@@ -686,3 +686,24 @@ def test_student_image_holds_whole_packages_with_everything_its_server_imports()
     held = student_image_files()
     missing = {module for module in reached if str(module_file(module).relative_to(REPO)) not in held}
     assert missing == set()
+
+
+GRADER_PROCESSES_WITHOUT_JWT = """
+import sys
+sys.modules["jwt"] = None  # docker/grader.Dockerfile installs no LMS client
+import attention_platform.feedback_on_submit.service  # the feedback-on-submit grader (collects through the exchange)
+import attention_platform.exchange.exchange  # release_feedback marks scores for the LMS
+import attention_platform.formgrader.lms_page  # the formgrader's page of what went to the LMS
+"""
+
+
+def test_the_grader_images_processes_start_without_the_lms_client():
+    """The grader image carries no PyJWT (only lms-sync, on the native hub, needs it): the grader's
+    processes must import without it, or the grader container stops at start."""
+    import subprocess
+    import sys
+
+    assert "jwt" not in DOCKERFILES["grader"].read_text().lower()
+    done = subprocess.run([sys.executable, "-c", GRADER_PROCESSES_WITHOUT_JWT], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
