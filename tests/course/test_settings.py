@@ -275,17 +275,20 @@ import sys
 sys.modules["grader_tests"] = None  # as for an account that may not read the checkout's grader_tests/
 from traitlets.config.loader import PyFileConfigLoader
 print(sorted(PyFileConfigLoader("nbgrader_config.py", path=".").load_config()))
+from attention_platform.course import variants
+print("variants on:", variants.is_on(".", "self_attention"))  # the release asks, for every assignment
 """
 
 
 def test_the_course_config_loads_for_an_account_that_cannot_read_the_hidden_checks():
-    """nbgrader_config.py is read by every nbgrader command, also by an exchange-only grader account
-    that may not read grader_tests/ (a hub hides it from every other account): loading it must not
-    import the hidden checks, or collect and release stop with "No course id specified"."""
+    """nbgrader_config.py, and the release's question whether an assignment has variants, run in every
+    nbgrader command, also for an exchange-only grader account that may not read grader_tests/ (a hub
+    hides it from every other account): with variants off neither may import the hidden checks, or
+    collect and release stop ("No course id specified", a PermissionError)."""
     import subprocess
     import sys
 
     done = subprocess.run([sys.executable, "-c", LOAD_WITHOUT_GRADER_TESTS], cwd=REPO, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "CourseDirectory" in done.stdout
+    assert "CourseDirectory" in done.stdout and "variants on: False" in done.stdout
