@@ -17,7 +17,8 @@ RUN --mount=type=bind,source=docker/build,target=/build --mount=type=secret,id=e
     jupyterhub==6.1.1 \
     jupyterlab==4.6.6 \
     notebook==7.6.5 \
-    tqdm==4.70.1
+    tqdm==4.70.1 \
+    copydetect==0.5.0
 RUN --mount=type=bind,source=docker/build,target=/build --mount=type=secret,id=extra_ca \
     /build/run pip install --no-cache-dir "psycopg[binary]==3.3.9"
 

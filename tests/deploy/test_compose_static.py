@@ -707,3 +707,11 @@ def test_the_grader_images_processes_start_without_the_lms_client():
     done = subprocess.run([sys.executable, "-c", GRADER_PROCESSES_WITHOUT_JWT], cwd=REPO, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_grader_image_carries_the_similarity_reports_library_at_the_projects_pin():
+    """The formgrader's Similarity page (reporting/similarity.py) imports copydetect when a TA opens it;
+    the grader image lists its packages by hand, so the pin must be there as in pyproject.toml."""
+    pins = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    [pin] = [p for p in pins if p.startswith("copydetect==")]
+    assert re.search(rf"^\s*{re.escape(pin)}\b", DOCKERFILES["grader"].read_text(), re.M), pin
