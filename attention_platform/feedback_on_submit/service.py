@@ -397,6 +397,8 @@ class Service:
                 with spent(attempt.parts, "status and ledger"):
                     self.ledger.set(attempt.id, state="grading")
                     self.write_status(attempt.assignment, student)
+                # the operator's record of which attempt a grader that dies was grading
+                self.log.info("%s: attempt %d grading", student, attempt.id)
                 future = self.pool.submit(self.work, attempt)
                 self.running[future] = attempt
                 self.grading.add(future)
