@@ -61,7 +61,7 @@ def _sync(args) -> int:
         role_groups = parse_role_groups(env.lti_role_groups) if env.lti_role_groups.strip() else \
             default_role_groups(env.nbgrader_course_id)
         roster = RosterSync(HubApi(api_url, api_token), outbox, env.lti_issuer, role_groups,
-                            unix_account_names=args.unix_account_names)
+                            unix_account_names=args.unix_account_names, username_key=env.lti_username_key.strip())
     worker = Worker(outbox, service, default_db_url(course), env.lti_line_items_url, env.lti_memberships_url,
                     roster, counts_on_submit_of(course), lambda: kept_line_items_url(env))
     worker.serve(env.lti_sync_seconds, passes=1 if args.once else None)

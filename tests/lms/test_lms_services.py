@@ -234,6 +234,37 @@ def test_the_roster_is_read_across_pages(lms):
     assert all(scope == {MEMBERSHIP_SCOPE} for scope in lms.tokens.values())
 
 
+def test_the_roster_names_members_as_their_launches_do_whatever_the_username_claim(lms, tmp_path):
+    from attention_platform.hub.lti import clean_username, default_role_groups, unix_account_name
+    from attention_platform.hub.lti_roster import HubApi, RosterSync
+    from attention_platform.lms.worker import RosterRefused
+
+    lms.members = [{"user_id": "9f1c-uuid", "email": "Ada@School.example", "roles": [LEARNER]},
+                   {"user_id": "2417", "roles": [LEARNER]}]  # an LMS that withholds an e-mail
+    found = {m.user_id: m for m in members(GradeService(tokens_for(lms)), lms.memberships_url)}
+    outbox = Outbox(tmp_path / "lms-outbox.sqlite")
+    unreachable = HubApi("http://127.0.0.1:9/hub/api", "no-token")  # any call to it would fail
+
+    def sync(key, unix=False):
+        return RosterSync(unreachable, outbox, "https://lms.example", default_role_groups("c"),
+                          unix_account_names=unix, username_key=key)
+
+    try:
+        for key in ("sub", ""):
+            assert sync(key).hub_name(found["9f1c-uuid"]) == "9f1c-uuid"
+        # a launch without the claim logs in by its sub (ltiauthenticator), so the roster does the same
+        assert [sync("email").hub_name(found[i]) for i in ("9f1c-uuid", "2417")] == [
+            clean_username("Ada@School.example"), "2417"]
+        assert sync("email", unix=True).hub_name(found["9f1c-uuid"]) == \
+            unix_account_name("https://lms.example", "Ada@School.example")
+        for key in ("custom_login", "preferred_username"):
+            with pytest.raises(RosterRefused, match=f"LTI_USERNAME_KEY={key}"):
+                sync(key).apply(list(found.values()))
+        assert outbox.members() == {}  # nothing was kept or changed
+    finally:
+        outbox.close()
+
+
 def test_the_tools_configuration_asks_for_the_scopes_of_the_services_it_is_set_to_call():
     from traitlets.config import Config
 
