@@ -329,6 +329,8 @@ class Settings:
                                                 "issuer and endpoints (e.g. a Canvas course's "
                                                 "https://school.instructure.com): a line items URL a launch "
                                                 "names elsewhere is refused.")
+    lti_tool_key_file: str = _lti(TEXT, "", "The tool's private key (PEM), readable by the hub's account alone; "
+                                  "empty: made on the hub's first start as lti-tool-key.pem in HUB_STATE_DIR.")
     lti_launch_services_file: str = _lti(TEXT, "", "File where the hub keeps the line items URL launches name, "
                                          "for the LMS sync; empty: lti-launch-services.json in HUB_STATE_DIR.")
     lti_sync_seconds: float = _lti(NUMBER, 60.0, "Seconds between two passes of the passback worker (scores out, "

@@ -732,7 +732,7 @@ def configure_lti(c, environ: dict | None = None) -> None:
         auth.role_groups = default_role_groups(env.nbgrader_course_id)
     auth.instructors_group = f"instructors-{env.nbgrader_course_id}"
     auth.allow_unmapped_roles = env.lti_allow_unmapped_roles
-    auth.tool_key_file = str(Path(env.hub_state_dir) / "lti-tool-key.pem")
+    auth.tool_key_file = env.lti_tool_key_file or str(Path(env.hub_state_dir) / "lti-tool-key.pem")
     auth.presentation = env.lti_presentation
     # the line items URL may come from launches, so the grade services are asked for whenever services are on
     auth.service_scopes = scopes_for(env.lti_token_url, env.lti_line_items_url or env.lti_token_url,

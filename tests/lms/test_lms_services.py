@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import threading
+from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -348,6 +349,18 @@ def test_the_hub_keeps_what_an_accepted_launch_names_for_the_sync(tmp_path):
     authenticator.keep_launch_services(launch_claims("https://school.instructure.example/api/lti/courses/1/line_items"))
     kept = launch_services.read(tmp_path / launch_services.FILE_NAME)
     assert kept.line_items_url == "https://school.instructure.example/api/lti/courses/1/line_items"
+
+
+def test_the_hub_signs_with_the_key_file_the_operator_gives_else_its_own(tmp_path):
+    from traitlets.config import Config
+
+    from attention_platform.hub.lti import CourseLTI13Authenticator, configure_lti
+
+    for extra, expected in (({}, tmp_path / "lti-tool-key.pem"),
+                            ({"LTI_TOOL_KEY_FILE": "/run/secrets/lti_tool_key"}, Path("/run/secrets/lti_tool_key"))):
+        c = Config()
+        configure_lti(c, dict(LAUNCH_SETTINGS, HUB_STATE_DIR=str(tmp_path), **extra))
+        assert Path(CourseLTI13Authenticator(config=c).tool_key_file) == expected
 
 
 def test_the_hub_registers_the_lms_sync_only_with_lti_services_and_never_as_an_admin(monkeypatch, tmp_path):
