@@ -152,6 +152,7 @@ class LtiPlatform:
          .set_deeplink_launch_url(self.tool_url + "/hub/")
          .set_oidc_login_url(self.tool_url + "/hub/lti13/oauth_login")
          .set_tool_key_set_url(self.tool_url + "/hub/lti13/jwks"))
+        self.registration.set_tool_key_set(None)  # the package keeps the key set it fetched: another hub, another key
 
     def plan(self, launch: PlannedLaunch) -> str:
         """The URL whose opening starts ``launch`` (the link the LMS shows)."""
