@@ -732,7 +732,11 @@ def test_the_lms_sync_runs_only_with_the_lti_profile_from_the_grader_image_and_t
     steps = instructions(dockerfile)
     assert [rest for word, rest in steps if word == "FROM"] == ["grader-image"]
     assert ("USER", "1000:100") in steps  # the grader account's uid, never root
-    assert pip_pins(dockerfile) == {"pyjwt": lock_pin("pyjwt"), "cryptography": lock_pin("cryptography")}
+    pins = pip_pins(dockerfile)
+    # the LMS client, and the LTI authenticator whose role table and user names the roster shares with launches
+    assert {"pyjwt", "cryptography", "jupyterhub-ltiauthenticator"} <= set(pins)
+    assert pins == {package: lock_pin(package) for package in pins}
+    assert pins["jupyterhub-ltiauthenticator"] == pip_pins(DOCKERFILES["hub"])["jupyterhub-ltiauthenticator"]
     assert "jwt" not in DOCKERFILES["grader"].read_text().lower()
     command = json.loads(next(rest for word, rest in steps if word == "CMD"))
     assert command[:2] == ["attention-course", "lms-sync"]
