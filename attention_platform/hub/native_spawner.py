@@ -4,7 +4,7 @@ Docker and Kubernetes give a student's server a container with a memory cap (``S
 whose processes all end with it. Natively, ``LocalProcessSpawner`` does neither: a kernel that
 allocates without bound meets the machine's OOM killer, which may pick another student's kernel or
 the hub, and a process that left the server's session (``nohup … &``, ``setsid``) outlives the
-server and the hub. Here every server starts in ``attention-servers/server-<user>`` (memory and pids
+server and the hub. Here every server starts in ``attention-servers-<hub>/server-<user>`` (memory and pids
 cgroups, the sandboxes' code in attention_platform/grading/sandbox/cgroups.py with another folder):
 
 * the memory cap is the spawner's ``mem_limit``, so a runaway kernel is killed inside its own cgroup
@@ -50,11 +50,20 @@ def server_cgroups(log) -> cgroups.Cgroups | None:
     if "groups" not in _GROUPS:
         try:
             _GROUPS["groups"] = cgroups.setup(str(settings().attention_cgroup_root),
-                                              parent=PARENT)
+                                              parent=server_parent())
         except cgroups.CgroupUnavailable as exc:
             log.warning("users' servers start without a memory cap or cgroup of their own: %s", exc)
             _GROUPS["groups"] = None
     return _GROUPS["groups"]
+
+
+def server_parent(state_dir: str | os.PathLike | None = None) -> str:
+    """``attention-servers-<hub>``: the folder of this hub's servers alone, named after its state
+    directory. Hubs started from one cgroup (two courses on a machine, a demo beside the tests) share
+    the Unix accounts, and a server that starts empties its cgroup: with one folder for all, a student's
+    server starting on one hub would kill their server on the other."""
+    state = os.path.realpath(state_dir if state_dir is not None else settings().hub_state_dir)
+    return f"{PARENT}-{hashlib.sha256(state.encode()).hexdigest()[:10]}"
 
 
 def cgroup_name(username: str, server_name: str = "") -> str:

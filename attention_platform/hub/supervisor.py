@@ -6,7 +6,7 @@ a service allocate must cost that service, never the machine, the hub or the oth
 and a service that dies must come back without stopping the hub and every student's server.
 
 * :class:`ServiceCgroups`: each service in ``attention-services/<service>`` (memory and pids
-  cgroups beside the users' servers' ``attention-servers``, the sandboxes' code in
+  cgroups beside the users' servers' ``attention-servers-<hub>``, the sandboxes' code in
   attention_platform/grading/sandbox/cgroups.py), its cap ``HUB_<SERVICE>_MEMORY_MB``. The
   broker's cgroup holds its sandboxes too (theirs are nested in it), so its cap bounds them all.
 * :class:`Supervisor`: polled by the launcher's loop; a service that exited is started again,

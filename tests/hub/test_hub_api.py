@@ -26,6 +26,7 @@ import pytest
 from attention_platform.course.notebooks import COURSE_ROOT
 from grader_tests.self_attention.answers import release_notebook
 from attention_platform.hub.native import DemoClass
+from attention_platform.hub.native_spawner import server_parent
 from grader_tests.self_attention.answers import BUGGY, class_cell, with_answer
 from broker_helpers import process_status
 from hub_helpers import COURSE
@@ -54,12 +55,14 @@ def as_user(user: str, code: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
 
 
-def _singleuser_processes(user: str) -> list[int]:
+def _singleuser_processes(user: str, of_hub=None) -> list[int]:
+    """The pids of ``user``'s servers (of ``of_hub`` alone if given: its servers run in its state folder)."""
     uid = pwd.getpwnam(user).pw_uid
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if os.stat(f"/proc/{pid}").st_uid == uid and b"jupyterhub-singleuser" in open(f"/proc/{pid}/cmdline", "rb").read():
+            if os.stat(f"/proc/{pid}").st_uid == uid and b"jupyterhub-singleuser" in open(f"/proc/{pid}/cmdline", "rb").read() \
+                    and (of_hub is None or os.readlink(f"/proc/{pid}/cwd").startswith(f"{of_hub.state}/")):
                 found.append(int(pid))
         except OSError:
             continue  # it exited meanwhile
@@ -179,7 +182,7 @@ def test_a_students_server_is_capped_and_takes_every_process_it_started_when_it_
     student.spawn()
     [server] = _singleuser_processes("student3")
     memory = _cgroup(server, "memory")
-    assert memory is not None and memory.endswith("/attention-servers/server-student3"), memory
+    assert memory is not None and memory.endswith(f"/{server_parent(hub.state)}/server-student3"), memory
     assert int(open(f"{memory}/memory.limit_in_bytes").read()) == 1 << 30  # STUDENT_MEM_LIMIT=1G
     assert open(f"{_cgroup(server, 'pids')}/pids.max").read().strip() == "1024"  # STUDENT_PIDS_LIMIT
 
@@ -254,6 +257,25 @@ def test_a_students_server_is_capped_and_takes_every_process_it_started_when_it_
     status = process_status(sleeper)
     assert status is None or status["State"].strip().startswith("Z"), "the detached process outlived the server"
     assert not os.path.exists(memory), "the server's cgroup was left behind"
+
+
+def test_a_students_server_on_one_hub_outlives_their_server_starting_on_another(hub, security_hub):
+    """Two hubs started from one session (two courses of a machine, or a demo beside the tests) share
+    their Unix accounts: a student's server starting on one never empties the cgroup of their server
+    on the other (each start kills what an earlier server of that name left)."""
+    first = hub.session("student2")
+    first.spawn()
+    [server] = _singleuser_processes("student2", hub)
+    second = security_hub.session("student2")
+    stopped = second.hub_api("DELETE", "/users/student2/server")  # so that the spawn below is a start
+    assert stopped.status_code in (202, 204, 400), stopped.text
+    deadline = time.monotonic() + 30
+    while second.hub_api("GET", "/users/student2").json().get("servers") and time.monotonic() < deadline:
+        time.sleep(0.25)
+    second.spawn()
+    assert process_status(server), "starting student2's server on another hub killed this hub's"
+    assert first.get("/user/student2/api/status").status_code == 200
+    assert _cgroup(server, "memory") != _cgroup(_singleuser_processes("student2", security_hub)[0], "memory")
 
 
 def test_the_hub_finds_its_formgrader_up_when_it_starts(hub):

@@ -14,7 +14,7 @@ then refuses to grade rather than run student code without limits.
   root of the hierarchy (a host without cgroup namespaces) nothing is moved.
 
 Users' servers on the native hub use the same code with another folder (``parent``):
-``attention-servers/server-<user>`` (attention_platform/hub/native_spawner.py).
+``attention-servers-<hub>/server-<user>`` (attention_platform/hub/native_spawner.py).
 """
 
 from __future__ import annotations
