@@ -5,8 +5,10 @@
 # grader does, and only it holds
 # the tool's private key. The grader image itself carries no LMS client on purpose: its processes handle
 # students' notebooks and never sign anything for the LMS.
-# Build: docker-compose.yml hands the grader service's image in as the build context `grader-image`.
-FROM grader-image
+# Build: docker-compose.yml names the grader service's image (built first: `--profile images build`); a build
+# argument rather than a named build context, which the BuildKit of Docker 20.10 (Debian's docker.io) lacks.
+ARG GRADER_IMAGE=dl-attention/grader:0.1.0
+FROM ${GRADER_IMAGE}
 
 RUN --mount=type=bind,source=docker/build,target=/build --mount=type=secret,id=extra_ca \
     /build/run pip install --no-cache-dir \

@@ -18,6 +18,9 @@ on 127.0.0.1, as a browser would:
   releases feedback; jane fetches it and reads her score. The grader, root or not, cannot override
   file permissions, and its database password does not open the hub's database.
 
+The profile lti's image (lms-sync, on the grader image) is built too, and its own command runs one pass
+(`--once`, no LMS) as the image's user, with the tool's key as its secret and the gradebook read.
+
 Last, the guide's "Deleting the course and all its data" commands, after which nothing of the
 project is left on the engine. Build, round-trip and teardown times are printed and written to
 build/compose-test/timings.json. Marker `docker`: deselect with -m 'not docker'.
@@ -29,6 +32,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import shutil
 import subprocess
 import sys
@@ -38,6 +42,8 @@ from pathlib import Path
 import nbformat
 import pytest
 import requests
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from grader_tests.self_attention.answers import release_notebook
 from grader_tests.self_attention.answers import BUGGY, CORRECT, with_answer
@@ -474,6 +480,35 @@ print(json.dumps(out))
         record_property(name, value)
 
 
+def test_the_lms_sync_image_runs_its_command_to_a_pass(stack):
+    """The profile lti's image, built on the round trip's grader image, runs its own command (one pass, --once)
+    as its image's user under the service's settings, as far as it goes without an LMS."""
+    with timed("lms_sync_build_s"):
+        sh("docker compose --profile lti build lms-sync", timeout=1800)
+    image = json.loads(docker("image", "inspect", "dl-attention/lms-sync:0.1.0"))[0]["Config"]
+    assert image["User"] == "1000:100", image["User"]
+    key_file = WORK / "lti-tool-key.pem"  # as the guide makes it: uid 1000's, mode 0600
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    os.chown(key_file, 1000, 100)
+    key_file.chmod(0o600)
+    lms = "https://lms.invalid"  # a name that resolves nowhere: the sync's process runs, its pass reaches no LMS
+    settings = {"LTI_ISSUER": lms, "LTI_CLIENT_ID": "tool", "LTI_TOKEN_URL": f"{lms}/token",
+                "LTI_LINE_ITEMS_URL": f"{lms}/courses/1/lineitems"}
+    run = ["docker", "compose", "--profile", "lti", "run", "--rm", "--no-deps", "-T",
+           *(f"--env={name}={value}" for name, value in settings.items()), "lms-sync", *image["Cmd"], "--once"]
+    # the key as the guide's .env names it, for this run only (the hub keeps the key it started with)
+    ran = sh(f"LTI_TOOL_KEY_FILE={shlex.quote(str(key_file))} {shlex.join(run)}", timeout=600, check=False, quiet=True)
+    output = ran.stdout + ran.stderr
+    # a whole pass: the gradebook read, nothing to send that an LMS would have to take
+    assert ran.returncode == 0 and "LMS sync: {" in output and "pass failed" not in output, output[-3000:]
+    # its outbox, in the course's volume, is the image user's (seen by the grader account: root there may not look)
+    outbox = sh(["docker", "compose", "exec", "-T", "-u", "1000:100", "grader", "stat", "-c", "%u",
+                 "/srv/course/lms-outbox.sqlite"], quiet=True).stdout.strip()
+    assert outbox == "1000", outbox
+
+
 def test_build_ca_bundle_is_in_no_image(stack):
     """The extra CA bundle served the builds (PyPI through an intercepting proxy) and stayed out."""
     bundle = stack["env"].get("EXTRA_CA_BUNDLE")
@@ -485,7 +520,8 @@ def test_build_ca_bundle_is_in_no_image(stack):
     extra = set(pem.findall(Path(bundle).read_text())) - base_certs
     if not extra:
         pytest.skip("the extra bundle adds nothing to the base image's own")
-    for image in ("dl-attention/hub:0.1.0", "dl-attention/grader:0.1.0", "dl-attention/student:0.1.0"):
+    for image in ("dl-attention/hub:0.1.0", "dl-attention/grader:0.1.0", "dl-attention/student:0.1.0",
+                  "dl-attention/lms-sync:0.1.0"):
         found = docker("run", "--rm", "--user", "0", "--entrypoint", "sh", image, "-c",
                        "cat /etc/ssl/certs/ca-certificates.crt; ls /run/secrets 2>/dev/null; env")
         assert not extra & set(pem.findall(found)), image
