@@ -24,6 +24,7 @@ from attention_platform.attempts.policy import FeedbackOnSubmit, Policy, PolicyE
 from attention_platform.feedback_on_submit.service import FINISH_WAIT_SECONDS, may_finish
 from attention_platform.attempts.refusal import refused_submit, submit_refusal
 from attention_platform.lab.feedback_on_submit import attempt_page
+from grader_helpers import refused_saying
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2030, 5, 6, 12, 0, tzinfo=UTC)
@@ -53,9 +54,7 @@ def test_an_assignment_not_listed_gets_no_feedback_on_submit():
     ("full", "must be a dict"),
 ])
 def test_a_broken_policy_says_what_to_change(raw, says):
-    with pytest.raises(PolicyError) as caught:
-        parse("self_attention", raw)
-    assert says in str(caught.value) and "self_attention" in str(caught.value)
+    refused_saying(parse, PolicyError, raw, says)
 
 
 def test_policies_come_from_the_environment_and_broken_json_is_refused_naming_it(monkeypatch):
