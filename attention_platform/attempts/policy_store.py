@@ -13,7 +13,6 @@ the configuration's mistakes are (the formgrader's page, the grader's log).
 
 from __future__ import annotations
 
-
 from traitlets.config import Config
 
 from .course_files import PerAssignmentFile
