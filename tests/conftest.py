@@ -20,7 +20,8 @@
 
 Helpers (plain modules, imported by name): ``hub_helpers`` (launch a hub, log in, sessions),
 ``e2e_class`` (a graded sample class), ``accessibility`` (axe-core and the keyboard in a page), ``fault_helpers``, ``gradebooks``, ``broker_helpers`` (a
-sandbox broker and the accounts that talk to it), ``services_lms`` (an LMS's token, grade and roster services); ``cheats/`` is the cheat-attempt catalogue.
+sandbox broker and the accounts that talk to it), ``grader_helpers`` (the feedback-on-submit grader driven by
+a script, a policy parser's errors), ``services_lms`` (an LMS's token, grade and roster services); ``cheats/`` is the cheat-attempt catalogue.
 
 Where each part's tests are: one folder per package of ``attention_platform/`` (a test keeps
 the folders and this list whole, tests/test_test_map.py); the hidden checks' own proofs are in

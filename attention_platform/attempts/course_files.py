@@ -16,6 +16,7 @@ import json
 import os
 import stat
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -52,6 +53,39 @@ def read_object(where: Path, max_bytes: int, holds: str = "a JSON object") -> di
     if not isinstance(found, dict):
         raise CourseFileError(f"{where} must hold {holds}, not a {type(found).__name__}")
     return found
+
+
+@dataclass(frozen=True)
+class PerAssignmentFile:
+    """A course file of one JSON entry per assignment id (a policy), kept whole: a store's reads raise
+    its own ``error`` with the reader's message and ``advice``."""
+    filename: str
+    max_bytes: int
+    holds: str  # what the file holds, for the error
+    error: type[ValueError] = CourseFileError
+    advice: str = ""
+
+    def path(self, course_dir) -> Path:
+        return Path(course_dir) / self.filename
+
+    def read(self, course_dir) -> dict:
+        """``{assignment: entry}`` as saved; {} when nothing is."""
+        try:
+            return read_object(self.path(course_dir), self.max_bytes, holds=self.holds)
+        except CourseFileError as exc:
+            raise self.error(f"{exc}{self.advice}") from None
+
+    def put(self, course_dir, assignment: str, entry: dict) -> None:
+        """``entry`` as ``assignment``'s, every other kept."""
+        saved = self.read(course_dir)
+        saved[assignment] = entry
+        write_object(self.path(course_dir), saved)
+
+    def forget(self, course_dir, assignment: str) -> None:
+        """No entry for ``assignment`` (nothing written when it had none)."""
+        saved = self.read(course_dir)
+        if saved.pop(assignment, None) is not None:
+            write_object(self.path(course_dir), saved)
 
 
 def write_object(where: Path, data: dict) -> None:

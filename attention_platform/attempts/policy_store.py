@@ -13,27 +13,17 @@ the configuration's mistakes are (the formgrader's page, the grader's log).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from traitlets.config import Config
 
-from .course_files import CourseFileError, read_object, write_object
+from .course_files import PerAssignmentFile
 from .policy import POLICY_KEYS, FeedbackOnSubmit, Policy, PolicyError, parse
 
 POLICY_FILE = "feedback_on_submit_policies.json"
 MAX_BYTES = 64 * 1024  # a policy is five short values; a course has a few assignments
-
-
-def path(course_dir) -> Path:
-    return Path(course_dir) / POLICY_FILE
-
-
-def read(course_dir) -> dict:
-    """``{assignment: raw policy}`` as saved; {} when nothing is. PolicyError if the file cannot be used."""
-    try:
-        return read_object(path(course_dir), MAX_BYTES, holds="one policy per assignment id")
-    except CourseFileError as exc:
-        raise PolicyError(f"{exc}; or remove it to fall back on nbgrader_config.py") from None
+STORE = PerAssignmentFile(POLICY_FILE, MAX_BYTES, holds="one policy per assignment id", error=PolicyError,
+                          advice="; or remove it to fall back on nbgrader_config.py")
+path = STORE.path
+read = STORE.read  # {assignment: raw policy} as saved; PolicyError if the file cannot be used
 
 
 def with_saved_policies(config: Config, course_dir) -> Config:
@@ -50,14 +40,10 @@ def save(course_dir, assignment: str, raw: dict) -> Policy:
     """Check ``raw`` as the grader will and save it as ``assignment``'s policy; nothing is written
     when it is not usable (PolicyError says what to change)."""
     policy = parse(assignment, raw)
-    saved = read(course_dir)
-    saved[assignment] = {key: getattr(policy, key) for key in POLICY_KEYS}
-    write_object(path(course_dir), saved)
+    STORE.put(course_dir, assignment, {key: getattr(policy, key) for key in POLICY_KEYS})
     return policy
 
 
 def forget(course_dir, assignment: str) -> None:
     """``assignment`` takes its policy from nbgrader_config.py again."""
-    saved = read(course_dir)
-    if saved.pop(assignment, None) is not None:
-        write_object(path(course_dir), saved)
+    STORE.forget(course_dir, assignment)

@@ -19,10 +19,9 @@ from __future__ import annotations
 import datetime as dt
 import math
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from attention_platform.attempts.policy import checked_number, checked_settings
-from attention_platform.attempts.course_files import CourseFileError, read_object, write_object
+from attention_platform.attempts.course_files import PerAssignmentFile
 
 POLICY_FILE = "late_policies.json"
 MAX_BYTES = 64 * 1024  # a policy is six short values; a course has a few assignments
@@ -114,16 +113,9 @@ def parse(assignment: str, raw) -> LatePolicy:
                       cutoff_hours=cutoff)
 
 
-def path(course_dir) -> Path:
-    return Path(course_dir) / POLICY_FILE
-
-
-def read(course_dir) -> dict:
-    """``{assignment: raw policy}`` as saved; {} when nothing is. LatePolicyError if the file cannot be used."""
-    try:
-        return read_object(path(course_dir), MAX_BYTES, holds="one late policy per assignment id")
-    except CourseFileError as exc:
-        raise LatePolicyError(str(exc)) from None
+STORE = PerAssignmentFile(POLICY_FILE, MAX_BYTES, holds="one late policy per assignment id", error=LatePolicyError)
+path = STORE.path
+read = STORE.read  # {assignment: raw policy} as saved; LatePolicyError if the file cannot be used
 
 
 def policies(course_dir) -> dict[str, LatePolicy]:
@@ -141,14 +133,10 @@ def save(course_dir, assignment: str, raw: dict) -> LatePolicy:
     """Check ``raw`` and save it as ``assignment``'s policy; nothing is written when it is not usable.
     The caller republishes the students' deadline files (student_file.publish_all)."""
     policy = parse(assignment, raw)
-    saved = read(course_dir)
-    saved[assignment] = policy.saved()
-    write_object(path(course_dir), saved)
+    STORE.put(course_dir, assignment, policy.saved())
     return policy
 
 
 def forget(course_dir, assignment: str) -> None:
     """``assignment`` has no late policy again (nbgrader's behaviour)."""
-    saved = read(course_dir)
-    if saved.pop(assignment, None) is not None:
-        write_object(path(course_dir), saved)
+    STORE.forget(course_dir, assignment)

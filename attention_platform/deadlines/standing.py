@@ -65,8 +65,7 @@ class Standing:
         late = f"{_duration(self.late_by)} after the deadline"
         if self.state == "closed":
             if self.policy is not None and self.policy.kind == "late_days":
-                return (f"Closed: {late}, and your late days left ({self.late_days_left}) do not cover it. "
-                        f"A submission now is kept but does not count.")
+                return f"Closed: {late}. {late_days_text(self.late_days_left)}"
             return f"Closed: {late}. A submission now is kept but does not count."
         if self.policy is None:
             return f"Late: {late}."
@@ -79,15 +78,16 @@ class Standing:
     def refusal(self) -> str:
         """Why a submission received at ``at`` does not count (state ``closed``), for the student."""
         yours = " (your extension)" if self.extension else ""
+        received = (f"Not counted: received {_clock(self.at)}, {_duration(self.late_by)} after your deadline "
+                    f"{_clock(self.effective_due)}{yours}")
         if self.policy is not None and self.policy.kind == "late_days":
-            rule = f"your late days left ({self.late_days_left}) do not cover {_duration(self.late_by)}"
-        elif self.policy is not None and self.policy.kind == "penalty":
+            return f"{received}. {late_days_text(self.late_days_left)} This submission is kept for the record."
+        if self.policy is not None and self.policy.kind == "penalty":
             rule = f"late submissions are accepted until {_clock(self.cutoff)}"
         else:
             rule = "this assignment accepts nothing after its deadline"
-        return (f"Not counted: received {_clock(self.at)}, {_duration(self.late_by)} after your deadline "
-                f"{_clock(self.effective_due)}{yours}, and {rule}. It is kept for the record; if you think this "
-                f"is wrong, write to the course staff.")
+        return (f"{received}, and {rule}. It is kept for the record; if you think this is wrong, write to the "
+                f"course staff.")
 
     def late_note(self) -> dict | None:
         """How late a counted submission received at ``at`` was and what it costs (None if on time)."""
@@ -126,8 +126,12 @@ class Standing:
         return f"{late}: {self.penalty_percent:g}% penalty"
 
     @property
-    def _spent_elsewhere(self) -> int:
-        return self.late_days_used - days_begun(self.late_by) if self.state == "late" else self.late_days_used
+    def _late_days_before(self) -> int | None:
+        """The late days this assignment had before this submission spent any (None: not late days)."""
+        if self.late_days_left is None:
+            return None
+        spent_elsewhere = self.late_days_used - days_begun(self.late_by) if self.state == "late" else self.late_days_used
+        return max(0, self.policy.late_days_budget - spent_elsewhere)
 
     def to_json(self) -> dict:
         """For the student's deadline file. ``state`` is as of ``at``; a reader with a later clock works
@@ -142,9 +146,23 @@ class Standing:
             "state": self.state, "late_by_seconds": int(self.late_by.total_seconds()),
             "penalty_percent": self.penalty_percent,
             "late_days_used": self.late_days_used, "late_days_left": self.late_days_left,
-            "late_days_before": None if self.late_days_left is None else policy.late_days_budget - self._spent_elsewhere,
+            "late_days_before": self._late_days_before,
+            # the Lab's words once the late days left no longer cover the work, as the grader's
+            "late_days_text": None if self.late_days_left is None else late_days_text(self._late_days_before),
             "text": self.describe(),
         }
+
+
+def late_days_text(left: int) -> str:
+    """Why work later than the late days ``left`` for an assignment cover is not accepted, and whom to ask."""
+    if left:
+        s = "s" * (left != 1)
+        covered = (f"You have {left} late day{s} left for this assignment, enough for work handed in up to {left} "
+                   f"day{s} after its deadline; later work is not accepted.")
+    else:
+        covered = ("You have no late days left for this assignment, so work handed in after its deadline is not "
+                   "accepted.")
+    return f"{covered} If you need more time, ask your instructor for an extension."
 
 
 def _clock(when: dt.datetime) -> str:

@@ -70,5 +70,10 @@ class PageMaker:
         result.pages.update(pages)
         result.notes[:] = notes
 
-    def close(self) -> None:
+    def close(self, *, at_once: bool = False) -> None:
+        """Stop the worker process once the page it makes is made; ``at_once`` when none is waited
+        for, rather than after the imports of its start-up."""
+        if at_once:
+            for worker in list(self.pool._processes.values()):  # the executor's own (its terminate_workers from 3.14)
+                worker.terminate()
         self.pool.shutdown(wait=True, cancel_futures=True)

@@ -98,6 +98,7 @@ class Service:
         self._config_mtime = None
         self.policies: dict[str, Policy] = {}
         self.errors: dict[str, str] = {}
+        self.warming = False  # the stop signal interrupts the warm-up (warm_up, main)
         self.collect = None  # set by reload(); with no loadable config there is no policy, so nothing is taken
         self.limits = ExchangeLimits()  # the course's, set by reload(): what one student's intake may cost
         self.reload(force=True)
@@ -615,20 +616,15 @@ class Service:
 
     # ------------------------------------------------------------------ the loop
     def run(self, stop: threading.Event) -> None:
-        from attention_platform.grading.sandbox.client import SandboxUnavailable
-
         self.engine.start()
         self.pages = PageMaker(self.engine, self.log)
-        try:
-            self.engine.warm([a for a, p in self.policies.items() if p.on])
-        except SandboxUnavailable as exc:
-            self.log.error("the sandbox broker cannot be reached yet (%s); attempts wait in the queue", exc.reason)
-        finally:
-            start_up_gc.resume()  # paused by main()
-        self.recover()
-        self.log.info("feedback on submit: watching %s (%d workers)", self.exchange / "inbound", self.workers)
         last_reload = 0.0
+        warm = False
         try:
+            self.warm_up(stop)
+            warm = True
+            self.recover()
+            self.log.info("feedback on submit: watching %s (%d workers)", self.exchange / "inbound", self.workers)
             while not stop.is_set():
                 if time.monotonic() - last_reload > 1.0:
                     self.reload()
@@ -655,12 +651,35 @@ class Service:
                     stop.wait(self.settings.poll_seconds)
         finally:
             self.pool.shutdown(wait=True, cancel_futures=True)
-            self.pages.close()
+            self.pages.close(at_once=not warm)  # before the warm-up ended, no page is being made
             for future in list(self.running):
                 if future.done():
                     self.completed(future)
             self.engine.close()
             self.ledger.close()
+
+    def warm_up(self, stop: threading.Event) -> None:
+        """What the first attempts would otherwise wait for (Engine.warm). While it runs, the stop
+        signal raises StoppedWhileWarming (main): a head start is not worth finishing before a stop."""
+        from attention_platform.grading.sandbox.client import SandboxUnavailable
+
+        self.log.info("feedback on submit: warming up (torch, the checks' pictures, a sandbox worker)")
+        self.warming = True
+        try:
+            if stop.is_set():  # told to stop before the signal could interrupt the warm-up
+                raise StoppedWhileWarming
+            self.engine.warm([a for a, p in self.policies.items() if p.on])
+            self.log.info("feedback on submit: warmed up")
+        except SandboxUnavailable as exc:
+            self.log.error("the sandbox broker cannot be reached yet (%s); attempts wait in the queue", exc.reason)
+        finally:
+            self.warming = False
+            start_up_gc.resume()  # paused by main()
+
+
+class StoppedWhileWarming(BaseException):
+    """The grader was told to stop during its warm-up (a BaseException, as KeyboardInterrupt is, so
+    that no ``except Exception`` in the warm-up keeps it from stopping)."""
 
 
 def listing(folder_fd: int, most: int) -> list[str]:
@@ -718,9 +737,19 @@ def main(course: Path, exchange: Path) -> int:
     for noisy in ("traitlets", "nbgrader"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     stop = threading.Event()
+    service = None
+
+    def stopping(*_) -> None:
+        stop.set()
+        if service is not None and service.warming:
+            raise StoppedWhileWarming
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, stopping)
     service = Service(course, exchange, log=log)
     os.chdir(service.engine.work)  # nbgrader's converters chdir to the course they convert: ours is this one
-    service.run(stop)
+    try:
+        service.run(stop)
+    except StoppedWhileWarming:
+        log.info("feedback on submit: stopped while warming up")
     return 0

@@ -25,10 +25,9 @@ from attention_platform.grading.sandbox import cgroups
 from attention_platform.settings import Settings, settings
 
 PARENT = "attention-services"
-# What each service may hold (MiB) unless HUB_<SERVICE>_MEMORY_MB says otherwise: several times what
-# it holds at work (a few hundred MB each). The broker's cap is its sandboxes' too (each capped by its
-# own limits): three quarters of the machine's memory, the rest kept for the hub and users' servers.
-DEFAULT_MEMORY_MB = {"validate": 1536, "formgrader": 3072, "feedback-on-submit": 3072}
+# Each service's default cap is its HUB_<SERVICE>_MEMORY_MB setting's (attention_platform/settings.py).
+# The broker's cap is its sandboxes' too (each capped by its own limits): three quarters of the
+# machine's memory, the rest kept for the hub and users' servers.
 BROKER_SHARE_OF_MEMORY = 0.75
 PIDS_MAX = 65536  # the broker's sandboxes have caps of their own; this only stops a runaway fork
 STABLE_SECONDS = 60.0  # a service that ran this long before it exited is started again at once

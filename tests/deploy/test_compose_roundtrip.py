@@ -174,6 +174,15 @@ def fill_env(port: int, exchange: Path) -> dict[str, str]:
     return dict(re.findall(r"^([A-Z_]+)=(.*)$", text, re.M))
 
 
+def save_service_logs() -> None:
+    """Every service's log in compose.log, for a failure's post-mortem: called before anything
+    removes the containers, since their logs go with them."""
+    if PROJECT_DIR.exists():
+        logs = subprocess.run(["docker", "compose", "logs", "--no-color", "-t"], cwd=PROJECT_DIR,
+                              capture_output=True, text=True)
+        (WORK / "compose.log").write_text(logs.stdout + logs.stderr)
+
+
 @pytest.fixture(scope="module")
 def stack():
     if os.geteuid() != 0:
@@ -208,11 +217,8 @@ def stack():
         assert exchange.is_dir() and exchange.stat().st_uid == 1000
         yield {"url": f"http://127.0.0.1:{port}", "env": env, "exchange": exchange, "passwords": {}}
     finally:
-        if PROJECT_DIR.exists():  # every service's log, for a failure's post-mortem
-            logs = subprocess.run(["docker", "compose", "logs", "--no-color", "-t"], cwd=PROJECT_DIR,
-                                  capture_output=True, text=True)
-            (WORK / "compose.log").write_text(logs.stdout + logs.stderr)
         if leftovers()["containers"]:  # a failed run: take everything down all the same
+            save_service_logs()
             for command in deletion_commands():
                 sh(command, check=False, quiet=True)
         (WORK / "timings.json").write_text(json.dumps(TIMINGS, indent=1))
@@ -529,6 +535,7 @@ def test_build_ca_bundle_is_in_no_image(stack):
 
 
 def test_deleting_everything_leaves_nothing_on_the_engine(stack, capsys):
+    save_service_logs()
     with timed("teardown_s"):
         for command in deletion_commands():
             sh(command)

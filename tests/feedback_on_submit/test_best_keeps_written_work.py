@@ -8,12 +8,11 @@ two submissions handed into the student's inbound folder one after the other."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
 import pytest
+
+from grader_helpers import run_grader_script
 
 pytestmark = [pytest.mark.slow, pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="a private sandbox worker needs root")]
@@ -24,13 +23,12 @@ GRADER = """
 import datetime as dt
 import json
 import shutil
-import time
-from concurrent.futures import FIRST_COMPLETED, wait
 from pathlib import Path
 
 import nbformat
 
 from attention_platform.feedback_on_submit.service import Service
+from grader_helpers import drain
 from grader_tests.self_attention.answers import ASSIGNMENT, BUGGY, CORRECT, release_notebook, with_answer
 
 course, exchange = Path({course!r}), Path({exchange!r})
@@ -53,30 +51,13 @@ def hand_in(answer: str, essay: str | None, tag: str) -> None:
                 cell.source = essay
     nbformat.write(written, folder / "04_shapes_and_cost.ipynb")
     (folder / "timestamp.txt").write_text(stamp)
-
-
-def drain() -> None:
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        service.scan()
-        service.dispatch()
-        if service.running:
-            done, _ = wait(list(service.running), timeout=0.2, return_when=FIRST_COMPLETED)
-            for future in done:
-                service.completed(future)
-            continue
-        states = [r["state"] for r in service.ledger.attempts(ASSIGNMENT, "ann")]
-        if states and not service.finishing and all(s not in ("queued", "grading") for s in states):
-            return
-        time.sleep(0.2)
-    raise SystemExit("the grader did not finish")
 """
 
 TWO_ATTEMPTS = GRADER + """
 hand_in(CORRECT[0].code, None, "first")  # every check of the layer, no essay
-drain()
+drain(service, ASSIGNMENT)
 hand_in(next(a for a in BUGGY if a.name == "no_scale").code, {essay!r}, "second")  # one check fails, an essay
-drain()
+drain(service, ASSIGNMENT)
 rows = service.ledger.attempts(ASSIGNMENT, "ann")
 autograded = course / "autograded" / "ann" / ASSIGNMENT
 submitted = course / "submitted" / "ann" / ASSIGNMENT
@@ -108,12 +89,7 @@ service.engine.close()
 
 def _run_under_best(code: str, assignment: str) -> dict:
     """What the grader script ``code`` printed last, run with "best attempt counts" on ``assignment``."""
-    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}",  # nbgrader runs alembic
-           "ATTENTION_FEEDBACK_ON_SUBMIT": json.dumps({assignment: {"feedback": "checks", "counts": "best"}})}
-    env.pop("ATTENTION_SANDBOX_SOCKET", None)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_grader_script(code, {assignment: {"feedback": "checks", "counts": "best"}})
 
 
 def test_a_later_lower_attempt_with_an_essay_keeps_the_best_score_and_gives_the_ta_the_essay(tmp_path, released_course):
@@ -144,17 +120,17 @@ def written_grade() -> dict:
 
 
 hand_in(CORRECT[0].code, {essay!r}, "first")
-drain()
+drain(service, ASSIGNMENT)
 with Gradebook(service.engine.main.db_url) as gb:  # the TA grades the essay, as the formgrader saves it
     grade = gb.find_grade("meaning_answer", "04_shapes_and_cost", ASSIGNMENT, "ann")
     grade.manual_score, grade.needs_manual_grade = 0.5, False
     gb.find_comment("meaning_answer", "04_shapes_and_cost", ASSIGNMENT, "ann").manual_comment = {comment!r}
     gb.db.commit()
 hand_in(NO_SCALE, {essay!r}, "same essay")  # scores lower: attempt 1 counts, with this same essay
-drain()
+drain(service, ASSIGNMENT)
 unchanged = written_grade()
 hand_in(NO_SCALE, {changed!r}, "new essay")  # scores lower: attempt 1 counts, with this new essay
-drain()
+drain(service, ASSIGNMENT)
 print(json.dumps({{"counted": [r["counted"] for r in service.ledger.attempts(ASSIGNMENT, "ann")],
                    "unchanged": unchanged, "changed": written_grade()}}))
 service.ledger.close()

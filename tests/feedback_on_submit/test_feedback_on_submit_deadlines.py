@@ -9,12 +9,11 @@ private sandbox worker."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
 import pytest
+
+from grader_helpers import run_grader_script
 
 pytestmark = [pytest.mark.slow, pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="a private sandbox worker needs root")]
@@ -22,8 +21,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.root,
 LATE_AND_CLOSED = """
 import datetime as dt
 import json
-import time
-from concurrent.futures import FIRST_COMPLETED, wait
 from pathlib import Path
 
 import nbformat
@@ -32,6 +29,7 @@ from nbgrader.api import Gradebook
 from attention_platform.deadlines import late_policy
 from attention_platform.deadlines.extensions import ExtensionStore
 from attention_platform.feedback_on_submit.service import Service
+from grader_helpers import drain
 from grader_tests.self_attention.answers import ASSIGNMENT, CORRECT, release_notebook, with_answer
 
 course, exchange = Path({course!r}), Path({exchange!r})
@@ -58,26 +56,9 @@ def hand_in(student: str) -> None:
     (folder / "timestamp.txt").write_text(stamp)
 
 
-def drain() -> None:
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        service.scan()
-        service.dispatch()
-        if service.running:
-            done, _ = wait(list(service.running), timeout=0.2, return_when=FIRST_COMPLETED)
-            for future in done:
-                service.completed(future)
-            continue
-        states = [r["state"] for s in ("ann", "bo") for r in service.ledger.attempts(ASSIGNMENT, s)]
-        if len(states) == 2 and not service.finishing and all(s not in ("queued", "grading") for s in states):
-            return
-        time.sleep(0.2)
-    raise SystemExit("the grader did not finish")
-
-
 hand_in("ann")
 hand_in("bo")
-drain()
+drain(service, ASSIGNMENT, students=("ann", "bo"), attempts=2)
 seen = {{}}
 for student in ("ann", "bo"):
     feedback = service.exchange / "feedback" / student
@@ -98,12 +79,7 @@ def test_a_closed_attempt_is_not_graded_and_a_late_one_counts_with_its_penalty(t
 
     course, exchange = released_course(tmp_path / "course", ASSIGNMENT), tmp_path / "exchange"
     code = LATE_AND_CLOSED.format(course=str(course), exchange=str(exchange))
-    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}",  # nbgrader runs alembic
-           "ATTENTION_FEEDBACK_ON_SUBMIT": json.dumps({ASSIGNMENT: {"feedback": "checks", "counts": "last"}})}
-    env.pop("ATTENTION_SANDBOX_SOCKET", None)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    seen = run_grader_script(code, {ASSIGNMENT: {"feedback": "checks", "counts": "last"}})
 
     [(state, message, late)] = seen["bo"]["attempts"]  # 3 h after the deadline, past the 2 h cut-off
     assert state == "refused" and message.startswith("Not counted: received ") and "accepted until" in message

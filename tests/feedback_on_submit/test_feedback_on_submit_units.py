@@ -24,6 +24,7 @@ from attention_platform.attempts.policy import FeedbackOnSubmit, Policy, PolicyE
 from attention_platform.feedback_on_submit.service import FINISH_WAIT_SECONDS, may_finish
 from attention_platform.attempts.refusal import refused_submit, submit_refusal
 from attention_platform.lab.feedback_on_submit import attempt_page
+from grader_helpers import refused_saying
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2030, 5, 6, 12, 0, tzinfo=UTC)
@@ -53,9 +54,7 @@ def test_an_assignment_not_listed_gets_no_feedback_on_submit():
     ("full", "must be a dict"),
 ])
 def test_a_broken_policy_says_what_to_change(raw, says):
-    with pytest.raises(PolicyError) as caught:
-        parse("self_attention", raw)
-    assert says in str(caught.value) and "self_attention" in str(caught.value)
+    refused_saying(parse, PolicyError, raw, says)
 
 
 def test_policies_come_from_the_environment_and_broken_json_is_refused_naming_it(monkeypatch):
@@ -515,6 +514,55 @@ def test_the_grader_warms_up_without_collections_and_serves_with_its_start_up_fr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert (seen["status"], seen["warming"], seen["serving"]) == (0, False, True), done.stderr[-2000:]
     assert seen["frozen"] > 100_000
+
+
+def grader_log(course, exchange, stop_after: str) -> list[tuple[dt.datetime, str]]:
+    """The feedback-on-submit grader's log lines (their times, their text) from its start until it
+    exits, told to stop (SIGTERM, as the launchers stop it) as soon as it logged ``stop_after``."""
+    import signal
+    import threading
+
+    code = (f"from pathlib import Path\nfrom attention_platform.feedback_on_submit import service\n"
+            f"raise SystemExit(service.main(Path({str(course)!r}), Path({str(exchange)!r})))")
+    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}  # nbgrader runs alembic
+    grader = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True, env=env)
+    watchdog = threading.Timer(300, grader.kill)
+    watchdog.start()
+    logged = []
+    try:
+        for line in grader.stderr:
+            logged.append(line)
+            if stop_after in line:
+                grader.send_signal(signal.SIGTERM)
+        assert grader.wait() == 0, "".join(logged)
+    finally:
+        watchdog.cancel()
+        grader.kill()
+    return [(dt.datetime.strptime(line[3:26], "%Y-%m-%d %H:%M:%S,%f"), line) for line in logged
+            if line.startswith("[I ")]
+
+
+@pytest.mark.slow  # two starts of the grader, one with its whole warm-up
+def test_the_grader_told_to_stop_while_it_warms_up_stops_without_finishing_the_warm_up(tmp_path):
+    """SIGTERM right after the grader starts: it gives up its warm-up (torch, the checks' pictures,
+    a sandbox worker, its feedback pages' process) rather than finish it first, and stops cleanly,
+    in less time than the warm-up it skipped takes."""
+    from attention_platform.course.directory import copy_course
+
+    course, exchange = copy_course(tmp_path / "course"), tmp_path / "exchange"
+    exchange.mkdir()
+
+    def seconds_between(log, first: str, then: str) -> float:
+        times = {text: next(at for at, line in log if text in line) for text in (first, then)}
+        return (times[then] - times[first]).total_seconds()
+
+    whole = grader_log(course, exchange, stop_after="watching")
+    warm_up = seconds_between(whole, "warming up", "warmed up")
+    stopped = grader_log(course, exchange, stop_after="warming up")
+    said = "".join(line for _, line in stopped)
+    assert "stopped while warming up" in said and "warmed up" not in said and "watching" not in said, said
+    assert "Traceback" not in said, said
+    assert seconds_between(stopped, "warming up", "stopped while warming up") < warm_up, said
 
 
 ENGINE_WARMED = """

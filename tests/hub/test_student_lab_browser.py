@@ -437,12 +437,13 @@ def test_the_deadline_beside_the_assignment_before_with_an_extension_and_after(h
         due = now - dt.timedelta(hours=50)
         set_due(instructor, due)
         set_late_policy(instructor, kind="late_days", late_days_budget="2")
-        line.filter(has_text="do not cover it").wait_for()
+        line.filter(has_text="ask your instructor for an extension").wait_for()
         assert line.get_attribute("data-state") == "closed"
         said = line.inner_text()
         assert re.fullmatch(r"The deadline passed 2 days [12] h ago \(" + re.escape(lab_time(student1, due)) +
-                            r"\)\. Your late days \(2 left for it\) do not cover it: a submission now would not count, "
-                            r"so Submit is off\." + EARLIER_SUBMISSION, said), said
+                            r"\)\. You have 2 late days left for this assignment, enough for work handed in up to 2 "
+                            r"days after its deadline; later work is not accepted\. If you need more time, ask your "
+                            r"instructor for an extension\. Submit is off\." + EARLIER_SUBMISSION, said), said
         assert submit.is_disabled() and "closed to you" in submit.get_attribute("title")
 
         # back to 2 h 30 min late: student1 submits, which uses one of their late days

@@ -119,8 +119,7 @@
         closed: 'This assignment is closed to you: a submission now would not count, so Submit is off.',
         penalty: 'Late submissions counted until ' + when(d.cutoff) + ': a submission now would not count, so ' +
                  'Submit is off.',
-        late_days: 'Your late days (' + lateDays + ' left for it) do not cover it: a submission now would not ' +
-                   'count, so Submit is off.'
+        late_days: d.late_days_text ? d.late_days_text + ' Submit is off.' : ''  // the grader's words
       }[kind] || 'A submission now would not count, so Submit is off.' };
     }
     if (kind === 'penalty') {
