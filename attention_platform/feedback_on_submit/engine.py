@@ -351,29 +351,38 @@ class Engine:
                     result.parts[part] = result.parts.get(part, 0.0) + seconds
                 if graded.stopped:
                     result.notes.append(f"{notebook_id}.ipynb: {graded.stopped}")
-                pipeline.finish(nb, resources, dest, notebook_id)
+                pipeline.finish(nb, resources, dest, notebook_id, compact=True)  # read by pages and install only
                 session.commit()
             self._read_result(gb, attempt, result)
             session.rollback()
         return result
 
     def _read_result(self, gb, attempt: Attempt, result: Result) -> None:
+        from nbgrader.api import BaseCell, Grade, Notebook, SubmittedNotebook
+
         checks, order = checks_by_grade_id(attempt.assignment), by_notebook_order(attempt.assignment)
         catalogue = {grade_id: i for i, grade_id in enumerate(checks)}  # the order the notebook shows them in
         submission = gb.find_submission(attempt.assignment, attempt.student)
-        for notebook in sorted(submission.notebooks, key=lambda n: order(n.name)):
-            for grade in sorted(notebook.grades, key=lambda g: (catalogue.get(g.name, len(catalogue)), g.name)):
-                check = checks.get(grade.name)
-                max_score = float(grade.max_score or 0)
-                if check is None:  # a written answer: the course staff grade it
-                    result.manual_max += max_score
-                    continue
-                got = float(grade.auto_score or 0)
-                result.score += got
-                result.max_score += max_score
-                result.checks.append({"id": check.id, "notebook": notebook.name, "title": check.title,
-                                      "passed": got >= max_score > 0 or (max_score == 0 and got >= 0),
-                                      "points": max_score, "started": notebook.name not in result.not_started})
+        # every grade of the submission in one query (walking its rows loads each grade's cell and points alone)
+        grades = (gb.db.query(Notebook.name, BaseCell.name, Grade.max_score, Grade.auto_score)
+                  .select_from(Grade)
+                  .join(SubmittedNotebook, Grade.notebook_id == SubmittedNotebook.id)
+                  .join(Notebook, SubmittedNotebook.notebook_id == Notebook.id)
+                  .join(BaseCell, Grade.cell_id == BaseCell.id)
+                  .filter(SubmittedNotebook.assignment_id == submission.id).all())
+        for notebook, name, max_score, auto_score in sorted(
+                grades, key=lambda g: (order(g[0]), catalogue.get(g[1], len(catalogue)), g[1])):
+            check = checks.get(name)
+            max_score = float(max_score or 0)
+            if check is None:  # a written answer: the course staff grade it
+                result.manual_max += max_score
+                continue
+            got = float(auto_score or 0)
+            result.score += got
+            result.max_score += max_score
+            result.checks.append({"id": check.id, "notebook": notebook, "title": check.title,
+                                  "passed": got >= max_score > 0 or (max_score == 0 and got >= 0),
+                                  "points": max_score, "started": notebook not in result.not_started})
 
     def feedback_pages(self, attempt: Attempt, result: Result) -> None:
         """The feedback page of each notebook, as the TA's generate_feedback makes it, put where

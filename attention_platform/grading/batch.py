@@ -100,10 +100,14 @@ class SharedGradebook:
     CACHED = ("find_notebook", "find_source_cell", "find_grade_cell", "find_solution_cell", "find_task_cell",
               "find_graded_cell", "find_assignment")
 
-    # Of those, the instructor's cells that OverwriteCells reads of every cell of every submission: with
-    # ``remembered`` (a dict its owner empties whenever the definition changes), found cells are kept across
-    # gradebooks as CellDefinition snapshots (a cell a submission names that is not there is looked up each time).
-    REMEMBERED = ("find_source_cell", "find_graded_cell")
+    # Of those, the instructor's cells that OverwriteCells reads of every cell of every submission, and the
+    # notebooks whose cells it and RestoreCellMetadata list for every submission: with ``remembered`` (a dict
+    # its owner empties whenever the definition changes), found ones are kept across gradebooks as
+    # CellDefinition and NotebookDefinition snapshots (a cell a submission names that is not there is
+    # looked up each time).
+    REMEMBERED = {"find_source_cell": lambda row: CellDefinition(row),
+                  "find_graded_cell": lambda row: CellDefinition(row),
+                  "find_notebook": lambda row: NotebookDefinition(row)}
 
     def __init__(self, gradebook, *, flush_on_commit: bool = True, remembered: dict | None = None):
         self._gb = gradebook
@@ -152,7 +156,7 @@ class SharedGradebook:
             if self._remembered is not None and name in self.REMEMBERED:
                 found = self._remembered.get(key)
                 if found is None:
-                    found = CellDefinition(method(*args))  # MissingEntry propagates, as nbgrader's
+                    found = self.REMEMBERED[name](method(*args))  # MissingEntry propagates, as nbgrader's
                     self._remembered[key] = found
                 return found
             if key not in self._cache:
@@ -178,6 +182,20 @@ class CellDefinition:
 
         for column in inspect(row).mapper.column_attrs:
             setattr(self, column.key, getattr(row, column.key))
+
+
+class NotebookDefinition:
+    """One of the instructor's notebooks as the gradebook defines it: its table's columns (name,
+    kernelspec, ...; not the sums over its submissions, which change) and its cells of each kind
+    (as :class:`CellDefinition`, in the gradebook's order). Reading anything else is an AttributeError."""
+
+    CELLS = ("grade_cells", "solution_cells", "task_cells", "source_cells")
+
+    def __init__(self, row):
+        for column in row.__table__.columns:
+            setattr(self, column.key, getattr(row, column.key))
+        for cells in self.CELLS:
+            setattr(self, cells, [CellDefinition(cell) for cell in getattr(row, cells)])
 
 
 class _CachedJsonschema:
@@ -383,17 +401,26 @@ class Pipeline:
         """Each check's seed for ``student``'s submission (their variant's for the checks that have one)."""
         return variants.seeds_for(self.course, assignment, student, self.seed_for)
 
-    def finish(self, nb, resources: dict, dest: Path, notebook_id: str, after_save=None):
+    def finish(self, nb, resources: dict, dest: Path, notebook_id: str, after_save=None, compact: bool = False):
         """The rest of nbgrader's autograde after execution, then the autograded notebook is written.
         ``after_save()`` runs once the grades are saved (a session that keeps its rows across
-        commits expires the submission's computed scores there)."""
+        commits expires the submission's computed scores there). ``compact``: written without
+        nbformat's layout for people (indented, one line of text per string), which costs more than
+        saving the grades, for a copy that only the grader's own steps read back (any notebook reader
+        reads the same notebook); ``nb`` itself then loses nbformat's transient fields, as a reader's copy does."""
         from nbgrader.preprocessors import SaveAutoGrades
 
         for pre in self.post:
             nb, resources = pre(nb, resources)  # __call__ honours each preprocessor's `enabled`
             if after_save is not None and isinstance(pre, SaveAutoGrades):
                 after_save()
-        (dest / f"{notebook_id}.ipynb").write_text(nbformat.v4.nbjson.writes(nb))
+        if compact:
+            from nbformat.v4.nbjson import BytesEncoder, strip_transient
+
+            text = json.dumps(strip_transient(nb), cls=BytesEncoder, sort_keys=True, ensure_ascii=False)
+        else:
+            text = nbformat.v4.nbjson.writes(nb)
+        (dest / f"{notebook_id}.ipynb").write_text(text)
         return nb
 
     def missing(self, gb, student: str, assignment: str, notebook_id: str) -> None:
