@@ -18,6 +18,11 @@
   (the broker's and the validate service's tests). A test that must see a broker start,
   or gives it its own environment, starts its own (``broker_helpers.start_broker``).
 
+``make test`` runs in two pytest-xdist workers (``-n 2 --dist loadgroup``): every test marked ``root``,
+``hub``, ``browser`` or ``docker``, or asking for one of the fixtures above that start a hub, a broker or
+graded sandboxes, is in one group (``xdist_group("machine")``) that one worker runs in file order, since
+those tests share Unix users, ports and /srv; the others are spread over both workers.
+
 Helpers (plain modules, imported by name): ``hub_helpers`` (launch a hub, log in, sessions),
 ``e2e_class`` (a graded sample class), ``accessibility`` (axe-core and the keyboard in a page), ``fault_helpers``, ``gradebooks``, ``broker_helpers`` (a
 sandbox broker and the accounts that talk to it), ``services_lms`` (an LMS's token, grade and roster services); ``cheats/`` is the cheat-attempt catalogue.
@@ -62,6 +67,29 @@ grader_tests/tests/.
 
 
 import pytest
+
+MACHINE_MARKERS = ("root", "hub", "browser", "docker")
+MACHINE_FIXTURES = ("native_hub", "security_hub", "sandbox_broker", "autograded_e2e_class")
+
+
+def _shared_fixtures(item) -> set:
+    """(module, name) of the module- and class-scoped fixtures ``item`` uses: built once per worker."""
+    info = getattr(item, "_fixtureinfo", None)
+    return {(item.module.__name__, name) for name, defs in (info.name2fixturedefs.items() if info else ())
+            if defs and defs[-1].scope in ("module", "class")}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the group
+def pytest_collection_modifyitems(items):
+    """Tests that use the machine's users, ports or /srv, or a hub, broker or graded class of the run,
+    go to one worker, in their collection order (tests/e2e before tests/hub on ``native_hub``); so does a
+    test that shares a module's fixture with one of them (a zygote, a hub), which then starts once."""
+    machine = [item for item in items if any(item.get_closest_marker(name) for name in MACHINE_MARKERS)
+               or set(MACHINE_FIXTURES) & set(getattr(item, "fixturenames", ()))]
+    theirs = set().union(*map(_shared_fixtures, machine))
+    machine += [item for item in items if item not in machine and _shared_fixtures(item) & theirs]
+    for item in machine:
+        item.add_marker(pytest.mark.xdist_group("machine"))
 
 
 @pytest.fixture(scope="session")
