@@ -21,7 +21,8 @@
 ``make test`` runs in two pytest-xdist workers (``-n 2 --dist loadgroup``): every test marked ``root``,
 ``hub``, ``browser`` or ``docker``, or asking for one of the fixtures above that start a hub, a broker or
 graded sandboxes, is in one group (``xdist_group("machine")``) that one worker runs in file order, since
-those tests share Unix users, ports and /srv; the others are spread over both workers.
+those tests share Unix users, ports and /srv; the Docker round trip (``xdist_group("docker")``) and the
+others are spread over both workers.
 
 Helpers (plain modules, imported by name): ``hub_helpers`` (launch a hub, log in, sessions),
 ``e2e_class`` (a graded sample class), ``accessibility`` (axe-core and the keyboard in a page), ``fault_helpers``, ``gradebooks``, ``broker_helpers`` (a
@@ -89,7 +90,8 @@ def pytest_collection_modifyitems(items):
     theirs = set().union(*map(_shared_fixtures, machine))
     machine += [item for item in items if item not in machine and _shared_fixtures(item) & theirs]
     for item in machine:
-        item.add_marker(pytest.mark.xdist_group("machine"))
+        # the Docker round trip runs in its containers, through ports it picks: beside the machine's group
+        item.add_marker(pytest.mark.xdist_group("docker" if item.get_closest_marker("docker") else "machine"))
 
 
 @pytest.fixture(scope="session")
