@@ -64,8 +64,8 @@ check: venv
 	scripts/install-system-deps.sh --proxy-only
 	$(BIN)/python -m pytest -m "$(CHECK_MARKERS)" $(PYTEST_ARGS)
 
-## The whole test suite (CI runs exactly this), in TEST_WORKERS pytest-xdist workers: the tests that use
-## root, a hub, Docker or a browser run in one of them in file order (tests/conftest.py), the rest beside them.
+## The whole test suite (CI runs exactly this), in TEST_WORKERS pytest-xdist workers: the tests that share the
+## machine's users, ports and /srv run in groups, each in one worker in file order (tests/conftest.py).
 TEST_WORKERS ?= 2
 test: venv system-deps
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)

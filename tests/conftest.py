@@ -18,11 +18,12 @@
   (the broker's and the validate service's tests). A test that must see a broker start,
   or gives it its own environment, starts its own (``broker_helpers.start_broker``).
 
-``make test`` runs in two pytest-xdist workers (``-n 2 --dist loadgroup``): every test marked ``root``,
-``hub``, ``browser`` or ``docker``, or asking for one of the fixtures above that start a hub, a broker or
-graded sandboxes, is in one group (``xdist_group("machine")``) that one worker runs in file order, since
-those tests share Unix users, ports and /srv; the Docker round trip (``xdist_group("docker")``) and the
-others are spread over both workers.
+``make test`` runs in two pytest-xdist workers (``-n 2 --dist loadgroup``); ``pytest_collection_modifyitems``
+below puts the tests that share the machine in groups, each run by one worker in file order: ``machine``
+(every test marked ``root``, ``hub``, ``browser`` or ``docker`` or asking for one of the fixtures above:
+they share Unix users, ports and /srv), ``sandbox`` (of those, the sandboxes' and the broker's own tests,
+which start no hub and make only their own accounts) and ``docker`` (the Docker round trip). The other
+tests are spread over both workers.
 
 Helpers (plain modules, imported by name): ``hub_helpers`` (launch a hub, log in, sessions),
 ``e2e_class`` (a graded sample class), ``accessibility`` (axe-core and the keyboard in a page), ``fault_helpers``, ``gradebooks``, ``broker_helpers`` (a
@@ -67,10 +68,15 @@ grader_tests/tests/.
 """
 
 
+from pathlib import Path
+
 import pytest
 
 MACHINE_MARKERS = ("root", "hub", "browser", "docker")
 MACHINE_FIXTURES = ("native_hub", "security_hub", "sandbox_broker", "autograded_e2e_class")
+HUB_MARKERS = ("hub", "browser", "docker")
+HUB_FIXTURES = ("native_hub", "security_hub", "autograded_e2e_class")
+SANDBOX_TESTS = Path(__file__).parent / "grading"
 
 
 def _shared_fixtures(item) -> set:
@@ -80,18 +86,37 @@ def _shared_fixtures(item) -> set:
             if defs and defs[-1].scope in ("module", "class")}
 
 
+def _with_what_they_share(chosen: list, items: list) -> list:
+    """``chosen`` and every other item of ``items`` that shares a module's fixture with one of them."""
+    theirs = set().union(*map(_shared_fixtures, chosen))
+    return chosen + [item for item in items if item not in chosen and _shared_fixtures(item) & theirs]
+
+
+def _sandbox_only(item) -> bool:
+    """A test of sandboxes and the broker (tests/grading/, or one asking for ``sandbox_broker``) that
+    starts no hub: it makes only its own accounts (broker_helpers) and cgroups."""
+    fixtures = set(getattr(item, "fixturenames", ()))
+    return ((SANDBOX_TESTS in Path(item.path).parents or "sandbox_broker" in fixtures)
+            and not any(item.get_closest_marker(name) for name in HUB_MARKERS) and not fixtures & set(HUB_FIXTURES))
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the group
 def pytest_collection_modifyitems(items):
-    """Tests that use the machine's users, ports or /srv, or a hub, broker or graded class of the run,
-    go to one worker, in their collection order (tests/e2e before tests/hub on ``native_hub``); so does a
-    test that shares a module's fixture with one of them (a zygote, a hub), which then starts once."""
-    machine = [item for item in items if any(item.get_closest_marker(name) for name in MACHINE_MARKERS)
-               or set(MACHINE_FIXTURES) & set(getattr(item, "fixturenames", ()))]
-    theirs = set().union(*map(_shared_fixtures, machine))
-    machine += [item for item in items if item not in machine and _shared_fixtures(item) & theirs]
+    """The groups pytest-xdist keeps on one worker each, in collection order (``make test``).
+
+    ``machine``: tests that use the machine's users, ports or /srv, or a hub or the graded class of the run
+    (tests/e2e before tests/hub on ``native_hub``); ``sandbox``: the sandboxes' and the broker's own tests,
+    which start no hub; ``docker``: the Docker round trip, in its containers through ports it picks. A test
+    that shares a module's fixture (a zygote, a hub) with one of a group is in that group."""
+    uses_the_machine = [item for item in items if any(item.get_closest_marker(name) for name in MACHINE_MARKERS)
+                        or set(MACHINE_FIXTURES) & set(getattr(item, "fixturenames", ()))]
+    machine = _with_what_they_share(uses_the_machine, items)
+    sandbox = [item for item in machine if _sandbox_only(item)]
+    rest = [item for item in machine if item not in sandbox]
+    sandbox = [item for item in sandbox if item not in _with_what_they_share(rest, sandbox)]
     for item in machine:
-        # the Docker round trip runs in its containers, through ports it picks: beside the machine's group
-        item.add_marker(pytest.mark.xdist_group("docker" if item.get_closest_marker("docker") else "machine"))
+        group = ("docker" if item.get_closest_marker("docker") else "sandbox" if item in sandbox else "machine")
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
