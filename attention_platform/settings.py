@@ -323,8 +323,16 @@ class Settings:
     lti_token_url: str = _lti(TEXT, "", "The platform's OAuth 2 token endpoint; empty: no grades or roster go "
                               "between the LMS and the course (attention_platform/lms).")
     lti_line_items_url: str = _lti(TEXT, "", "The course's line items URL in the LMS (AGS), where each assignment's "
-                                   "gradebook column is found or made.")
+                                   "gradebook column is found or made; empty: the one the course's launches name.")
     lti_memberships_url: str = _lti(TEXT, "", "The course's memberships URL in the LMS (NRPS); empty: no roster sync.")
+    lti_service_origins: tuple[str, ...] = _lti(LIST, (), "Origins of the LMS's services besides those of its "
+                                                "issuer and endpoints (e.g. a Canvas course's "
+                                                "https://school.instructure.com): a line items URL a launch "
+                                                "names elsewhere is refused.")
+    lti_tool_key_file: str = _lti(TEXT, "", "The tool's private key (PEM), readable by the hub's account alone; "
+                                  "empty: made on the hub's first start as lti-tool-key.pem in HUB_STATE_DIR.")
+    lti_launch_services_file: str = _lti(TEXT, "", "File where the hub keeps the line items URL launches name, "
+                                         "for the LMS sync; empty: lti-launch-services.json in HUB_STATE_DIR.")
     lti_sync_seconds: float = _lti(NUMBER, 60.0, "Seconds between two passes of the passback worker (scores out, "
                                    "roster in).")
 

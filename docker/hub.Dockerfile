@@ -34,7 +34,8 @@ COPY attention_platform /srv/hub/attention_platform
 # the docker-guard service). They write the exchange's per-student folders as uid 1000, the uid of
 # every container.
 RUN useradd --uid 1000 --gid 100 --no-create-home --shell /usr/sbin/nologin hub \
- && mkdir -p /srv/hub-state && chown 1000:100 /srv/hub-state && chmod 700 /srv/hub-state
+ && mkdir -p /srv/hub-state && chown 1000:100 /srv/hub-state && chmod 700 /srv/hub-state \
+ && mkdir -p /srv/lti-launch && chown 1000:100 /srv/lti-launch && chmod 755 /srv/lti-launch
 USER 1000:100
 WORKDIR /srv/hub-state
 ENV HUB_MODE=docker HUB_STATE_DIR=/srv/hub-state PYTHONPATH=/srv/hub

@@ -142,6 +142,9 @@ class LtiPlatform:
                 "LTI_DEPLOYMENT_IDS": DEPLOYMENT_ID, "LTI_CONTEXT_IDS": CONTEXT["id"], "LTI_URI_SCHEME": "http",
                 "LTI_USERNAME_KEY": ""}
 
+    def add_service_claims(self, message: MessageLaunch) -> None:
+        """The LTI Advantage claims a launch carries (none: this platform serves no services)."""
+
     def register_tool(self, hub_url: str) -> None:
         """What an administrator enters in the LMS: the URLs of docs/instructors/lms.md."""
         self.tool_url = hub_url.rstrip("/")
@@ -149,6 +152,7 @@ class LtiPlatform:
          .set_deeplink_launch_url(self.tool_url + "/hub/")
          .set_oidc_login_url(self.tool_url + "/hub/lti13/oauth_login")
          .set_tool_key_set_url(self.tool_url + "/hub/lti13/jwks"))
+        self.registration.set_tool_key_set(None)  # the package keeps the key set it fetched: another hub, another key
 
     def plan(self, launch: PlannedLaunch) -> str:
         """The URL whose opening starts ``launch`` (the link the LMS shows)."""
@@ -223,6 +227,7 @@ class Authorization(PlatformHandler):
         message.set_launch_presentation_claim(document_target=launch.document_target)
         if launch.custom:
             message.set_custom_parameters_claim(launch.custom)
+        self.platform.add_service_claims(message)
         if launch.message_type == "LtiDeepLinkingRequest":
             message.set_dl(self.platform.url + "/deep_link_return", title="Add from the course hub",
                            accept_types={"ltiResourceLink"}, extra_data=launch.deep_link_data)

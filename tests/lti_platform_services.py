@@ -57,6 +57,10 @@ class ServicesPlatform(LtiPlatform):
     def memberships_url(self) -> str:
         return f"{self.url}/{CONTEXT['id']}/memberships"
 
+    def add_service_claims(self, message) -> None:
+        """Each launch names the course's line items (the AGS endpoint claim, with the scopes granted)."""
+        message.set_ags(self.line_items_url)
+
     def services_environment(self) -> dict[str, str]:
         return {**self.hub_environment(), "LTI_TOKEN_URL": self.token_url, "LTI_LINE_ITEMS_URL": self.line_items_url,
                 "LTI_MEMBERSHIPS_URL": self.memberships_url}

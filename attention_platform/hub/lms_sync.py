@@ -29,6 +29,7 @@ def _sync(args) -> int:
     from attention_platform.course.directory import NotACourse, require_course
     from attention_platform.hub.lti import default_role_groups, parse_role_groups
     from attention_platform.lms.ags import GradeService
+    from attention_platform.lms.launch_services import course_site_origins, kept_line_items_url
     from attention_platform.lms.outbox import Outbox
     from attention_platform.hub.lti_roster import HubApi, RosterSync
     from attention_platform.hub.lti_tool_keys import ToolKey
@@ -52,7 +53,7 @@ def _sync(args) -> int:
         return 2
     tool = ToolKey(load_private_key(sys.stdin.buffer if args.key_file == "-" else args.key_file))
     credentials = ToolCredentials(env.lti_client_id[0], env.lti_token_url, tool.private_key, tool.kid)
-    service = GradeService(ServiceTokens(credentials))
+    service = GradeService(ServiceTokens(credentials), course_site_origins(env))
     outbox = Outbox(outbox_path(course))
     roster = None
     api_url, api_token = os.environ.get("JUPYTERHUB_API_URL", ""), os.environ.get("JUPYTERHUB_API_TOKEN", "")
@@ -60,8 +61,8 @@ def _sync(args) -> int:
         role_groups = parse_role_groups(env.lti_role_groups) if env.lti_role_groups.strip() else \
             default_role_groups(env.nbgrader_course_id)
         roster = RosterSync(HubApi(api_url, api_token), outbox, env.lti_issuer, role_groups,
-                            unix_account_names=args.unix_account_names)
+                            unix_account_names=args.unix_account_names, username_key=env.lti_username_key.strip())
     worker = Worker(outbox, service, default_db_url(course), env.lti_line_items_url, env.lti_memberships_url,
-                    roster, counts_on_submit_of(course))
+                    roster, counts_on_submit_of(course), lambda: kept_line_items_url(env))
     worker.serve(env.lti_sync_seconds, passes=1 if args.once else None)
     return 0

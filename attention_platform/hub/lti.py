@@ -133,6 +133,7 @@ from traitlets import Bool, Dict, Float, Integer, List, Set, Unicode, default
 from attention_platform.settings import Settings, course_id, settings
 from attention_platform.hub import accounts
 from attention_platform.hub.lti_keys import KeySetUnavailable, PlatformKeys, UnknownKey
+from attention_platform.lms import launch_services
 from attention_platform.lms.service_tokens import scopes_for
 from attention_platform.hub.lti_deep_linking import (
     DeepLinkPickerHandler, PendingRequests, deep_linking_problem, is_deep_linking_request,
@@ -500,6 +501,15 @@ class CourseLTI13Authenticator(LTI13Authenticator):
              "(/hub/lti13/config) asks the LMS for. Empty: it calls none and asks for none.",
     ).tag(config=True)
 
+    launch_services_file = Unicode(
+        "", help="JSON file where the line items URL and scopes a launch's endpoint claim names are kept for the "
+                 "LMS sync (lms/launch_services.py). Empty: not kept.",
+    ).tag(config=True)
+    service_origins = List(
+        Unicode(), help="Origins (scheme://host:port) of the LMS's site: a line items URL a launch names "
+                        "elsewhere is not kept.",
+    ).tag(config=True)
+
     outbound_dir = Unicode(
         "", help="The exchange's outbound folder of the course: its assignment folders are the released "
                  "assignments an instructor may add to the LMS (deep linking).",
@@ -662,12 +672,29 @@ class CourseLTI13Authenticator(LTI13Authenticator):
                 if self._lms_ids is None:
                     self._lms_ids = LmsIdTable(self.lms_ids_file)
                 self._lms_ids.record(name, lms_id)
+        self.keep_launch_services(token)
         context = token.get(CONTEXT_CLAIM) or {}
         self.log.info("LTI launch: %s (roles %s, context %s) -> groups %s", name,
                       sorted(course_roles(roles, self.role_groups)), context.get("label") or context.get("id"),
                       groups)
         model.update(name=name, groups=groups, admin=False)  # admin=False: JupyterHub would otherwise ask admin_users
         return model
+
+
+    def keep_launch_services(self, token: dict[str, Any]) -> None:
+        """Keep the line items URL of an accepted launch for the LMS sync; never fails the launch."""
+        if not self.launch_services_file:
+            return
+        try:
+            found = launch_services.from_launch(token, tuple(self.service_origins))
+            if found is not None and launch_services.record(self.launch_services_file, found):
+                self.log.info("LTI: the course's line items are at %s (scopes %s)", found.line_items_url,
+                              ", ".join(found.scopes) or "none")
+        except launch_services.UnusableEndpoint as why:
+            self.log.warning("LTI launch: its grade service endpoint is not used: %s", why)
+        except OSError as why:
+            self.log.warning("LTI launch: the line items URL could not be kept in %s: %s",
+                             self.launch_services_file, why)
 
 
 def _required(configured: Settings, name: str) -> str:
@@ -705,9 +732,14 @@ def configure_lti(c, environ: dict | None = None) -> None:
         auth.role_groups = default_role_groups(env.nbgrader_course_id)
     auth.instructors_group = f"instructors-{env.nbgrader_course_id}"
     auth.allow_unmapped_roles = env.lti_allow_unmapped_roles
-    auth.tool_key_file = str(Path(env.hub_state_dir) / "lti-tool-key.pem")
+    auth.tool_key_file = env.lti_tool_key_file or str(Path(env.hub_state_dir) / "lti-tool-key.pem")
     auth.presentation = env.lti_presentation
-    auth.service_scopes = scopes_for(env.lti_token_url, env.lti_line_items_url, env.lti_memberships_url)
+    # the line items URL may come from launches, so the grade services are asked for whenever services are on
+    auth.service_scopes = scopes_for(env.lti_token_url, env.lti_line_items_url or env.lti_token_url,
+                                     env.lti_memberships_url)
+    if env.lti_token_url:
+        auth.launch_services_file = str(launch_services.kept_file(env))
+        auth.service_origins = list(launch_services.course_site_origins(env))
     if env.lti_presentation == EMBED:
         try:
             origins = embed_origins(env.lti_embed_origins)

@@ -1,7 +1,10 @@
 """The course's roster from the LMS (NRPS) into the hub's groups, through the hub's REST API.
 
 Each active member of the LMS course whose roles map to course groups (``LTI_ROLE_GROUPS``, the same
-table launches use) gets a hub user, under the name their launch will give them, and those groups before
+table launches use) gets a hub user, under the name their launch will give them (the claim LTI_USERNAME_KEY
+names, read from the roster's member: ``sub`` is its ``user_id``, ``email`` its ``email``; a member
+without it is named by ``user_id``, as a launch without it is by ``sub``; a ``custom_`` claim or any other the
+roster does not carry cannot be matched, and the roster is then not synced at all), and those groups before
 their first login. A user in a course group whom the roster no longer lists with that group (dropped,
 made inactive, or given another role) is taken out of it, and a user left in no course group has their
 server stopped: their access ends now, not at their next launch. Hub admins are never changed. Every
@@ -16,7 +19,7 @@ from urllib.parse import quote
 from attention_platform.hub.lti import CourseLTI13Authenticator, groups_for_roles
 from attention_platform.lms.ags import ServiceRefused
 from attention_platform.lms.bounded_http import exchange
-from attention_platform.lms.nrps import Member
+from attention_platform.lms.nrps import LOGIN_CLAIMS, Member
 from attention_platform.lms.outbox import Outbox
 from attention_platform.lms.worker import RosterRefused
 
@@ -53,18 +56,24 @@ class RosterSync:
     issuer: str
     role_groups: dict[str, list[str]]
     unix_account_names: bool = False
+    username_key: str = "sub"  # LTI_USERNAME_KEY, the launch's claim the hub names users by
     changes: list[str] = field(default_factory=list)
 
     def __post_init__(self):
         self._naming = CourseLTI13Authenticator(unix_account_names=self.unix_account_names)
+        self.username_key = self.username_key or "sub"
 
-    def hub_name(self, lms_id: str) -> str:
-        """The name a launch of ``lms_id`` logs in as (CourseLTI13Authenticator.hub_name)."""
-        return self._naming.hub_name(lms_id, self.issuer)
+    def hub_name(self, member: Member) -> str:
+        """The name ``member``'s launch logs in as (CourseLTI13Authenticator.hub_name of its username claim)."""
+        return self._naming.hub_name(member.claim(self.username_key) or member.user_id, self.issuer)
 
     def apply(self, roster: list[Member]) -> list[str]:
         """Make the hub's course groups those of ``roster``; the changes made, one sentence each."""
         self.changes = []
+        if self.username_key not in ("sub", *LOGIN_CLAIMS):
+            raise RosterRefused(f"LTI_USERNAME_KEY={self.username_key[:80]}: the LMS's roster does not list that "
+                                "claim, so its members cannot be matched to the names their launches give them; the "
+                                "roster is not synced (sub or email can be matched)")
         if not any(member.active for member in roster):
             raise ServiceRefused("the LMS listed no active member of the course; the roster was left as it was "
                              "(a course is never emptied by one answer)")
@@ -72,7 +81,7 @@ class RosterSync:
         wanted: dict[str, set[str]] = {}
         for member in roster:
             try:
-                name = self.hub_name(member.user_id)
+                name = self.hub_name(member)
             except ValueError:
                 continue  # an id no launch could log in with either
             groups = set(groups_for_roles(list(member.roles), self.role_groups)) if member.active else set()

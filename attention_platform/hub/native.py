@@ -593,7 +593,7 @@ def start_lms_sync(hub: NativeHub, log_file) -> subprocess.Popen:
     from attention_platform.hub.lti_tool_keys import ToolKey
     from cryptography.hazmat.primitives import serialization
 
-    key = ToolKey.load_or_create(hub.state / "lti-tool-key.pem")
+    key = ToolKey.load_or_create(Settings.from_environ(hub.env).lti_tool_key_file or hub.state / "lti-tool-key.pem")
     as_grader = hub.as_grader()
     as_grader["env"].update(JUPYTERHUB_API_URL=f"http://127.0.0.1:{hub.env['HUB_INTERNAL_PORT']}/hub/api",
                             JUPYTERHUB_API_TOKEN=hub.env["LMS_SYNC_API_TOKEN"], JUPYTERHUB_SERVICE_NAME="lms-sync")

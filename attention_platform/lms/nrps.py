@@ -8,7 +8,7 @@ or the course's settings. The list may come in pages (``Link: <…>; rel="next"`
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from attention_platform.lms.ags import GradeService, ServiceRefused
 from attention_platform.lms.service_tokens import MEMBERSHIP_SCOPE
@@ -18,12 +18,22 @@ MAX_PAGES = 100
 _NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
 
 
+# Claims of a launch that the roster carries by the same name (NRPS 2.0 §2.2; the launch's sub is user_id).
+LOGIN_CLAIMS = ("email", "name", "given_name", "family_name")
+MAX_CLAIM = 255
+
+
 @dataclass(frozen=True)
 class Member:
     user_id: str
     roles: tuple[str, ...]
     active: bool
     name: str = ""
+    login_claims: dict[str, str] = field(default_factory=dict, compare=False)  # those of LOGIN_CLAIMS it has
+
+    def claim(self, key: str) -> str:
+        """The member's value of a launch's claim ``key`` (``sub`` is the user id); "" when not listed."""
+        return self.user_id if key == "sub" else self.login_claims.get(key, "")
 
 
 def members(service: GradeService, memberships_url: str) -> list[Member]:
@@ -52,4 +62,6 @@ def _member(entry) -> Member | None:
     roles = tuple(role for role in entry.get("roles") or () if isinstance(role, str))
     status = entry.get("status", "Active")
     name = entry.get("name") if isinstance(entry.get("name"), str) else ""
-    return Member(entry["user_id"], roles, status == "Active", name[:200])
+    claims = {key: entry[key] for key in LOGIN_CLAIMS
+              if isinstance(entry.get(key), str) and 0 < len(entry[key]) <= MAX_CLAIM}
+    return Member(entry["user_id"], roles, status == "Active", name[:200], claims)

@@ -56,6 +56,8 @@ class Worker:
     memberships_url: str = ""
     roster: Roster | None = None
     counts_on_submit: Callable[[str], bool] = lambda assignment: False
+    # without line_items_url: the URL the course's launches named, or "" and why there is none
+    launched_line_items: Callable[[], tuple[str, str]] = lambda: ("", "")
 
     def one_pass(self) -> dict:
         """Sync the roster, queue what counts, post what is due; what happened, for the log."""
@@ -66,10 +68,13 @@ class Worker:
             except (LmsUnavailable, ServiceRefused, TokenRefused, RosterRefused) as why:
                 self.outbox.note_roster_change("", "", f"roster not synced: {why}"[:500])
                 done["roster"] = f"not synced: {why}"
-        if self.line_items_url:
+        line_items_url, why_none = (self.line_items_url, "") if self.line_items_url else self.launched_line_items()
+        if line_items_url:
             done["queued"] = queue_scores(self.outbox, gradebook_scores(self.db_url),
                                           counted_on_submit(self.db_url, self.counts_on_submit))
-            done.update(deliver(self.outbox, self.service, self.line_items_url))
+            done.update(deliver(self.outbox, self.service, line_items_url))
+        elif why_none:
+            done["scores"] = f"not sent: {why_none}"
         return done
 
     def serve(self, interval: float, passes: int | None = None) -> None:

@@ -80,16 +80,16 @@ def pip_pins(dockerfile: Path) -> dict[str, str]:
 
 def test_compose_services_and_volumes():
     services = COMPOSE["services"]
-    assert set(services) == {"db", "docker-guard", "hub", "grader", "student-image"}
+    assert set(services) == {"db", "docker-guard", "hub", "grader", "lms-sync", "student-image"}
     db_image = re.fullmatch(r"\$\{POSTGRES_IMAGE:-(.+)\}", services["db"]["image"]).group(1)
     assert db_image.startswith("postgres:") and re.search(r":\d+\.\d+-", db_image)  # official, pinned, by default
-    for name in ("docker-guard", "hub", "grader", "student-image"):
+    for name in ("docker-guard", "hub", "grader", "lms-sync", "student-image"):
         build = services[name]["build"]
         assert (REPO / build["context"] / build["dockerfile"]).is_file()
         assert re.fullmatch(r"dl-attention/[a-z-]+:\d+\.\d+\.\d+", services[name]["image"])
         # one base for every image, official by default, replaceable from .env
         assert build["args"]["PYTHON_BASE"] == "${PYTHON_BASE:-python:3.11.11-slim-bookworm}"
-    assert set(COMPOSE["volumes"]) == {"db-data", "hub-state", "course"}  # state on named volumes
+    assert set(COMPOSE["volumes"]) == {"db-data", "hub-state", "course", "lti-launch"}  # state on named volumes
     hub = services["hub"]
     assert hub["environment"]["HUB_MODE"] == "docker"
     assert hub["environment"]["HUB_DB_URL"].startswith("postgresql+psycopg://")
@@ -115,7 +115,7 @@ def test_every_service_built_here_stops_on_docker_stops_signal():
     # Their first process is Python or bash, which as a container's pid 1 ignores SIGTERM: without an
     # init, `docker compose down` or `restart` waits its 10 s and kills them. (db: postgres handles it.)
     services = COMPOSE["services"]
-    for name in ("docker-guard", "hub", "grader"):
+    for name in ("docker-guard", "hub", "grader", "lms-sync"):
         assert services[name].get("init") is True, name
 
 
@@ -123,8 +123,9 @@ def test_networks_the_database_only_hub_and_grader():
     services, networks = COMPOSE["services"], COMPOSE["networks"]
     on = {name: set(service.get("networks", [])) for name, service in services.items() if name != "student-image"}
     assert on["db"] == {"backend"}
-    assert {name for name, nets in on.items() if "backend" in nets} == {"db", "hub", "grader"}
-    assert {name for name, nets in on.items() if "public" in nets} == {"hub"}  # the only way in or out
+    assert {name for name, nets in on.items() if "backend" in nets} == {"db", "hub", "grader", "lms-sync"}
+    # the only ways in or out: the hub's port (and an LMS's key set), the LMS sync's calls to the LMS
+    assert {name for name, nets in on.items() if "public" in nets} == {"hub", "lms-sync"}
     assert networks["backend"].get("internal") is True and networks["docker"].get("internal") is True
     # students' containers: each on a network of its own with the hub (test_each_student_is_on_a_network_of_their_own)
 
@@ -715,3 +716,67 @@ def test_the_grader_image_carries_the_similarity_reports_library_at_the_projects
     pins = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
     [pin] = [p for p in pins if p.startswith("copydetect==")]
     assert re.search(rf"^\s*{re.escape(pin)}\b", DOCKERFILES["grader"].read_text(), re.M), pin
+
+
+def lock_pin(package: str) -> str:
+    return re.search(rf"^{package}==(\S+)", (REPO / "requirements.lock").read_text(), re.M).group(1)
+
+
+def test_the_lms_sync_runs_only_with_the_lti_profile_from_the_grader_image_and_the_lms_client():
+    """The LMS sync reads the gradebook and writes the outbox as the grader does, so its image is the grader's
+    plus PyJWT and cryptography at the lock's pins; the grader's own image stays without them."""
+    sync = COMPOSE["services"]["lms-sync"]
+    assert sync["profiles"] == ["lti"]  # `docker compose up` without --profile lti starts no LMS client
+    assert sync["build"]["additional_contexts"] == {"grader-image": "service:grader"}
+    dockerfile = REPO / sync["build"]["dockerfile"]
+    steps = instructions(dockerfile)
+    assert [rest for word, rest in steps if word == "FROM"] == ["grader-image"]
+    assert ("USER", "1000:100") in steps  # the grader account's uid, never root
+    pins = pip_pins(dockerfile)
+    # the LMS client, and the LTI authenticator whose role table and user names the roster shares with launches
+    assert {"pyjwt", "cryptography", "jupyterhub-ltiauthenticator"} <= set(pins)
+    assert pins == {package: lock_pin(package) for package in pins}
+    assert pins["jupyterhub-ltiauthenticator"] == pip_pins(DOCKERFILES["hub"])["jupyterhub-ltiauthenticator"]
+    assert "jwt" not in DOCKERFILES["grader"].read_text().lower()
+    command = json.loads(next(rest for word, rest in steps if word == "CMD"))
+    assert command[:2] == ["attention-course", "lms-sync"]
+    assert command[command.index("--key-file") + 1] == "/run/secrets/lti_tool_key"
+    assert sync["read_only"] is True and sync["cap_drop"] == ["ALL"]
+    assert "no-new-privileges:true" in sync["security_opt"]
+    assert sync["depends_on"]["hub"] == {"condition": "service_healthy"}
+    # the sync's hub API token is the one the hub registers the service with
+    assert sync["environment"]["JUPYTERHUB_API_TOKEN"] == COMPOSE["services"]["hub"]["environment"][
+        "LMS_SYNC_API_TOKEN"] == "${LMS_SYNC_API_TOKEN:-}"
+
+
+def test_the_tools_key_reaches_the_hub_and_the_lms_sync_only_and_read_only():
+    services = COMPOSE["services"]
+    holders = {name for name, service in services.items() if "lti_tool_key" in service.get("secrets", [])}
+    assert holders == {"hub", "lms-sync"}
+    assert COMPOSE["secrets"]["lti_tool_key"]["file"].startswith("${LTI_TOOL_KEY_FILE:-")
+    # the hub signs with that key only when the operator gave one; otherwise it keeps making its own
+    assert services["hub"]["environment"]["LTI_TOOL_KEY_FILE"] == "${LTI_TOOL_KEY_FILE:+/run/secrets/lti_tool_key}"
+    placeholder = COMPOSE["secrets"]["lti_tool_key"]["file"].removeprefix("${LTI_TOOL_KEY_FILE:-").split("}")[0]
+    assert (REPO / placeholder).is_file() and (REPO / placeholder).stat().st_size == 0
+
+
+def test_what_launches_name_goes_from_the_hub_to_the_lms_sync_read_only():
+    from attention_platform.settings import fields
+
+    services = COMPOSE["services"]
+    hub_file = services["hub"]["environment"]["LTI_LAUNCH_SERVICES_FILE"]
+    assert services["lms-sync"]["environment"]["LTI_LAUNCH_SERVICES_FILE"] == hub_file
+    folder = str(Path(hub_file).parent)
+    assert f"lti-launch:{folder}" in [v.split("#")[0].strip() for v in services["hub"]["volumes"]]
+    assert f"lti-launch:{folder}:ro" in services["lms-sync"]["volumes"]
+    assert not any("lti-launch" in v for v in services["grader"]["volumes"])
+    # the hub's image makes that folder its account's (a fresh named volume takes the image's owner)
+    assert re.search(rf"chown 1000:100 {folder}\b", DOCKERFILES["hub"].read_text())
+    # every setting the sync needs is handed to it, and each is one the settings module knows
+    needed = {"LTI_CLIENT_ID", "LTI_ISSUER", "LTI_TOKEN_URL", "LTI_DEPLOYMENT_IDS", "LTI_CONTEXT_IDS",
+              "LTI_LINE_ITEMS_URL", "LTI_MEMBERSHIPS_URL", "LTI_USERNAME_KEY", "NBGRADER_DB_URL",
+              "JUPYTERHUB_API_URL", "JUPYTERHUB_API_TOKEN"}
+    assert needed <= set(services["lms-sync"]["environment"])
+    known = {setting.name.upper() for setting in fields()}
+    assert {name for name in services["lms-sync"]["environment"] if name.startswith("LTI_")} <= known
+

@@ -6,7 +6,9 @@ URL on another site, another deployment's context."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import threading
+from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -233,6 +235,37 @@ def test_the_roster_is_read_across_pages(lms):
     assert all(scope == {MEMBERSHIP_SCOPE} for scope in lms.tokens.values())
 
 
+def test_the_roster_names_members_as_their_launches_do_whatever_the_username_claim(lms, tmp_path):
+    from attention_platform.hub.lti import clean_username, default_role_groups, unix_account_name
+    from attention_platform.hub.lti_roster import HubApi, RosterSync
+    from attention_platform.lms.worker import RosterRefused
+
+    lms.members = [{"user_id": "9f1c-uuid", "email": "Ada@School.example", "roles": [LEARNER]},
+                   {"user_id": "2417", "roles": [LEARNER]}]  # an LMS that withholds an e-mail
+    found = {m.user_id: m for m in members(GradeService(tokens_for(lms)), lms.memberships_url)}
+    outbox = Outbox(tmp_path / "lms-outbox.sqlite")
+    unreachable = HubApi("http://127.0.0.1:9/hub/api", "no-token")  # any call to it would fail
+
+    def sync(key, unix=False):
+        return RosterSync(unreachable, outbox, "https://lms.example", default_role_groups("c"),
+                          unix_account_names=unix, username_key=key)
+
+    try:
+        for key in ("sub", ""):
+            assert sync(key).hub_name(found["9f1c-uuid"]) == "9f1c-uuid"
+        # a launch without the claim logs in by its sub (ltiauthenticator), so the roster does the same
+        assert [sync("email").hub_name(found[i]) for i in ("9f1c-uuid", "2417")] == [
+            clean_username("Ada@School.example"), "2417"]
+        assert sync("email", unix=True).hub_name(found["9f1c-uuid"]) == \
+            unix_account_name("https://lms.example", "Ada@School.example")
+        for key in ("custom_login", "preferred_username"):
+            with pytest.raises(RosterRefused, match=f"LTI_USERNAME_KEY={key}"):
+                sync(key).apply(list(found.values()))
+        assert outbox.members() == {}  # nothing was kept or changed
+    finally:
+        outbox.close()
+
+
 def test_the_tools_configuration_asks_for_the_scopes_of_the_services_it_is_set_to_call():
     from traitlets.config import Config
 
@@ -244,13 +277,90 @@ def test_the_tools_configuration_asks_for_the_scopes_of_the_services_it_is_set_t
     services = {"LTI_TOKEN_URL": "https://l/token", "LTI_LINE_ITEMS_URL": "https://l/c1/lineitems",
                 "LTI_MEMBERSHIPS_URL": "https://l/c1/memberships"}
     for extra, scopes in (({}, set()),
-                          ({"LTI_TOKEN_URL": services["LTI_TOKEN_URL"]}, set()),
+                          # the line items URL comes from launches: the grade services are asked for
+                          ({"LTI_TOKEN_URL": services["LTI_TOKEN_URL"]}, {LINE_ITEM_SCOPE, SCORE_SCOPE, RESULT_SCOPE}),
                           (dict(services, LTI_MEMBERSHIPS_URL=""), {LINE_ITEM_SCOPE, SCORE_SCOPE, RESULT_SCOPE}),
-                          (dict(services, LTI_LINE_ITEMS_URL=""), {MEMBERSHIP_SCOPE}),
+                          (dict(services, LTI_LINE_ITEMS_URL=""),
+                           {LINE_ITEM_SCOPE, SCORE_SCOPE, RESULT_SCOPE, MEMBERSHIP_SCOPE}),
                           (services, {LINE_ITEM_SCOPE, SCORE_SCOPE, RESULT_SCOPE, MEMBERSHIP_SCOPE})):
         c = Config()
         configure_lti(c, dict(base, **extra))
         assert set(CourseLTI13Authenticator(config=c).service_scopes) == scopes, extra
+
+
+LAUNCH_SETTINGS = {"LTI_ISSUER": "https://lms.example.test", "LTI_CLIENT_ID": CLIENT_ID,
+                   "LTI_AUTHORIZE_URL": "https://lms.example.test/auth", "LTI_JWKS_URL": "https://lms.example.test/jwks",
+                   "LTI_DEPLOYMENT_IDS": "d1", "LTI_CONTEXT_IDS": "c1", "LTI_TOKEN_URL": "https://lms.example.test/token"}
+
+
+def launch_claims(line_items_url, scopes=(LINE_ITEM_SCOPE, SCORE_SCOPE), deployment="d1", context="c1") -> dict:
+    from attention_platform.lms.launch_services import CONTEXT_CLAIM, DEPLOYMENT_CLAIM, ENDPOINT_CLAIM
+
+    return {DEPLOYMENT_CLAIM: deployment, CONTEXT_CLAIM: {"id": context},
+            ENDPOINT_CLAIM: {"lineitems": line_items_url, "scope": list(scopes)}}
+
+
+def test_a_launch_names_the_line_items_only_on_the_lms_site_and_the_sync_reads_them_back(tmp_path):
+    from attention_platform.lms import launch_services
+    from attention_platform.settings import Settings
+
+    env = Settings.from_environ(dict(LAUNCH_SETTINGS, HUB_STATE_DIR=str(tmp_path)))
+    origins = launch_services.course_site_origins(env)
+    assert launch_services.kept_line_items_url(env)[0] == ""  # no launch yet
+    assert launch_services.from_launch({}, origins) is None  # a launch naming no grade service
+    for elsewhere in ("https://attacker.example/c1/lineitems", "https://lms.example.test:444/c1/lineitems",
+                      "http://lms.example.test/c1/lineitems", "javascript:alert(1)", 42):
+        with pytest.raises(launch_services.UnusableEndpoint):
+            launch_services.from_launch(launch_claims(elsewhere), origins)
+
+    found = launch_services.from_launch(launch_claims("https://lms.example.test/api/c1/line_items"), origins)
+    path = launch_services.kept_file(env)
+    assert launch_services.record(path, found) and not launch_services.record(path, found)  # kept once
+    assert oct(path.stat().st_mode & 0o777) == "0o644"
+    assert launch_services.kept_line_items_url(env) == ("https://lms.example.test/api/c1/line_items", "")
+
+    # a kept URL of another context or deployment, or without the line item scope, is not used
+    for claims in (launch_claims("https://lms.example.test/api/c9/line_items", context="c9"),
+                   launch_claims("https://lms.example.test/api/c1/line_items", deployment="d9"),
+                   launch_claims("https://lms.example.test/api/c1/line_items", scopes=(SCORE_SCOPE,))):
+        launch_services.record(path, launch_services.from_launch(claims, origins))
+        url, why = launch_services.kept_line_items_url(env)
+        assert url == "" and why, claims
+    # nor one a hand edit put on another site, nor a file too large or not what the hub writes
+    for text in (json.dumps({"line_items_url": "https://attacker.example/li", "scopes": [LINE_ITEM_SCOPE],
+                             "deployment_id": "d1", "context_id": "c1"}), "x" * 20_000, "[1]", "{"):
+        path.write_text(text)
+        assert launch_services.kept_line_items_url(env)[0] == "", text[:40]
+
+
+def test_the_hub_keeps_what_an_accepted_launch_names_for_the_sync(tmp_path):
+    from traitlets.config import Config
+
+    from attention_platform.hub.lti import CourseLTI13Authenticator, configure_lti
+    from attention_platform.lms import launch_services
+
+    c = Config()
+    configure_lti(c, dict(LAUNCH_SETTINGS, HUB_STATE_DIR=str(tmp_path),
+                          LTI_SERVICE_ORIGINS="https://school.instructure.example"))
+    authenticator = CourseLTI13Authenticator(config=c)
+    assert authenticator.launch_services_file == str(tmp_path / launch_services.FILE_NAME)
+    authenticator.keep_launch_services(launch_claims("https://attacker.example/c1/lineitems"))
+    assert not (tmp_path / launch_services.FILE_NAME).exists()
+    authenticator.keep_launch_services(launch_claims("https://school.instructure.example/api/lti/courses/1/line_items"))
+    kept = launch_services.read(tmp_path / launch_services.FILE_NAME)
+    assert kept.line_items_url == "https://school.instructure.example/api/lti/courses/1/line_items"
+
+
+def test_the_hub_signs_with_the_key_file_the_operator_gives_else_its_own(tmp_path):
+    from traitlets.config import Config
+
+    from attention_platform.hub.lti import CourseLTI13Authenticator, configure_lti
+
+    for extra, expected in (({}, tmp_path / "lti-tool-key.pem"),
+                            ({"LTI_TOOL_KEY_FILE": "/run/secrets/lti_tool_key"}, Path("/run/secrets/lti_tool_key"))):
+        c = Config()
+        configure_lti(c, dict(LAUNCH_SETTINGS, HUB_STATE_DIR=str(tmp_path), **extra))
+        assert Path(CourseLTI13Authenticator(config=c).tool_key_file) == expected
 
 
 def test_the_hub_registers_the_lms_sync_only_with_lti_services_and_never_as_an_admin(monkeypatch, tmp_path):
