@@ -64,9 +64,11 @@ check: venv
 	scripts/install-system-deps.sh --proxy-only
 	$(BIN)/python -m pytest -m "$(CHECK_MARKERS)" $(PYTEST_ARGS)
 
-## The whole test suite (CI runs exactly this).
+## The whole test suite (CI runs exactly this), in TEST_WORKERS pytest-xdist workers: the tests that share the
+## machine's users, ports and /srv run in groups, each in one worker in file order (tests/conftest.py).
+TEST_WORKERS ?= 2
 test: venv system-deps
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 ## The Docker deployment built and run for real (tests/deploy/test_compose_roundtrip.py, marker `docker`; also part of
 ## `make test`): installs and starts the Docker engine if there is none (and stops it afterwards), makes the

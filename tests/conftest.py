@@ -18,6 +18,13 @@
   (the broker's and the validate service's tests). A test that must see a broker start,
   or gives it its own environment, starts its own (``broker_helpers.start_broker``).
 
+``make test`` runs in two pytest-xdist workers (``-n 2 --dist loadgroup``); ``pytest_collection_modifyitems``
+below puts the tests that share the machine in groups, each run by one worker in file order: ``machine``
+(every test marked ``root``, ``hub``, ``browser`` or ``docker`` or asking for one of the fixtures above:
+they share Unix users, ports and /srv), ``sandbox`` (of those, the sandboxes' and the broker's own tests,
+which start no hub and make only their own accounts) and ``docker`` (the Docker round trip). The other
+tests are spread over both workers.
+
 Helpers (plain modules, imported by name): ``hub_helpers`` (launch a hub, log in, sessions),
 ``e2e_class`` (a graded sample class), ``accessibility`` (axe-core and the keyboard in a page), ``fault_helpers``, ``gradebooks``, ``broker_helpers`` (a
 sandbox broker and the accounts that talk to it), ``grader_helpers`` (the feedback-on-submit grader driven by
@@ -62,7 +69,55 @@ grader_tests/tests/.
 """
 
 
+from pathlib import Path
+
 import pytest
+
+MACHINE_MARKERS = ("root", "hub", "browser", "docker")
+MACHINE_FIXTURES = ("native_hub", "security_hub", "sandbox_broker", "autograded_e2e_class")
+HUB_MARKERS = ("hub", "browser", "docker")
+HUB_FIXTURES = ("native_hub", "security_hub", "autograded_e2e_class")
+SANDBOX_TESTS = Path(__file__).parent / "grading"
+
+
+def _shared_fixtures(item) -> set:
+    """(module, name) of the module- and class-scoped fixtures ``item`` uses: built once per worker."""
+    info = getattr(item, "_fixtureinfo", None)
+    return {(item.module.__name__, name) for name, defs in (info.name2fixturedefs.items() if info else ())
+            if defs and defs[-1].scope in ("module", "class")}
+
+
+def _with_what_they_share(chosen: list, items: list) -> list:
+    """``chosen`` and every other item of ``items`` that shares a module's fixture with one of them."""
+    theirs = set().union(*map(_shared_fixtures, chosen))
+    return chosen + [item for item in items if item not in chosen and _shared_fixtures(item) & theirs]
+
+
+def _sandbox_only(item) -> bool:
+    """A test of sandboxes and the broker (tests/grading/, or one asking for ``sandbox_broker``) that
+    starts no hub: it makes only its own accounts (broker_helpers) and cgroups."""
+    fixtures = set(getattr(item, "fixturenames", ()))
+    return ((SANDBOX_TESTS in Path(item.path).parents or "sandbox_broker" in fixtures)
+            and not any(item.get_closest_marker(name) for name in HUB_MARKERS) and not fixtures & set(HUB_FIXTURES))
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the group
+def pytest_collection_modifyitems(items):
+    """The groups pytest-xdist keeps on one worker each, in collection order (``make test``).
+
+    ``machine``: tests that use the machine's users, ports or /srv, or a hub or the graded class of the run
+    (tests/e2e before tests/hub on ``native_hub``); ``sandbox``: the sandboxes' and the broker's own tests,
+    which start no hub; ``docker``: the Docker round trip, in its containers through ports it picks. A test
+    that shares a module's fixture (a zygote, a hub) with one of a group is in that group."""
+    uses_the_machine = [item for item in items if any(item.get_closest_marker(name) for name in MACHINE_MARKERS)
+                        or set(MACHINE_FIXTURES) & set(getattr(item, "fixturenames", ()))]
+    machine = _with_what_they_share(uses_the_machine, items)
+    sandbox = [item for item in machine if _sandbox_only(item)]
+    rest = [item for item in machine if item not in sandbox]
+    sandbox = [item for item in sandbox if item not in _with_what_they_share(rest, sandbox)]
+    for item in machine:
+        group = ("docker" if item.get_closest_marker("docker") else "sandbox" if item in sandbox else "machine")
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")

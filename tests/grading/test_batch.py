@@ -367,6 +367,7 @@ def test_a_transaction_the_database_refuses_fails_its_students_with_the_reason_a
     monkeypatch.setattr(batch, "BUSY_SECONDS", 1, raising=False)
     monkeypatch.setattr(batch, "COMMIT_EVERY", 1)
     original = Pipeline.finish
+    releases = []
 
     def finish_then_hold_the_database(self, nb, resources, dest, notebook_id, after_save=None):
         graded = original(self, nb, resources, dest, notebook_id, after_save=after_save)
@@ -374,7 +375,9 @@ def test_a_transaction_the_database_refuses_fails_its_students_with_the_reason_a
             reader = sqlite3.connect(small_class / "gradebook.db", check_same_thread=False)
             reader.execute("BEGIN")
             reader.execute("SELECT count(*) FROM grade").fetchall()  # a shared lock until it rolls back
-            threading.Timer(7, lambda: (reader.rollback(), reader.close())).start()
+            release = threading.Timer(7, lambda: (reader.rollback(), reader.close()))
+            release.start()
+            releases.append(release)
         return graded
 
     monkeypatch.setattr(Pipeline, "finish", finish_then_hold_the_database)
@@ -385,7 +388,9 @@ def test_a_transaction_the_database_refuses_fails_its_students_with_the_reason_a
     scores = check_scores(small_class, assignment=ASSIGNMENT, notebook=NOTEBOOK)
     for student in set(CLASS) - not_saved:
         assert scores[student] == scores_for(CLASS[student]), student
-    time.sleep(7)
+    assert releases
+    for release in releases:  # the reader lets the gradebook go
+        release.join()
     monkeypatch.setattr(Pipeline, "finish", original)
     again = {o.student: o.status for o in autograde_batch(small_class, ASSIGNMENT, jobs=1, progress=False, log=None)}
     assert again == dict.fromkeys(CLASS, "ok")
