@@ -64,11 +64,12 @@ check: venv
 	scripts/install-system-deps.sh --proxy-only
 	$(BIN)/python -m pytest -m "$(CHECK_MARKERS)" $(PYTEST_ARGS)
 
-## The whole test suite (CI runs exactly this), in TEST_WORKERS pytest-xdist workers: the tests that share the
-## machine's users, ports and /srv run in groups, each in one worker in file order (tests/conftest.py).
-TEST_WORKERS ?= 2
+## The whole test suite (CI runs exactly this), in one process. TEST_WORKERS=N runs N pytest-xdist workers
+## instead, the tests that share the machine's users, ports and /srv in groups, each in one worker in file
+## order (tests/conftest.py); not yet reliable beside the hubs (docs/reference/testing.md).
+TEST_WORKERS ?= 0
 test: venv system-deps
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS)
 
 ## The Docker deployment built and run for real (tests/deploy/test_compose_roundtrip.py, marker `docker`; also part of
 ## `make test`): installs and starts the Docker engine if there is none (and stops it afterwards), makes the

@@ -18,8 +18,8 @@
   (the broker's and the validate service's tests). A test that must see a broker start,
   or gives it its own environment, starts its own (``broker_helpers.start_broker``).
 
-``make test`` runs in two pytest-xdist workers (``-n 2 --dist loadgroup``); ``pytest_collection_modifyitems``
-below puts the tests that share the machine in groups, each run by one worker in file order: ``machine``
+``make test TEST_WORKERS=2`` runs two pytest-xdist workers (``-n 2 --dist loadgroup``; ``make test`` runs one
+process, docs/reference/testing.md says why); ``pytest_collection_modifyitems`` below puts the tests that share the machine in groups, each run by one worker in file order: ``machine``
 (every test marked ``root``, ``hub``, ``browser`` or ``docker`` or asking for one of the fixtures above:
 they share Unix users, ports and /srv), ``sandbox`` (of those, the sandboxes' and the broker's own tests,
 which start no hub and make only their own accounts) and ``docker`` (the Docker round trip). The other
