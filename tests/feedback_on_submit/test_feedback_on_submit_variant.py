@@ -81,3 +81,44 @@ def test_a_kept_page_is_not_reused_once_the_students_variant_changed(tmp_path, r
     assert all(second in page and first not in page for page in again)
     variants.switch(course, assignment, False)
     assert all('id="variant"' not in page for page in _pages(course, assignment))
+
+
+@pytest.mark.parametrize("assignment", sorted(ASSIGNMENTS))
+def test_the_tas_generate_feedback_reuses_the_pages_made_on_submit(tmp_path, released_course, assignment, monkeypatch):
+    """The TA's generate_feedback of the graded notebook feedback on submit made its pages of (the attempt
+    collected, the same grades) makes none again: feedback on submit names the real course for the variant
+    (``FeedbackSummary.variants_course``), the TA's nbgrader its own root; the variant is in the key either way."""
+    from nbgrader.api import Gradebook
+    from nbgrader.converters import GenerateFeedback
+    from nbgrader.coursedir import CourseDirectory
+
+    from attention_platform.attempts.policy import load_config
+    from attention_platform.reporting.safe_html import FeedbackHTMLExporter
+
+    course = released_course(tmp_path / "course", assignment)
+    if variants.offered(assignment):
+        variants.switch(course, assignment, True)
+    on_submit = _pages(course, assignment)
+    scratch = course / "attempts"
+    for step in ("submitted", "autograded"):  # the TA's collect and autograde of the same attempt
+        shutil.copytree(scratch / step / "ann" / assignment, course / step / "ann" / assignment)
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        gb.update_or_create_student("ann")
+        gb.add_submission(assignment, "ann", timestamp=dt.datetime(2020, 1, 1))
+    made = []
+    render = FeedbackHTMLExporter._rendered
+
+    def counted(self, nb, resources, **kw):
+        made.append(resources["nbgrader"]["notebook"])
+        return render(self, nb, resources, **kw)
+
+    monkeypatch.setattr(FeedbackHTMLExporter, "_rendered", counted)
+    config = load_config(course)
+    coursedir = CourseDirectory(config=config)
+    coursedir.assignment_id, coursedir.student_id = assignment, "ann"
+    app = GenerateFeedback(coursedir=coursedir, config=config)
+    app.force = True
+    app.start()
+    assert made == [], f"the TA's generate_feedback made again the pages made on submit: {made}"
+    ta_pages = [page.read_text() for page in sorted((course / "feedback" / "ann" / assignment).glob("*.html"))]
+    assert ta_pages == on_submit
