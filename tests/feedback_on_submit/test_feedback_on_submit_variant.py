@@ -105,14 +105,9 @@ def test_the_tas_generate_feedback_reuses_the_pages_made_on_submit(tmp_path, rel
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         gb.update_or_create_student("ann")
         gb.add_submission(assignment, "ann", timestamp=dt.datetime(2020, 1, 1))
-    made = []
-    render = FeedbackHTMLExporter._rendered
-
-    def counted(self, nb, resources, **kw):
-        made.append(resources["nbgrader"]["notebook"])
-        return render(self, nb, resources, **kw)
-
-    monkeypatch.setattr(FeedbackHTMLExporter, "_rendered", counted)
+    made, render = [], FeedbackHTMLExporter._rendered
+    monkeypatch.setattr(FeedbackHTMLExporter, "_rendered", lambda self, nb, resources, **kw: (
+        made.append(resources["nbgrader"]["notebook"]) or render(self, nb, resources, **kw)))
     config = load_config(course)
     coursedir = CourseDirectory(config=config)
     coursedir.assignment_id, coursedir.student_id = assignment, "ann"
