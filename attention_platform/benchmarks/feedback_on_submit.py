@@ -20,8 +20,9 @@ the grader account's feedback-on-submit grader, the sandbox broker.
 4. Baseline, in the same run, on the same submissions: today's path to feedback, the TA's
    ``nbgrader collect``, ``attention-course autograde-batch`` (the batch grader, as the formgrader's
    Autograde-all), ``nbgrader generate_feedback`` and ``release_feedback`` run as the grader the
-   moment the last round is in. That is the best a student waits without feedback on submit (in
-   practice: hours or days, until a TA does it).
+   moment the last round is in and feedback on submit has made its pages (they follow each result,
+   in a niced process; a TA's run, hours later, finds them made: the time waited is printed). That is
+   the best a student waits without feedback on submit (in practice: hours or days, until a TA does it).
 
 It prints the rounds side by side (drain: from the first press of Submit to the last result;
 p50/p95/max), then all rounds together against the targets (p50 at most 3 s, p95 at most 6 s), the
@@ -144,8 +145,22 @@ async def _drive(url: str, students: list[BenchStudent], rounds: int, log, sprea
             shown = [x for s in students for x in s.samples if x["round"] == round_no]
             log(f"round {round_no + 1}: " + ", ".join(f"{x.get('seconds', float('nan')):.2f} s {x['state']}"
                                                         for x in shown))
+        await _pages_made(students, log)
     finally:
         await asyncio.gather(*(h.close() for h in sessions))
+
+
+async def _pages_made(students: list[BenchStudent], log) -> None:
+    """Until every student's last graded attempt shows its feedback pages (at most RESULT_TIMEOUT)."""
+    started = time.monotonic()
+    while True:
+        last = [(await s.status())["attempts"][-1:] for s in students]
+        waiting = sum(1 for a in last if a and a[0]["state"] == "graded" and not a[0].get("pages"))
+        if not waiting or time.monotonic() - started > RESULT_TIMEOUT:
+            break
+        await asyncio.sleep(POLL)
+    log(f"the last round's feedback pages made {time.monotonic() - started:.2f} s after its last result"
+        + (f" ({waiting} students' still not)" if waiting else ""))
 
 
 def baseline(hub, assignment: str, log) -> dict:

@@ -93,7 +93,7 @@ class FeedbackSummary(NbGraderPreprocessor):
         help="The course directory whose variant key and switches name the student's variant on the page; "
              "empty: the CourseDirectory's root. Feedback on submit makes its pages in a scratch course and "
              "sets its real course here.",
-    ).tag(config=True)
+    ).tag(config=True, in_page_key="variant")  # the variant it finds is in a kept page's key (page_reuse)
 
     def variant(self, assignment: str, student: str) -> str:
         """The variant id this page names (page_reuse keeps it in a kept page's key)."""

@@ -12,7 +12,9 @@ under a key that holds everything the page is made from:
 * the assignment's checks as the page names them (title, misconception) and its notebooks' order;
 * the student's variant id the page names (from the course's variant key and switch);
 * the page's making: the exporter's and its preprocessors' settings and source files, our
-  templates, and nbconvert's and nbgrader's versions.
+  templates, and nbconvert's and nbgrader's versions. A setting tagged ``in_page_key`` is left out:
+  the key holds what it finds (the course whose variant the page names: feedback on submit, making
+  its pages in a scratch course, names the real one; the TA's ``generate_feedback`` leaves it to its root).
 
 A submission after the assignment's due date has no key: its page's late note reads the student's
 deadline (extension, late policy, late days spent on other assignments), so it is made every time.
@@ -62,6 +64,8 @@ def _settings(configurable) -> dict:
     settings = {}
     for name in sorted(configurable.trait_names(config=True)):
         if name.startswith("reused_pages"):  # where pages are kept does not change them
+            continue
+        if configurable.trait_metadata(name, "in_page_key"):  # the key holds what it finds, not the setting
             continue
         value = _plain(getattr(configurable, name))
         settings[name] = sorted(value, key=json.dumps) if name in unordered and isinstance(value, list) else value
