@@ -36,7 +36,7 @@ from attention_platform.course.directory import copy_course, source_assignments
 from attention_platform.hub.accounts import UidRange, ensure_account
 from attention_platform.course.notebooks import COURSE_ROOT
 from attention_platform.exchange.exchange_layout import ExchangeLayout, Ids
-from attention_platform.hub.supervisor import ServiceCgroups, Supervised, Supervisor
+from attention_platform.hub.supervisor import SERVICES, ServiceCgroups, Supervised, Supervisor, services_parent
 from attention_platform.settings import Settings, course_id, settings
 from attention_platform.venv import environment, program
 
@@ -505,7 +505,7 @@ def start_hub(hub: NativeHub) -> NativeHub:
     private_file(hub.state / "jupyterhub.log")  # user names, paths and errors of everyone: root's alone
     log = open(hub.state / "jupyterhub.log", "ab")
     hub.log_file = log
-    hub.services = ServiceCgroups(log=_launcher_says(log))
+    hub.services = ServiceCgroups(log=_launcher_says(log), parent=services_parent(hub.state))
     hub.process = subprocess.Popen(
         [program("jupyterhub"), "-f", str(HUB_CONFIG)],
         cwd=hub.state, env=hub.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
@@ -628,6 +628,9 @@ def stop(hub: NativeHub, timeout: float = 20) -> float:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+    if hub.services is not None:
+        for service in SERVICES:
+            hub.services.empty(service)
     return time.monotonic() - started
 
 

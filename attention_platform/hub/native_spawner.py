@@ -58,12 +58,8 @@ def server_cgroups(log) -> cgroups.Cgroups | None:
 
 
 def server_parent(state_dir: str | os.PathLike | None = None) -> str:
-    """``attention-servers-<hub>``: the folder of this hub's servers alone, named after its state
-    directory. Hubs started from one cgroup (two courses on a machine, a demo beside the tests) share
-    the Unix accounts, and a server that starts empties its cgroup: with one folder for all, a student's
-    server starting on one hub would kill their server on the other."""
-    state = os.path.realpath(state_dir if state_dir is not None else settings().hub_state_dir)
-    return f"{PARENT}-{hashlib.sha256(state.encode()).hexdigest()[:10]}"
+    """``attention-servers-<hub>``: this hub's servers' folder (cgroups.of_hub says why one per hub)."""
+    return cgroups.of_hub(PARENT, state_dir if state_dir is not None else settings().hub_state_dir)
 
 
 def cgroup_name(username: str, server_name: str = "") -> str:

@@ -5,7 +5,7 @@ what students send (notebooks, probe replies, Validate requests). Whatever one s
 a service allocate must cost that service, never the machine, the hub or the other services;
 and a service that dies must come back without stopping the hub and every student's server.
 
-* :class:`ServiceCgroups`: each service in ``attention-services/<service>`` (memory and pids
+* :class:`ServiceCgroups`: each service in ``attention-services-<hub>/<service>`` (memory and pids
   cgroups beside the users' servers' ``attention-servers-<hub>``, the sandboxes' code in
   attention_platform/grading/sandbox/cgroups.py), its cap ``HUB_<SERVICE>_MEMORY_MB``. The
   broker's cgroup holds its sandboxes too (theirs are nested in it), so its cap bounds them all.
@@ -34,6 +34,9 @@ STABLE_SECONDS = 60.0  # a service that ran this long before it exited is starte
 MAX_PAUSE_SECONDS = 30.0
 
 
+SERVICES = ("broker", "validate", "formgrader", "feedback-on-submit", "lms-sync")  # the launcher's, by cgroup
+
+
 def memory_mb(service: str, environ=None) -> int:
     """The memory cap of ``service``: ``HUB_<SERVICE>_MEMORY_MB`` (``-`` as ``_``) or its default;
     SettingsError (a ValueError) naming the variable if it is no whole number of at least 64."""
@@ -44,6 +47,11 @@ def memory_mb(service: str, environ=None) -> int:
 def _machine_mb() -> int:
     with open("/proc/meminfo") as meminfo:
         return int(next(line for line in meminfo if line.startswith("MemTotal:")).split()[1]) >> 10
+
+
+def services_parent(state_dir: str | os.PathLike) -> str:
+    """``attention-services-<hub>``: this hub's services' folder (cgroups.of_hub says why one per hub)."""
+    return cgroups.of_hub(PARENT, state_dir)
 
 
 class ServiceCgroups:
@@ -67,11 +75,23 @@ class ServiceCgroups:
             return
         try:
             self.groups.create(service, memory_mb(service, self.environ) << 20, PIDS_MAX)
+            self.empty(service)
             self.groups.join(service, process.pid)
         except ProcessLookupError:
             pass  # it exited at once: the supervisor sees it
         except OSError as exc:
             self.log(f"the {service} runs without its memory cap: its cgroup cannot be set ({exc.strerror})")
+
+    def empty(self, service: str) -> None:
+        """Kill what an earlier process of ``service`` left in its cgroup (a killed grader's page
+        workers, a dead broker's sandboxes): nothing outlives the process it belonged to, nor counts
+        against the cap of the one started next."""
+        if self.groups is None:
+            return
+        for _ in range(100):
+            if not self.groups.kill(service):
+                return
+            time.sleep(0.02)
 
     def folders(self, service: str) -> list[str]:
         return self.groups.dirs(service) if self.groups else []

@@ -144,6 +144,18 @@ def grader_pid(hub) -> int | None:
     return service_pid(hub, "feedback-on-submit")
 
 
+def cgroup_folder(pid: int) -> Path:
+    memory = next(line.split(":", 2)[2] for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+                  if ":memory:" in line)
+    return Path("/sys/fs/cgroup/memory") / memory.lstrip("/")
+
+
+def descendants(pid: int) -> set[int]:
+    children = {int(child) for task in Path(f"/proc/{pid}/task").iterdir()
+                for child in (task / "children").read_text().split()}
+    return children.union(*(descendants(child) for child in children)) if children else set()
+
+
 def peak_resident_bytes(pid: int) -> int:
     line = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("VmHWM:"))
     return int(line.split()[1]) << 10
@@ -156,7 +168,7 @@ def test_every_service_runs_under_a_memory_cap_of_its_own(hub, students):
         assert pid, f"no {service} process"
         memory = next(line.split(":", 2)[2] for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines()
                       if ":memory:" in line)
-        assert memory.endswith(f"/{supervisor.PARENT}/{service}"), (service, memory)
+        assert memory.endswith(f"/{supervisor.services_parent(hub.state)}/{service}"), (service, memory)
         limit = int((Path("/sys/fs/cgroup/memory") / memory.lstrip("/") / "memory.limit_in_bytes").read_text())
         assert limit == supervisor.memory_mb(service) << 20, (service, limit)
 
@@ -196,6 +208,11 @@ def test_a_grader_killed_while_grading_is_started_again_and_the_attempt_fails_af
             wait_for("student3's attempt queued again", lambda: "queued again after a restart" in services_log(hub))
             wait_for("student3's attempt in grading again", lambda: times_taken_up(hub, "student3") == 2)
     failed = wait_for("student3's attempt failed", nth_attempt_in(poison, 1, ("failed", "graded", "error")))
+    # what the killed graders started (their pages' workers) died with them: the grader's cgroup holds
+    # the running grader's processes alone, which its cap is for
+    grader = grader_pid(hub)
+    in_cgroup = {int(pid) for pid in (cgroup_folder(grader) / "cgroup.procs").read_text().split()}
+    assert in_cgroup <= {grader, *descendants(grader)}, (grader, in_cgroup)
     assert failed["state"] == "failed" and "stopped while grading this attempt, twice" in failed["message"], failed
     # and the class carries on: another student's server answers and their submission is graded
     assert other.contents(NOTEBOOK).status_code == 200

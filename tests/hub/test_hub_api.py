@@ -276,6 +276,22 @@ def test_a_students_server_on_one_hub_outlives_their_server_starting_on_another(
     assert process_status(server), "starting student2's server on another hub killed this hub's"
     assert first.get("/user/student2/api/status").status_code == 200
     assert _cgroup(server, "memory") != _cgroup(_singleuser_processes("student2", security_hub)[0], "memory")
+    # nor do the two hubs' graders share one memory cap (each was OOM-killed for the other's memory)
+    graders = [_launchers_child(h, b"feedback-on-submit") for h in (hub, security_hub)]
+    assert all(graders) and _cgroup(graders[0], "memory") != _cgroup(graders[1], "memory"), graders
+
+
+def _launchers_child(hub, argument: bytes) -> int | None:
+    """The pid of the process the hub's launcher started with ``argument`` in its command line."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            status = open(f"/proc/{pid}/status").read()
+            parent = int(next(line for line in status.splitlines() if line.startswith("PPid:")).split()[1])
+            if parent == hub.process.pid and argument in open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0"):
+                return int(pid)
+        except (OSError, StopIteration):
+            continue
+    return None
 
 
 def test_the_hub_finds_its_formgrader_up_when_it_starts(hub):

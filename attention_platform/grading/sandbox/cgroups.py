@@ -272,6 +272,17 @@ def locate(root: str = CGROUP_ROOT, proc_file: str = "/proc/self/cgroup", parent
     return CgroupsV1({c: _own_dir(os.path.join(root, c), mine.get(c, "/")) for c in ("pids", "memory")}, parent)
 
 
+def of_hub(parent: str, state_dir: str | os.PathLike) -> str:
+    """``<parent>-<hub>``: a folder of one hub alone, named after its state directory. Hubs started from
+    one cgroup (two courses on a machine, a demo beside the tests) share the Unix accounts and the
+    services' names; in one folder a server that starts would kill the same user's server on another
+    hub, and the hubs' graders would share one memory cap."""
+    import hashlib
+
+    state = os.path.realpath(state_dir)
+    return f"{parent}-{hashlib.sha256(state.encode()).hexdigest()[:10]}"
+
+
 def setup(root: str = CGROUP_ROOT, proc_file: str = "/proc/self/cgroup", parent: str = PARENT) -> Cgroups:
     """The cgroup hierarchy sandboxes (or, with another ``parent``, servers) get their limits from,
     ready to use, or :class:`CgroupUnavailable` saying why neither v1 nor v2 can be used."""
