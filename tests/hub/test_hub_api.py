@@ -83,7 +83,7 @@ def test_submit_over_http_and_the_protections(hub, record_property):
 
     # student3's server runs in this hub's home for student3 (the Unix account's passwd home
     # may belong to another hub's state directory)
-    servers = _singleuser_processes("student3")
+    servers = _singleuser_processes("student3", hub)
     assert servers and {os.readlink(f"/proc/{pid}/cwd") for pid in servers} == {str(hub.state / "home" / "student3")}
     # it started with the garbage collector paused and froze what start-up made (jupyter_config/student/jupyterhub-singleuser)
     frozen = re.findall(r"student3's server started: (\d+) objects kept out",
@@ -180,7 +180,7 @@ def test_a_students_server_is_capped_and_takes_every_process_it_started_when_it_
     it started, a process that left its session included."""
     student = hub.session("student3").login()
     student.spawn()
-    [server] = _singleuser_processes("student3")
+    [server] = _singleuser_processes("student3", hub)
     memory = _cgroup(server, "memory")
     assert memory is not None and memory.endswith(f"/{server_parent(hub.state)}/server-student3"), memory
     assert int(open(f"{memory}/memory.limit_in_bytes").read()) == 1 << 30  # STUDENT_MEM_LIMIT=1G
