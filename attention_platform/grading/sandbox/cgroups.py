@@ -20,6 +20,7 @@ Users' servers on the native hub use the same code with another folder (``parent
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import signal
 import time
@@ -277,8 +278,6 @@ def of_hub(parent: str, state_dir: str | os.PathLike) -> str:
     one cgroup (two courses on a machine, a demo beside the tests) share the Unix accounts and the
     services' names; in one folder a server that starts would kill the same user's server on another
     hub, and the hubs' graders would share one memory cap."""
-    import hashlib
-
     state = os.path.realpath(state_dir)
     return f"{parent}-{hashlib.sha256(state.encode()).hexdigest()[:10]}"
 
