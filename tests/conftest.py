@@ -101,7 +101,7 @@ def _sandbox_only(item) -> bool:
             and not any(item.get_closest_marker(name) for name in HUB_MARKERS) and not fixtures & set(HUB_FIXTURES))
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the group
+@pytest.hookimpl(wrapper=True)  # a wrapper runs before every plain hook, pytest-xdist's (which reads the group) too
 def pytest_collection_modifyitems(items):
     """The groups pytest-xdist keeps on one worker each, in collection order (``make test``).
 
@@ -118,6 +118,7 @@ def pytest_collection_modifyitems(items):
     for item in machine:
         group = ("docker" if item.get_closest_marker("docker") else "sandbox" if item in sandbox else "machine")
         item.add_marker(pytest.mark.xdist_group(group))
+    return (yield)
 
 
 @pytest.fixture(scope="session")

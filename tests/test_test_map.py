@@ -45,3 +45,43 @@ def test_each_test_folder_mirrors_a_package():
     untested = packages - folders - set(TESTED_IN_ANOTHER_FOLDER)
     assert not untested, f"packages without a test folder: {sorted(untested)}"
     assert set(TESTED_IN_ANOTHER_FOLDER.values()) <= folders
+
+
+REPORTS_WHERE_EACH_RAN = '''
+import json, os
+
+ran = {}
+
+def pytest_runtest_logreport(report):
+    node = getattr(report, "node", None)
+    if node is not None and report.when == "setup":
+        ran[report.nodeid] = node.gateway.id
+
+def pytest_sessionfinish(session):
+    with open(os.environ["WHERE_EACH_RAN"], "w") as out:
+        json.dump(ran, out)
+'''
+
+
+def test_two_workers_keep_each_group_of_tests_on_one_worker(tmp_path):
+    """``make test TEST_WORKERS=2``: conftest.py's groups reach pytest-xdist's scheduler, so every test of a
+    group runs on one worker (a pytest whose node ids pytest-xdist cannot tag spreads them test by test,
+    and two workers start the same hub at once). Planned only (--setup-plan): no hub starts."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "where_each_ran.py").write_text(REPORTS_WHERE_EACH_RAN)
+    files = ["tests/hub/test_formgrader_gate.py", "tests/feedback_on_submit/test_feedback_on_submit_hub.py",
+             "tests/test_lockfile.py"]
+    done = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "--setup-plan", "-q",
+                           "-p", "no:cacheprovider", "-p", "where_each_ran", *files], cwd=TESTS.parent,
+                          env=dict(os.environ, PYTHONPATH=str(tmp_path), WHERE_EACH_RAN=str(tmp_path / "ran.json")),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    ran = json.loads((tmp_path / "ran.json").read_text())
+    machine = {worker for nodeid, worker in ran.items() if nodeid.endswith("@machine")}
+    hub_tests = [nodeid for nodeid in ran if "_hub.py" in nodeid or "formgrader_gate.py::test_each_role" in nodeid]
+    assert len(hub_tests) > 20 and all(nodeid.endswith("@machine") for nodeid in hub_tests), hub_tests[:3]
+    assert len(machine) == 1, f"the machine group ran on {sorted(machine)}"
