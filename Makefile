@@ -64,10 +64,10 @@ check: venv
 	scripts/install-system-deps.sh --proxy-only
 	$(BIN)/python -m pytest -m "$(CHECK_MARKERS)" $(PYTEST_ARGS)
 
-## The whole test suite (CI runs exactly this), in one process. TEST_WORKERS=N runs N pytest-xdist workers
-## instead, the tests that share the machine's users, ports and /srv in groups, each in one worker in file
-## order (tests/conftest.py); not yet reliable beside the hubs (docs/reference/testing.md).
-TEST_WORKERS ?= 0
+## The whole test suite (CI runs exactly this) in TEST_WORKERS pytest-xdist workers, the tests that share the
+## machine's users, ports and /srv in groups, each group in one worker in file order (tests/conftest.py;
+## docs/reference/testing.md). TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
 test: venv system-deps
 	$(BIN)/python -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS)
 

@@ -18,12 +18,12 @@
   (the broker's and the validate service's tests). A test that must see a broker start,
   or gives it its own environment, starts its own (``broker_helpers.start_broker``).
 
-``make test TEST_WORKERS=2`` runs two pytest-xdist workers (``-n 2 --dist loadgroup``; ``make test`` runs one
-process, docs/reference/testing.md says why); ``pytest_collection_modifyitems`` below puts the tests that share the machine in groups, each run by one worker in file order: ``machine``
-(every test marked ``root``, ``hub``, ``browser`` or ``docker`` or asking for one of the fixtures above:
-they share Unix users, ports and /srv), ``sandbox`` (of those, the sandboxes' and the broker's own tests,
-which start no hub and make only their own accounts) and ``docker`` (the Docker round trip). The other
-tests are spread over both workers.
+``make test`` runs two pytest-xdist workers (``-n 2 --dist loadgroup``; ``TEST_WORKERS=0``: one process);
+``pytest_collection_modifyitems`` below puts the tests that share the machine in groups, each run by one
+worker in file order: ``machine`` (every test marked ``root``, ``hub``, ``browser`` or ``docker`` or asking
+for one of the fixtures above: they share Unix users, ports and /srv), ``sandbox`` (of those, the tests
+that grade in sandboxes of their own or test the broker, start no hub and make only their own accounts)
+and ``docker`` (the Docker round trip). The other tests are spread over both workers.
 
 Helpers (plain modules, imported by name): ``hub_helpers`` (launch a hub, log in, sessions),
 ``e2e_class`` (a graded sample class), ``accessibility`` (axe-core and the keyboard in a page), ``fault_helpers``, ``gradebooks``, ``broker_helpers`` (a
@@ -77,7 +77,10 @@ MACHINE_MARKERS = ("root", "hub", "browser", "docker")
 MACHINE_FIXTURES = ("native_hub", "security_hub", "sandbox_broker", "autograded_e2e_class")
 HUB_MARKERS = ("hub", "browser", "docker")
 HUB_FIXTURES = ("native_hub", "security_hub", "autograded_e2e_class")
-SANDBOX_TESTS = Path(__file__).parent / "grading"
+# Folders whose root tests grade in sandboxes of their own (nbgrader as root, a grader of their own): beside
+# the hubs they share no account, port or folder; a hub's tests there are marked and stay in ``machine``.
+SANDBOX_TESTS = tuple(Path(__file__).parent / folder for folder in
+                      ("grading", "feedback_on_submit", "deadlines", "reporting", "course", "authoring"))
 
 
 def _shared_fixtures(item) -> set:
@@ -94,10 +97,11 @@ def _with_what_they_share(chosen: list, items: list) -> list:
 
 
 def _sandbox_only(item) -> bool:
-    """A test of sandboxes and the broker (tests/grading/, or one asking for ``sandbox_broker``) that
-    starts no hub: it makes only its own accounts (broker_helpers) and cgroups."""
+    """A test that grades in sandboxes of its own or tests the broker (a folder of ``SANDBOX_TESTS``, or
+    one asking for ``sandbox_broker``) and starts no hub: it makes only its own accounts (broker_helpers)
+    and cgroups."""
     fixtures = set(getattr(item, "fixturenames", ()))
-    return ((SANDBOX_TESTS in Path(item.path).parents or "sandbox_broker" in fixtures)
+    return ((set(SANDBOX_TESTS) & set(Path(item.path).parents) or "sandbox_broker" in fixtures)
             and not any(item.get_closest_marker(name) for name in HUB_MARKERS) and not fixtures & set(HUB_FIXTURES))
 
 
