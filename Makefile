@@ -57,19 +57,22 @@ docs: venv
 	$(BIN)/sphinx-build -W --keep-going -q -b html docs build/docs/html
 	@echo "open build/docs/html/index.html"
 
+## pytest-xdist workers of `make check` and `make test` (0: one process); the groups of tests/conftest.py
+## keep the tests that share the machine on one worker each.
+TEST_WORKERS ?= 2
+XDIST = $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
+
 ## The fast tier, what a developer runs after each change: every test that needs no root, no hub, no Docker
 ## and no browser (the offline Kubernetes tests included); runs as any user.
 CHECK_MARKERS ?= not slow and not browser and not docker and not hub and not root
 check: venv
 	scripts/install-system-deps.sh --proxy-only
-	$(BIN)/python -m pytest -m "$(CHECK_MARKERS)" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) -m "$(CHECK_MARKERS)" $(PYTEST_ARGS)
 
-## The whole test suite (CI runs exactly this) in TEST_WORKERS pytest-xdist workers, the tests that share the
-## machine's users, ports and /srv in groups, each group in one worker in file order (tests/conftest.py;
-## docs/reference/testing.md). TEST_WORKERS=0 runs it in one process.
-TEST_WORKERS ?= 2
+## The whole test suite (CI runs exactly this), the hubs' tests on one worker and the rest on the other
+## (docs/reference/testing.md).
 test: venv system-deps
-	$(BIN)/python -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 ## The Docker deployment built and run for real (tests/deploy/test_compose_roundtrip.py, marker `docker`; also part of
 ## `make test`): installs and starts the Docker engine if there is none (and stops it afterwards), makes the
