@@ -203,7 +203,9 @@ TEST_PORTS = range(20000, 32000)
 
 
 async def _execute(url: str, headers: dict, code: str, timeout: float) -> dict:
-    """One execute_request over a kernel's channels websocket (Jupyter's JSON protocol)."""
+    """One execute_request over a kernel's channels websocket (Jupyter's JSON protocol). Done once both
+    the reply (shell) and the kernel's idle status for it (iopub) have come: the reply may overtake the
+    cell's last output, which the kernel sends before it goes idle."""
     import asyncio
     import json
     import uuid
@@ -221,9 +223,10 @@ async def _execute(url: str, headers: dict, code: str, timeout: float) -> dict:
                     "allow_stdin": False, "stop_on_error": True},
     }))
     result = {"status": None, "stdout": "", "ename": ""}
+    idle = False
     deadline = time.monotonic() + timeout
     try:
-        while result["status"] is None:
+        while result["status"] is None or not idle:
             raw = await asyncio.wait_for(connection.read_message(), max(0.1, deadline - time.monotonic()))
             if raw is None:
                 result["status"] = "died"
@@ -232,6 +235,7 @@ async def _execute(url: str, headers: dict, code: str, timeout: float) -> dict:
             kind, content = message.get("msg_type") or message["header"]["msg_type"], message.get("content", {})
             if kind == "status" and content.get("execution_state") in ("restarting", "dead"):
                 result["status"] = "died"
+                break
             elif message.get("parent_header", {}).get("msg_id") != msg_id:
                 continue
             elif kind == "stream" and content.get("name") == "stdout":
@@ -240,6 +244,8 @@ async def _execute(url: str, headers: dict, code: str, timeout: float) -> dict:
                 result["ename"] = content.get("ename", "")
             elif kind == "execute_reply":
                 result["status"] = content.get("status")
+            elif kind == "status" and content.get("execution_state") == "idle":
+                idle = True
     finally:
         connection.close()
     return result
