@@ -126,7 +126,9 @@ class BenchStudent:
         self.samples.append({"round": round_no, "state": "no result", "detail": f"none within {RESULT_TIMEOUT} s"})
 
 
-async def _drive(url: str, students: list[BenchStudent], rounds: int, log, spread: float = 0.0) -> None:
+async def _drive(url: str, students: list[BenchStudent], rounds: int, log, spread: float = 0.0,
+                 meter=dict, spent: list | None = None) -> None:
+    """``meter()``: CPU-seconds so far by name; what each round spent is appended to ``spent``."""
     import aiohttp
 
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=30)
@@ -140,8 +142,12 @@ async def _drive(url: str, students: list[BenchStudent], rounds: int, log, sprea
             waiting = [asyncio.create_task(s.submit_and_wait(round_no, start, spread * i / len(students)))
                        for i, s in enumerate(students)]
             await asyncio.sleep(0.5)  # every student has read their status: they press Submit together
+            before = meter()
             start.set()
             await asyncio.gather(*waiting)
+            after = meter()
+            if spent is not None:
+                spent.append({name: after[name] - before[name] for name in before})
             shown = [x for s in students for x in s.samples if x["round"] == round_no]
             log(f"round {round_no + 1}: " + ", ".join(f"{x.get('seconds', float('nan')):.2f} s {x['state']}"
                                                         for x in shown))
@@ -236,17 +242,20 @@ def run(assignment: str, n: int = 5, rounds: int = 3, state: Path | None = None,
         names = [name for name in passwords if "student" in name][:n]
         students = [BenchStudent(hub.url, name, passwords[name], i, work) for i, name in enumerate(names)]
         log_start = (state / "jupyterhub.log").stat().st_size
-        asyncio.run(_drive(hub.url, students, rounds, log, spread))
+        spent: list[dict] = []
+        asyncio.run(_drive(hub.url, students, rounds, log, spread, meter=lambda: _cpu_so_far(hub), spent=spent))
         ta = baseline(hub, assignment, log)
         parts = attempt_parts(state / "jupyterhub.log", log_start)
     finally:
         hub_native.stop(hub, timeout=60)
     samples = [x for s in students for x in s.samples]
     seconds = [x["seconds"] for x in samples if x["state"] == "graded"]
+    for figures, cpu in zip(report_rounds := round_figures(samples, rounds), spent):
+        figures["cpu"] = cpu
     report = {
         "students": n, "notebook": work.path, "assignment": assignment, "rounds": rounds, "spread": spread,
         "cpus": os.cpu_count(), "policy": BENCH_POLICY,
-        "submits": len(samples), "graded": len(seconds), "per_round": round_figures(samples, rounds),
+        "submits": len(samples), "graded": len(seconds), "per_round": report_rounds,
         "lost": sum(1 for x in samples if x["state"] in ("no result", "not submitted")),
         "duplicated": sum(max(0, x.get("duplicated", 0)) for x in samples), "parts": parts,
         "not_graded": [x for x in samples if x["state"] != "graded"],
@@ -260,6 +269,15 @@ def run(assignment: str, n: int = 5, rounds: int = 3, state: Path | None = None,
     (state / "bench-results.json").write_text(json.dumps(report, indent=1, default=str))
     print_report(report, log)
     return report
+
+
+def _cpu_so_far(hub) -> dict:
+    """CPU-seconds so far: the machine's, the feedback-on-submit grader's and the sandbox broker's (with
+    its zygotes and every sandbox of theirs)."""
+    from attention_platform.benchmarks import cpu
+
+    return {"machine": cpu.machine_seconds(), "grader": cpu.tree_seconds(hub.instant.pid),
+            "sandboxes": cpu.tree_seconds(hub.broker.pid) if hub.broker else 0.0}
 
 
 def print_report(r: dict, log=print) -> None:
@@ -277,6 +295,12 @@ def print_report(r: dict, log=print) -> None:
     for x in r["per_round"]:
         log(f"  {x['round']:>5}   {x['graded']:>3}/{x['submits']:<3} {s(x['drain']):>8}  {s(x['p50']):>8}  "
             f"{s(x['p95']):>8}  {s(x['max']):>8}")
+    log("  round   CPU-s spent: machine   grader   broker and sandboxes   machine per graded   drain at least")
+    for x in r["per_round"]:
+        if "cpu" in x and x["graded"]:
+            cpu = x["cpu"]
+            log(f"  {x['round']:>5}   {cpu['machine']:>20.2f}   {cpu['grader']:>6.2f}   {cpu['sandboxes']:>20.2f}   "
+                f"{cpu['machine'] / x['graded']:>18.3f}   {cpu['machine'] / r['cpus']:>12.2f} s")
     drains = [x["drain"] for x in r["per_round"] if x["drain"]]
     if len(drains) > 1:
         log(f"  last round's drain / first round's: {drains[-1] / drains[0]:.2f}")
