@@ -41,7 +41,7 @@ grader_tests/tests/.
   test_sandbox_isolation, test_sandbox_broker, test_cheats, test_autograde_e2e, test_autograde_parts_e2e,
   test_autograde_multi_head_e2e,
   test_autograde_progress, test_course_lock, test_batch, test_huge_pages, test_first_use, test_sandbox_protocol,
-  test_probe_text_leak, test_generated_classes, test_public_checks, test_restore_cells, test_autograde_all
+  test_probe_text_leak, test_generated_classes, test_sandbox_uids, test_public_checks, test_restore_cells, test_autograde_all
 - hub/ (native hub, accounts, LTI; and what is tested on its live hub: exchange/, formgrader/, lab/,
   the load test): test_hub_native, test_hub_api, test_hub_accounts, test_hub_culler, test_lti, test_lti_tool_keys,
   test_lti_platform, test_exchange_attacks, test_exchange_hub, test_exchange_variants,

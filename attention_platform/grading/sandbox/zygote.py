@@ -64,6 +64,7 @@ from .linux import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE
 from .linux import check as _check, libc as _libc, mount as _mount, prctl as _prctl, setns as _setns, unshare as _unshare
 from .huge_pages import HugePages
 from .limits import BROKER_CAPS, UID_BASE, UID_SPAN, SandboxLimits, asdict, clamp
+from .uids import UidClaims
 
 # System directories a sandbox sees, read-only (symlinks such as /bin -> usr/bin are copied as links).
 SYSTEM_PATHS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin")
@@ -597,17 +598,26 @@ class ZygoteServer:
         self.unreaped: set[int] = set()  # sandbox processes killed, not yet reaped
         self.ahead: tuple[dict, int, dict, socket.socket] | None = None  # (limits, pid, spec, our end)
         self.count = 0
+        self.pid = os.getpid()  # this zygote's: in its sandboxes' cgroup names, where its uid search starts
+        self.uids = UidClaims()  # each sandbox's uid, held machine-wide until its processes are reaped
+        self.claimed: dict[str, tuple[int, int]] = {}  # a forked sandbox's cgroup name -> (its uid, its pid)
+        self.ended: set[str] = set()  # killed sandboxes whose cgroups are gone: their uids go once reaped
         self.huge_pages = HugePages()
         self.call_filter = syscall_filter.Filter()  # assembled once; each sandbox installs it
         # Where the zygote's children go back to after each sandbox's fork (_fork_into_new_pid_namespace).
         self.own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
 
     def spec_for(self, limits: dict) -> dict:
+        """The next sandbox's spec, its uid claimed (:mod:`.uids`); _Refused if none can be."""
         self.count += 1
         spec = dict(limits)
+        try:  # the search starts at a different uid for each zygote, so claims rarely meet
+            uid = self.uids.claim(UID_BASE + (self.pid * 7 + self.count) % UID_SPAN)
+        except OSError as exc:
+            raise _Refused(f"no uid for the sandbox: {exc.strerror or exc}") from None
         spec.update(
-            uid=UID_BASE + (os.getpid() * 7 + self.count) % UID_SPAN,
-            cgroup=f"sbx-{os.getpid()}-{self.count}",
+            uid=uid,
+            cgroup=f"sbx-{self.pid}-{self.count}",
             ro_paths=visible_prefixes(),
             path=os.path.join(sys.prefix, "bin") + ":/usr/bin:/bin",
         )
@@ -670,6 +680,7 @@ class ZygoteServer:
         try:
             self.groups.create(spec["cgroup"], spec["memory_mb"] << 20, spec["nproc"])
         except OSError as exc:
+            self.uids.release(spec["uid"])
             raise _Refused(f"cannot create the sandbox's {self.groups.version} cgroup: {exc.strerror or exc}") from None
         ends = ()
         try:
@@ -679,6 +690,7 @@ class ZygoteServer:
             for end in ends:
                 end.close()
             self.groups.remove(spec["cgroup"])
+            self.uids.release(spec["uid"])
             raise _Refused(f"cannot start a sandbox process: {exc.strerror or exc}") from None
         if pid == 0:
             code = 0
@@ -699,6 +711,7 @@ class ZygoteServer:
                     pass
             os._exit(code)
         child_end.close()
+        self.claimed[spec["cgroup"]] = (spec["uid"], pid)
         return limits, pid, spec, parent_end
 
     def _fork_into_new_pid_namespace(self) -> int:
@@ -769,6 +782,13 @@ class ZygoteServer:
             self.groups.kill(name)
             if self.groups.remove(name):
                 self.dying.discard(name)
+                self.ended.add(name)
+        for name in list(self.ended):  # a zombie still counts against its uid's allowances
+            uid, pid = self.claimed.get(name, (None, None))
+            if pid not in self.unreaped:
+                self.ended.discard(name)
+                self.claimed.pop(name, None)
+                self.uids.release(uid)
 
     def close(self) -> None:
         if self.ahead is not None:
@@ -781,7 +801,7 @@ class ZygoteServer:
             self.dying.add(name)
         for _ in range(200):
             self.reap()
-            if not self.dying and not self.unreaped:
+            if not self.dying and not self.unreaped and not self.ended:
                 break
             time.sleep(0.01)
         os.close(self.own_pid_namespace)
