@@ -250,12 +250,13 @@ def run(assignment: str, n: int = 5, rounds: int = 3, state: Path | None = None,
         hub_native.stop(hub, timeout=60)
     samples = [x for s in students for x in s.samples]
     seconds = [x["seconds"] for x in samples if x["state"] == "graded"]
-    for figures, cpu in zip(report_rounds := round_figures(samples, rounds), spent):
+    per_round = round_figures(samples, rounds)
+    for figures, cpu in zip(per_round, spent):
         figures["cpu"] = cpu
     report = {
         "students": n, "notebook": work.path, "assignment": assignment, "rounds": rounds, "spread": spread,
         "cpus": os.cpu_count(), "policy": BENCH_POLICY,
-        "submits": len(samples), "graded": len(seconds), "per_round": report_rounds,
+        "submits": len(samples), "graded": len(seconds), "per_round": per_round,
         "lost": sum(1 for x in samples if x["state"] in ("no result", "not submitted")),
         "duplicated": sum(max(0, x.get("duplicated", 0)) for x in samples), "parts": parts,
         "not_graded": [x for x in samples if x["state"] != "graded"],
