@@ -4,7 +4,10 @@
   into the student's feedback folder (see :mod:`attention_platform.attempts.status`), for their
   Assignments tab, which shows each attempt's state and result and when the next graded attempt
   is possible; and beside them each deadline the grader wrote there (:mod:`attention_platform.attempts.deadline_file`),
-  with this server's clock (``now``) for the time left;
+  with this server's clock (``now``) for the time left, and the answer's ``version``. With
+  ``since=<version>&wait=<seconds>`` (at most ``WAIT_MOST``) the request is held until the answer
+  differs from that version, or the seconds have passed (:func:`changed_answer`): the tab learns of a
+  result the moment the grader writes it, with one request per change;
 * ``GET <base>attention/feedback-on-submit/page/<assignment>/<attempt>/<notebook>.html``: the
   feedback page of one notebook of their attempt number ``<attempt>`` (1 is the first), straight
   from that folder, as HTML with a policy that lets no script run; a page's links to the other
@@ -22,10 +25,13 @@ every submission it finds in their inbound folder.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import json
 import os
 import re
 import stat
+import time
 
 from attention_platform.attempts import deadline_file
 from attention_platform.attempts import status as status_file
@@ -34,6 +40,7 @@ from attention_platform.attempts.refusal import feedback_folder, refused_submit
 
 PAGE = re.compile(r"[0-9a-f]{32}\.html\Z")
 ASSIGNMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
+VERSION = re.compile(r"[0-9a-f]{32}\Z")
 
 
 def statuses(folder: str) -> dict:
@@ -71,6 +78,60 @@ def by_assignment(folder: str, kind) -> dict:
     return found
 
 
+WAIT_MOST = 30.0  # s: the longest a status request is held, well inside any proxy's idle time-out
+LOOK_EVERY = 0.2  # s between two looks at the folder's entries while a request is held
+READ_EVERY = 2.0  # s between two full reads while held: a file replaced within one tick of the file
+#                  system's clock, with the same size and a reused inode, shows no new entry
+
+
+def answer(folder: str, course_id: str) -> dict:
+    """What the Assignments tab is told, without the server's clock: the statuses, the deadlines, and
+    the ``version`` of the two (a digest: equal versions, equal answers)."""
+    content = {"course_id": course_id, "assignments": statuses(folder), "deadlines": deadlines(folder)}
+    digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:32]
+    return {**content, "version": digest}
+
+
+def entries(folder: str) -> tuple:
+    """What changes whenever the grader replaces a status or a deadline (each is written to a new
+    file, then renamed over the old one): each such entry's name, inode, time and size."""
+    found = []
+    try:
+        with os.scandir(folder) as listing:
+            for entry in listing:
+                if entry.name.startswith((status_file.PREFIX, deadline_file.PREFIX)):
+                    try:
+                        info = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    found.append((entry.name, info.st_ino, info.st_mtime_ns, info.st_size))
+    except OSError:
+        pass
+    return tuple(sorted(found))
+
+
+async def changed_answer(folder: str, course_id: str, since: str | None, wait: float, *, gone=lambda: False,
+                         clock=time.monotonic) -> dict:
+    """The :func:`answer`, once its version is not ``since`` or ``wait`` seconds (at most ``WAIT_MOST``)
+    have passed, whichever comes first; ``gone()`` true ends the wait early (the tab went away).
+    While waiting, the folder's entries are looked at every ``LOOK_EVERY`` seconds and read in full
+    when they change, and every ``READ_EVERY`` seconds anyway."""
+    seen = entries(folder)
+    current = answer(folder, course_id)
+    end = clock() + min(max(wait, 0.0), WAIT_MOST)
+    last_read = clock()
+    while since is not None and current["version"] == since and not gone():
+        left = end - clock()
+        if left <= 0:
+            break
+        await asyncio.sleep(min(LOOK_EVERY, left))
+        now_seen = entries(folder)
+        if now_seen != seen or clock() - last_read >= READ_EVERY:
+            seen, last_read = now_seen, clock()
+            current = answer(folder, course_id)
+    return current
+
+
 def attempt_page(status: dict, number: int, notebook: str) -> str | None:
     """The file name of ``notebook``'s feedback page of attempt ``number`` (1 is the first), if the
     grader listed one."""
@@ -90,15 +151,32 @@ def _handlers():
     from attention_platform import settings  # the course id, as everywhere (the student image carries it)
 
     class StatusHandler(APIHandler):
+        closed = False
+
         @web.authenticated
-        def get(self):
+        async def get(self):
             course_id = self.get_argument("course_id", settings.course_id())
             if not ASSIGNMENT.match(course_id or ""):
                 raise web.HTTPError(400, "course_id must be a course id")
+            since = self.get_argument("since", None)
+            if since is not None and not VERSION.match(since):
+                raise web.HTTPError(400, "since must be the version of an earlier answer")
+            try:
+                wait = float(self.get_argument("wait", "0"))
+            except ValueError:
+                raise web.HTTPError(400, "wait must be a number of seconds") from None
+            if not 0 <= wait <= WAIT_MOST:
+                raise web.HTTPError(400, f"wait must be between 0 and {WAIT_MOST:g} seconds")
             folder = feedback_folder(_exchange_root(), course_id)
+            current = await changed_answer(folder, course_id, since, wait, gone=lambda: self.closed)
+            if self.closed:
+                return
             self.set_header("Cache-Control", "no-store")
-            self.finish(json.dumps({"course_id": course_id, "now": now().isoformat(), "assignments": statuses(folder),
-                                    "deadlines": deadlines(folder)}))
+            self.finish(json.dumps({**current, "now": now().isoformat()}))
+
+        def on_connection_close(self):
+            self.closed = True
+            super().on_connection_close()
 
     class PageHandler(JupyterHandler):
         """A page, not an API answer: served as HTML (an APIHandler answers application/json)."""

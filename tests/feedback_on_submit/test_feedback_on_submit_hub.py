@@ -5,7 +5,8 @@ One hub, students student1..student5, started with the policy "full feedback, 2 
 24 hours, the best counts"; later tests change the policy in the course's nbgrader_config.py, as an
 instructor would, and the grader follows. In order:
 
-* two students submit at once and each sees their own result (and only theirs);
+* two students submit at once and each sees their own result (and only theirs); a status request
+  held by the student's server is answered when the grader writes the attempt;
 * what they were shown equals the batch grader's grades of the same notebooks, and the course's
   gradebook (the attempt that counts) and the TA's own autograde agree with it;
 * the attempt past the limit is refused at submit with the time of the next one; one handed in
@@ -35,6 +36,7 @@ import time
 from pathlib import Path
 
 import pytest
+import requests
 
 from attention_platform.course.directory import check_scores
 from grader_tests.self_attention.answers import release_notebook
@@ -115,6 +117,15 @@ def test_two_students_submit_at_once_and_each_sees_their_own_result(hub, student
     s1, s2 = students["student1"], students["student2"]
     answer(s1, CORRECT[0].code)
     answer(s2, NO_SCALE.code)
+    # student1's tab holds a status request, as the Assignments tab does: it is answered at the change
+    url = "/user/student1/attention/feedback-on-submit"
+    before = s1.get(url).json()["version"]
+    held = {}
+    waiter = threading.Thread(target=lambda: held.update(reply=requests.get(
+        s1.base + f"{url}?since={before}&wait=30", cookies=s1.http.cookies.copy(), timeout=120)))
+    waiter.start()
+    time.sleep(0.5)  # the request is held before anything changes
+    assert waiter.is_alive()
     replies = {}
     threads = [threading.Thread(target=lambda s=s: replies.__setitem__(s.username, submit(s))) for s in (s1, s2)]
     for thread in threads:
@@ -122,6 +133,14 @@ def test_two_students_submit_at_once_and_each_sees_their_own_result(hub, student
     for thread in threads:
         thread.join()
     assert all(reply["success"] for reply in replies.values()), replies
+    waiter.join()
+    assert held["reply"].status_code == 200, held["reply"].text
+    changed = held["reply"].json()
+    assert changed["version"] != before and len(changed["assignments"][ASSIGNMENT]["attempts"]) == 1
+    for query, why in (("since=nope&wait=5", "since must be the version"), (f"since={before}&wait=31", "wait must be"),
+                       (f"since={before}&wait=soon", "wait must be a number")):
+        refused = s1.get(f"{url}?{query}")
+        assert refused.status_code == 400 and why in refused.json()["message"], (query, refused.text)
     one = wait_for(s1, graded(1, pages=True), "student1's first attempt graded with its pages")
     two = wait_for(s2, graded(1, pages=True), "student2's first attempt graded with its pages")
     a1, a2 = one["attempts"][0], two["attempts"][0]

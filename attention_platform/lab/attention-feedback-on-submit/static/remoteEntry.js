@@ -27,6 +27,7 @@
 (function () {
   'use strict';
   var NAME = 'attention-feedback-on-submit';
+  var WAIT_SECONDS = 25;  // how long this server holds a status request that has nothing new to tell
   var shareScope = null;
 
   function versionKey(v) {
@@ -160,7 +161,7 @@
 
   function makePlugin(mods) {
     var services = mods['@jupyterlab/services'], coreutils = mods['@jupyterlab/coreutils'];
-    var state = { fastUntil: 0, last: null, timer: null, unfolded: {}, assignments: {}, deadlines: {}, skew: 0 };
+    var state = { version: null, data: null, last: null, timer: null, unfolded: {}, assignments: {}, deadlines: {}, skew: 0 };
     function serverNow() { return Date.now() + state.skew; }
 
     function settings() { return services.ServerConnection.makeSettings(); }
@@ -290,23 +291,35 @@
       });
     }
 
-    function refresh() {
-      if (!document.getElementById('nbgrader-assignment-list')) { return Promise.resolve(); }
-      return api('attention/feedback-on-submit').then(function (response) {
+    /* The last answer, drawn again when the minute changes too ("in N minutes" follows the clock). */
+    function show() {
+      var body = panelBody();
+      if (!body || !state.data) { return; }
+      var key = JSON.stringify(state.data.assignments) + Math.floor(Date.now() / 60000);
+      if (key !== state.last || !body.firstChild) { state.last = key; render(body, state.data); }
+    }
+
+    /* Asks this server for the statuses; with ``wait``, the server holds the request until they differ
+       from the version last shown (or ``wait`` seconds have passed). Resolves to whether it asked. */
+    function refresh(wait) {
+      if (!document.getElementById('nbgrader-assignment-list')) { return Promise.resolve(false); }
+      var path = 'attention/feedback-on-submit';
+      if (wait && state.version) { path += '?since=' + encodeURIComponent(state.version) + '&wait=' + wait; }
+      return api(path).then(function (response) {
         return response.json().then(function (data) {
           if (!response.ok) { throw new Error(data.message || String(response.status)); }
           // the panel appears only once this server answers: a server without the course's
           // feedback-on-submit side (a Lab without it) shows nbgrader's tab unchanged
-          var body = panelBody();
-          if (!body) { return; }
-          // rendered again when the minute changes too: "in N minutes" and the Submit lock follow the clock
-          var key = JSON.stringify(data.assignments) + Math.floor(Date.now() / 60000);
-          if (key !== state.last) { state.last = key; render(body, data); }
+          if (!panelBody()) { return false; }
+          state.data = data;
+          show();
           state.assignments = data.assignments || {};
           state.deadlines = data.deadlines || {};
+          state.version = data.version || null;
           var clock = new Date(data.now).getTime();
           state.skew = isNaN(clock) ? 0 : clock - Date.now();
           lockSubmits();
+          return true;
         });
       });
     }
@@ -380,11 +393,12 @@
       new MutationObserver(lockSubmits).observe(list, { childList: true, subtree: true });
     }
 
+    /* One held request after another while the Assignments tab is open: a result shows the moment the
+       grader writes it. Without the tab, or after a failed request, it looks again a little later. */
     function loop() {
-      var fast = Date.now() < state.fastUntil;
-      refresh().catch(function () { /* the next round asks again */ }).then(function () {
+      refresh(WAIT_SECONDS).then(function (asked) { return asked; }, function () { return false; }).then(function (asked) {
         watchList();
-        state.timer = setTimeout(loop, fast ? 500 : 3000);
+        state.timer = setTimeout(loop, asked ? 250 : 3000);
       });
     }
 
@@ -395,8 +409,7 @@
       connection.makeRequest = function (u, init) {
         var request = original.apply(this, arguments);
         if (init && String(init.method).toUpperCase() === 'POST' && /\/assignments\/submit(\?|$)/.test(String(u))) {
-          state.fastUntil = Date.now() + 60000;
-          request.then(function () { refresh().catch(function () {}); }, function () {});
+          request.then(function () { refresh(0).catch(function () {}); }, function () {});
         }
         return request;
       };
@@ -410,6 +423,8 @@
         document.head.appendChild(el('style', { text: CSS }));
         watchSubmits();
         loop();
+        // between two answers, which may be a held request apart: the clock's part, with no request
+        setInterval(function () { if (state.data) { show(); lockSubmits(); } }, 1000);
       }
     };
   }
