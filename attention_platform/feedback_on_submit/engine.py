@@ -40,6 +40,7 @@ from .intake import Intake
 from attention_platform.attempts.policy import Policy
 
 WORK = "attempts"  # the scratch course and the archive of graded attempts, in the course directory
+ASIDE = "graded"  # in WORK: graded attempts waiting for their pages and archive, one folder each
 DEFINITION_SECONDS = 5.0  # how stale the scratch definition may be after the instructor regenerates
 
 
@@ -53,6 +54,9 @@ class Attempt:
     timestamp: object  # datetime the gradebook records
     policy: Policy
     parts: dict = field(default_factory=dict)  # the service's share of where its time went (PARTS)
+    # Once graded, where its files and grades wait for its pages and archive (:meth:`Engine.set_aside`);
+    # None: still in the scratch course
+    aside: Path | None = None
 
 
 @dataclass
@@ -189,7 +193,7 @@ class Engine:
         self.config = load_config(self.course)  # as the TA's nbgrader commands and formgrader load it
         self.main = Pipeline(self.course, config=self.config)
         self.course_id = self.main.coursedir.course_id
-        scratch_db = self.work / "gradebook.db"
+        self.scratch_db = scratch_db = self.work / "gradebook.db"
         self.scratch = Pipeline(self.course, root=self.work, db_url=f"sqlite:///{scratch_db}",
                                 source=self.main.source, config=self.config)
         self._definitions: dict[str, str] = {}  # assignment -> digest of what the scratch gradebook holds
@@ -384,6 +388,39 @@ class Engine:
                                   "passed": got >= max_score > 0 or (max_score == 0 and got >= 0),
                                   "points": max_score, "started": notebook not in result.not_started})
 
+    # ------------------------------------------------------------------ set aside, until its pages are made
+    def set_aside(self, attempt: Attempt) -> None:
+        """Move a graded attempt out of the scratch course, so that its student's next attempt can be
+        graded before this one's pages are made: its submitted and autograded folders, and a copy of
+        the scratch gradebook as it is now (the pages read this attempt's grades from it), go to
+        ``<WORK>/graded/<id>``, laid out as a course of their own (:meth:`feedback_pages`, :meth:`archive`).
+        If the copy cannot be made, nothing moves and the attempt stays where it is."""
+        import sqlite3
+
+        folder = self.work / ASIDE / str(attempt.id)
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True, mode=0o700)
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{self.scratch_db}?mode=ro", uri=True)) as src, \
+                    contextlib.closing(sqlite3.connect(folder / "gradebook.db")) as copy:
+                src.backup(copy)  # what is committed: this attempt's grades; other workers' open writes not
+        except (OSError, sqlite3.Error):
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        for step in (self.scratch.coursedir.submitted_directory, self.scratch.coursedir.autograded_directory):
+            src = self.work / step / attempt.student / attempt.assignment
+            if src.exists():
+                (folder / step / attempt.student).mkdir(parents=True, mode=0o700)
+                os.rename(src, folder / step / attempt.student / attempt.assignment)
+        attempt.aside = folder
+
+    def _finishing_root(self, attempt: Attempt) -> tuple[Path, str]:
+        """The course folder and gradebook the attempt's pages and archive read: set aside, or the scratch."""
+        if attempt.aside is not None:
+            return attempt.aside, f"sqlite:///{attempt.aside / 'gradebook.db'}"
+        return self.work, self.scratch.db_url
+
     def feedback_pages(self, attempt: Attempt, result: Result) -> None:
         """The feedback page of each notebook, as the TA's generate_feedback makes it, put where
         nbgrader's fetch_feedback finds it for this submission (``<hash>.html``)."""
@@ -391,15 +428,16 @@ class Engine:
         from nbgrader.coursedir import CourseDirectory
         from nbgrader.utils import notebook_hash
 
+        root, db_url = self._finishing_root(attempt)
         coursedir = CourseDirectory(config=self.config)
-        coursedir.root = str(self.work)
-        coursedir.db_url = self.scratch.db_url
+        coursedir.root = str(root)
+        coursedir.db_url = db_url
         coursedir.assignment_id = attempt.assignment
         coursedir.student_id = attempt.student
         out = Path(coursedir.format_path(coursedir.feedback_directory, attempt.student, attempt.assignment))
         if out.exists():
             shutil.rmtree(out)
-        with self.router.opened(self.scratch.db_url, self.course_id):
+        with self.router.opened(db_url, self.course_id):
             # a copy: nbgrader's converters write their defaults into the config they are given
             config = copy.deepcopy(self.config)
             config.FeedbackSummary.variants_course = str(self.course)  # the scratch course has no key nor switch
@@ -432,14 +470,21 @@ class Engine:
         if folder.exists():
             shutil.rmtree(folder)
         folder.mkdir(parents=True, mode=0o700)
+        root, _ = self._finishing_root(attempt)
         coursedir = self.scratch.coursedir
         for step, name in ((coursedir.submitted_directory, "submitted"), (coursedir.autograded_directory, "autograded"),
                            (coursedir.feedback_directory, "feedback")):
-            src = self.work / step / attempt.student / attempt.assignment
+            src = root / step / attempt.student / attempt.assignment
             if src.exists():
                 os.rename(src, folder / name)
-        shutil.rmtree(attempt.intake.folder, ignore_errors=True)
+        if attempt.aside is not None:
+            shutil.rmtree(attempt.aside, ignore_errors=True)
+        shutil.rmtree(attempt.intake.folder, ignore_errors=True)  # last: until now a restart grades it again
         return folder
+
+    def forget_set_aside(self) -> None:
+        """At start: what a stopped grader had set aside (each such attempt is graded again, from its intake)."""
+        shutil.rmtree(self.work / ASIDE, ignore_errors=True)
 
     def install(self, attempt_id: int, student: str, assignment: str, timestamp, written_from: int | None = None) -> None:
         """Make the archived attempt the course's submission of ``student``: its files into

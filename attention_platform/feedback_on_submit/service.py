@@ -14,12 +14,13 @@ One coordinating thread and ``c.FeedbackOnSubmit.workers`` grading threads:
   attempt is possible; either way it gets a row in the gradebook
   (:mod:`attention_platform.attempts.ledger`) and the student's status is rewritten;
 * **queue** — :class:`.fairqueue.FairQueue`: students take turns, one attempt each in grading;
-* **grade** — a worker grades the attempt (:mod:`.engine`) and writes the result the policy shows
-  into the student's status at once; then, when no attempt is being graded (a result a student
-  waits for never waits behind, or shares the cores with, someone's feedback pages), the rest: (``full``)
-  the feedback pages (made by a niced process of their own, :mod:`.pages`), the archive, and for
-  ``last``/``best`` the attempt that counts installed into
-  the course. Its student stays busy in the queue until then;
+* **grade** — a worker grades the attempt (:mod:`.engine`), writes the result the policy shows
+  into the student's status at once, and sets the graded attempt aside (its files and a copy of its
+  grades), which frees its student for their next attempt; then, when no attempt is being graded (a
+  result a student waits for never waits behind, or shares the cores with, someone's feedback pages),
+  the rest: (``full``) the feedback pages (made by a niced process of their own, :mod:`.pages`), the
+  archive, and for ``last``/``best`` the attempt that counts installed into the course, one student's
+  attempts in the order they were graded;
 * nothing is lost: a submission made while this process was down is graded when it is back
   (timed by the kernel), and so is one handed in before it first watched the assignment (the scan
   that starts watching an assignment lists every student's folder again), an attempt whose grading was cut short is graded again (once: an attempt
@@ -403,11 +404,21 @@ class Service:
                 future = self.pool.submit(self.work, attempt)
                 self.running[future] = attempt
                 self.grading.add(future)
-            elif self.finishing and self._may_finish():
-                attempt, result, _ = self.finishing.popleft()
+            elif self.finishing and self._may_finish() and (next_one := self._next_to_finish()) is not None:
+                attempt, result, _ = next_one
                 self.running[self.pool.submit(self.finish, attempt, result)] = attempt
             else:
                 return
+
+    def _next_to_finish(self):
+        """The oldest graded attempt waiting to be finished whose student has none being finished: one
+        student's attempts are finished in the order they were graded (the last graded one counts last)."""
+        finishing_now = {(a.assignment, a.student) for f, a in self.running.items() if f not in self.grading}
+        for index, entry in enumerate(self.finishing):
+            if (entry[0].assignment, entry[0].student) not in finishing_now:
+                del self.finishing[index]
+                return entry
+        return None
 
     def _may_finish(self) -> bool:
         return may_finish(grading=len(self.grading), finishing=len(self.running) - len(self.grading),
@@ -439,13 +450,19 @@ class Service:
             self.ledger.set(attempt.id, state="graded", graded_at=now(), seconds=result.seconds, score=result.score,
                             max_score=result.max_score, checks=result.checks, message=notes)
             self.write_status(attempt.assignment, attempt.student)  # the student sees the result now
+        with spent(attempt.parts, "archive and install"):
+            try:
+                self.engine.set_aside(attempt)  # their next attempt need not wait for these pages
+            except Exception:  # noqa: BLE001 - it stays in the scratch course; the student waits for its pages
+                self.log.error("attempt %d not set aside:\n%s", attempt.id, traceback.format_exc())
         self.log.info("%s: attempt %d graded in %.2f s: %g/%g", attempt.student, attempt.id, result.seconds,
                       result.score, result.max_score)
         return "graded", result
 
     def finish(self, attempt: Attempt, result) -> str:
-        """In a worker thread, once graded: feedback pages, archive, install what counts. The student
-        stays busy in the queue until this is done (the scratch course holds their attempt's files)."""
+        """In a worker thread, once graded: feedback pages, archive, install what counts, from where the
+        attempt was set aside (if it could not be, from the scratch course: then its student stays busy
+        in the queue until this is done)."""
         parts = attempt.parts
         if attempt.policy.feedback == "full":
             with spent(parts, "feedback pages"):
@@ -510,6 +527,7 @@ class Service:
 
     def completed(self, future) -> None:
         attempt = self.running.pop(future)
+        graded_now = future in self.grading
         self.grading.discard(future)
         try:
             outcome = future.result()
@@ -517,9 +535,12 @@ class Service:
             self.log.error("attempt %d: %s", attempt.id, traceback.format_exc())
             outcome = "error"
         if isinstance(outcome, tuple):  # graded: the rest follows when a worker is free
+            if attempt.aside is not None:  # its files are out of the scratch course: the student's next may go
+                self.queue.done(attempt.student)
             self.finishing.append((attempt, outcome[1], time.monotonic()))
             return
-        self.queue.done(attempt.student)
+        if graded_now or attempt.aside is None:  # a set-aside attempt's student was free once it was graded
+            self.queue.done(attempt.student)
         if outcome == "retry":
             self.queue.retry(attempt.student, attempt)
             self.paused_until = time.monotonic() + RETRY_SECONDS
@@ -579,6 +600,7 @@ class Service:
     # ------------------------------------------------------------------ starting again
     def recover(self) -> None:
         """Attempts queued, in grading or not finished when this process last stopped are queued again."""
+        self.engine.forget_set_aside()  # an attempt not finished is graded again from its intake copy
         for assignment, policy in self.policies.items():
             if not policy.on or self.enabled_since(assignment) is None:
                 continue
