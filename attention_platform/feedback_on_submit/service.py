@@ -16,7 +16,8 @@ One coordinating thread and ``c.FeedbackOnSubmit.workers`` grading threads:
 * **queue** — :class:`.fairqueue.FairQueue`: students take turns, one attempt each in grading;
 * **grade** — a worker grades the attempt (:mod:`.engine`), writes the result the policy shows
   into the student's status at once, and sets the graded attempt aside (its files and a copy of its
-  grades), which frees its student for their next attempt; then, when no attempt is being graded (a
+  grades), which frees its student for their next attempt (up to ``SET_ASIDE_PER_STUDENT`` set aside);
+  then, when no attempt is being graded (a
   result a student waits for never waits behind, or shares the cores with, someone's feedback pages),
   the rest: (``full``) the feedback pages (made by a niced process of their own, :mod:`.pages`), the
   archive, and for ``last``/``best`` the attempt that counts installed into the course, one student's
@@ -78,6 +79,11 @@ RETRY_SECONDS = 5.0  # after the sandbox broker could not be reached
 # thread): a pile of them made by hand delays nobody else's by more than this many copies.
 TAKEN_PER_SCAN = 2
 FINISH_WAIT_SECONDS = 20.0  # a graded attempt's pages wait at most this long for a pause in grading
+# Graded attempts set aside and waiting for their pages (each with a copy of the scratch gradebook): a student
+# with this many waits in the queue until one is finished, and so does everyone while the grader holds the
+# second number. A student who submits without pause holds a few copies, never the disk.
+SET_ASIDE_PER_STUDENT = 3
+SET_ASIDE_IN_ALL = 64
 # Since when an assignment the grader watches for the first time has feedback on submit: the beginning,
 # so that what was handed in before the grader first looked (released while it was down, or submitted
 # while it warmed up) is graded. Switched off and on again, it is on since the switch.
@@ -123,6 +129,8 @@ class Service:
         self.running: dict = {}  # future -> Attempt
         self.grading: set = set()  # the futures of self.running that grade (the others finish)
         self.finishing: collections.deque = collections.deque()  # (Attempt, Result, graded at) pages etc. to do
+        self.set_aside: collections.Counter = collections.Counter()  # student -> their attempts set aside, unfinished
+        self.held: set = set()  # students kept busy in the queue until one of their set-aside attempts is finished
         self.seen: dict[str, set] = collections.defaultdict(set)  # assignment -> {(student, submission)}
         self.since: dict[str, dt.datetime] = {}  # assignment -> feedback on submit on since
         self.folder_mtimes: dict[str, int] = {}
@@ -534,15 +542,27 @@ class Service:
         except Exception:  # noqa: BLE001 - work() reports its own failures; this is a bug in reporting
             self.log.error("attempt %d: %s", attempt.id, traceback.format_exc())
             outcome = "error"
+        student = attempt.student
         if isinstance(outcome, tuple):  # graded: the rest follows when a worker is free
             if attempt.aside is not None:  # its files are out of the scratch course: the student's next may go
-                self.queue.done(attempt.student)
+                self.set_aside[student] += 1
+                if self.set_aside[student] < SET_ASIDE_PER_STUDENT and sum(self.set_aside.values()) < SET_ASIDE_IN_ALL:
+                    self.queue.done(student)
+                else:
+                    self.held.add(student)
             self.finishing.append((attempt, outcome[1], time.monotonic()))
             return
-        if graded_now or attempt.aside is None:  # a set-aside attempt's student was free once it was graded
-            self.queue.done(attempt.student)
+        if not graded_now and attempt.aside is not None:  # a set-aside attempt finished
+            self.set_aside[student] -= 1
+            if not self.set_aside[student]:
+                del self.set_aside[student]
+            if student in self.held:
+                self.held.discard(student)
+                self.queue.done(student)
+        else:
+            self.queue.done(student)
         if outcome == "retry":
-            self.queue.retry(attempt.student, attempt)
+            self.queue.retry(student, attempt)
             self.paused_until = time.monotonic() + RETRY_SECONDS
 
     # ------------------------------------------------------------------ what the student sees

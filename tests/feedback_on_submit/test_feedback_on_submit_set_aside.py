@@ -8,6 +8,7 @@ one student, ann, whose first attempt's pages are held back until her second att
 * each attempt's page reads its own grades (a correct answer, then the bug "no √D"), although the
   scratch gradebook holds the second attempt's grades when the first one's page is made;
 * her attempts are finished in the order they were graded: under ``last`` the second one counts;
+* a student with ``SET_ASIDE_PER_STUDENT`` attempts set aside waits in the queue until one is finished;
 * a grader stopped while an attempt is set aside grades it again when it starts, and leaves nothing
   set aside behind.
 """
@@ -143,6 +144,31 @@ def test_the_next_attempt_is_graded_while_the_last_ones_pages_wait_and_each_page
     assert FAILED in page_text(service, second) and NO_SCALE_MESSAGE in page_text(service, second)
     assert second["counted"] and not first["counted"]  # finished in the order graded: the last one counts
     assert not any((service.engine.work / "graded").iterdir())
+
+
+def test_a_student_with_as_many_attempts_set_aside_as_allowed_waits_until_one_is_finished(grader, monkeypatch):
+    from attention_platform.feedback_on_submit import service as service_module
+
+    monkeypatch.setattr(service_module, "SET_ASIDE_PER_STUDENT", 2)
+    release = threading.Event()
+    service, loop, _ = grader(lambda service: held_finish(service, 1, release))
+    try:
+        for k in (1, 2):
+            hand_in(service, grader.course, k, CORRECT[0].code)
+            wait_until(lambda: [a["state"] for a in shown(service)] == ["graded"] * k, f"attempt {k} graded", loop)
+        hand_in(service, grader.course, 3, NO_SCALE.code)
+        wait_until(lambda: len(shown(service)) == 3, "the third attempt queued", loop)
+        looked_until = time.monotonic() + 3  # a graded attempt here takes about a second
+        while time.monotonic() < looked_until:
+            assert shown(service)[2]["state"] == "queued", shown(service)[2]
+            assert len(list((service.engine.work / "graded").iterdir())) <= 2
+            time.sleep(0.1)
+    finally:
+        release.set()
+    wait_until(lambda: len(shown(service)) == 3 and all(a.get("pages") for a in shown(service))
+               and not service.running and not service.finishing, "every attempt finished", loop)
+    assert [a["state"] for a in shown(service)] == ["graded"] * 3 and shown(service)[2]["counted"]
+    assert not service.set_aside and not service.held
 
 
 def test_a_grader_stopped_while_an_attempt_is_set_aside_grades_it_again(grader):
