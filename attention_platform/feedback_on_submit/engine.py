@@ -414,11 +414,6 @@ class Engine:
                 (folder / step / attempt.student).mkdir(parents=True, mode=0o700)
                 os.rename(src, folder / step / attempt.student / attempt.assignment)
         attempt.aside = folder
-        # the copy holds it now: the scratch gradebook keeps the definitions and the attempts in flight only, so
-        # a copy costs the same in a class of 30 and of 1,000
-        _forget_submissions(self.scratch_db, "SELECT sa.id FROM submitted_assignment sa JOIN assignment a "
-                                             "ON sa.assignment_id = a.id WHERE a.name = ? AND sa.student_id = ?",
-                            (attempt.assignment, attempt.student))
 
     def _finishing_root(self, attempt: Attempt) -> tuple[Path, str]:
         """The course folder and gradebook the attempt's pages and archive read: set aside, or the scratch."""
@@ -487,13 +482,9 @@ class Engine:
         shutil.rmtree(attempt.intake.folder, ignore_errors=True)  # last: until now a restart grades it again
         return folder
 
-    def forget_unfinished(self) -> None:
-        """When the grader starts, before any attempt: what a stopped grader had set aside, and every
-        submission it left in the scratch gradebook (each attempt not finished is graded again, from its
-        intake copy)."""
+    def forget_set_aside(self) -> None:
+        """At start: what a stopped grader had set aside (each such attempt is graded again, from its intake)."""
         shutil.rmtree(self.work / ASIDE, ignore_errors=True)
-        if self.scratch_db.exists():
-            _forget_submissions(self.scratch_db, "SELECT id FROM submitted_assignment", (), vacuum=True)
 
     def install(self, attempt_id: int, student: str, assignment: str, timestamp, written_from: int | None = None) -> None:
         """Make the archived attempt the course's submission of ``student``: its files into
@@ -680,28 +671,6 @@ def _rewrite_written_answers(path: Path, other: Path) -> None:
         return
     if _with_written_answers(nb, other):
         nbformat.write(nb, path)
-
-
-# nbgrader's tables that hold a submission, children first (nbgrader's schema, pinned with nbgrader)
-SUBMISSION_TABLES = (
-    ("grade", "notebook_id IN (SELECT id FROM submitted_notebook WHERE assignment_id IN ({submissions}))"),
-    ("comment", "notebook_id IN (SELECT id FROM submitted_notebook WHERE assignment_id IN ({submissions}))"),
-    ("submitted_notebook", "assignment_id IN ({submissions})"),
-    ("submitted_assignment", "id IN ({submissions})"),
-)
-
-
-def _forget_submissions(db: Path, submissions: str, params: tuple, *, vacuum: bool = False) -> None:
-    """Delete from the gradebook ``db`` the submissions the query ``submissions`` selects (their ids), with
-    their notebooks, grades and comments, in one transaction; ``vacuum``: then give the space back."""
-    import sqlite3
-
-    with contextlib.closing(sqlite3.connect(db, timeout=60)) as connection:
-        with connection:
-            for table, where in SUBMISSION_TABLES:
-                connection.execute(f"DELETE FROM {table} WHERE {where.format(submissions=submissions)}", params)
-        if vacuum:
-            connection.execute("VACUUM")
 
 
 def _naive(value):

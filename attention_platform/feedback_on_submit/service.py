@@ -620,7 +620,7 @@ class Service:
     # ------------------------------------------------------------------ starting again
     def recover(self) -> None:
         """Attempts queued, in grading or not finished when this process last stopped are queued again."""
-        self.engine.forget_unfinished()  # an attempt not finished is graded again from its intake copy
+        self.engine.forget_set_aside()  # an attempt not finished is graded again from its intake copy
         for assignment, policy in self.policies.items():
             if not policy.on or self.enabled_since(assignment) is None:
                 continue
