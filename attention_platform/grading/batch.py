@@ -130,11 +130,16 @@ class SharedGradebook:
     def _submitted(self, kind: str, name: str, notebook: str, assignment: str, student: str):
         """A student's grade or comment rows of one notebook, loaded in one query each (the
         submission they belong to found once for both)."""
+        from nbgrader.api import Comment, Grade
+        from sqlalchemy.orm import joinedload
+
         key = (kind, notebook, assignment, student)
         if key not in self._cache:
             submitted = self._gb.find_submission_notebook(notebook, assignment, student)
-            for each in ("grades", "comments"):
-                self._cache[(each, notebook, assignment, student)] = {row.name: row for row in getattr(submitted, each)}
+            for each, model in (("grades", Grade), ("comments", Comment)):
+                # each row with its cell, whose name keys it (read row by row, each cell was a query of its own)
+                rows = self._gb.db.query(model).options(joinedload(model.cell)).filter(model.notebook_id == submitted.id)
+                self._cache[(each, notebook, assignment, student)] = {row.name: row for row in rows}
         rows = self._cache[key]
         if name not in rows:
             return getattr(self._gb, "find_grade" if kind == "grades" else "find_comment")(name, notebook, assignment, student)
