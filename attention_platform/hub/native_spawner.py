@@ -144,6 +144,25 @@ def private_tmp(size: int, kept: list[str]) -> None:
         os.close(machine_tmp)
 
 
+# Ports given to servers of this hub (one process) that have not stopped since.
+_HANDED_OUT: set[int] = set()
+
+
+def unclaimed_port(handed_out: set[int] = _HANDED_OUT, draw=None, tries: int = 100) -> int:
+    """A port the kernel calls free now that no server of this hub was given before it stopped. The kernel
+    may tell two spawns of one moment the same free port, before either server binds it: the second
+    server then cannot start, and the hub, finding the first one answering there, sends its user to
+    someone else's server."""
+    from jupyterhub.utils import random_port
+
+    for _ in range(tries):
+        port = (draw or random_port)()
+        if port not in handed_out:
+            handed_out.add(port)
+            return port
+    raise RuntimeError(f"no port free for a server after {tries} tries")
+
+
 class CourseLocalSpawner(LocalProcessSpawner):
     """A real Unix user's server, its home ``<homes_dir>/<user>`` whatever /etc/passwd says (several
     state directories, tests and demos, share the accounts), in cgroups of its own, with its own
@@ -209,16 +228,31 @@ class CourseLocalSpawner(LocalProcessSpawner):
 
         return preexec
 
+    handed_out_port = 0  # the port unclaimed_port gave this server, until it stops
+
     async def start(self):
         groups = server_cgroups(self.log)
         if groups is not None:
             name = cgroup_name(self.user.name, self.name)
             await self._empty(groups, name)
             groups.create(name, int(self.mem_limit or UNLIMITED_MEMORY), self.pids_limit)
-        return await super().start()
+        if self.port == 0:  # else the port was configured: LocalProcessSpawner would draw one as below
+            self.port = self.handed_out_port = unclaimed_port()
+        try:
+            return await super().start()
+        except BaseException:
+            self._release_port()
+            raise
+
+    def _release_port(self) -> None:
+        _HANDED_OUT.discard(self.handed_out_port)
+        self.handed_out_port = 0
 
     async def stop(self, now=False):
-        await super().stop(now=now)
+        try:
+            await super().stop(now=now)
+        finally:
+            self._release_port()
         groups = server_cgroups(self.log)
         if groups is not None:
             await self._empty(groups, cgroup_name(self.user.name, self.name))

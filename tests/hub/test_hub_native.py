@@ -17,7 +17,8 @@ from hashlib import sha256
 import pytest
 
 from attention_platform.hub.native import SECRET_PATHS, DemoClass, hide_course_secrets, prepare
-from attention_platform.hub.native_spawner import TmpKeepRefused, cgroup_name, check_tmp_keep, kept_under_tmp
+from attention_platform.hub.native_spawner import (TmpKeepRefused, cgroup_name, check_tmp_keep, kept_under_tmp,
+                                                   unclaimed_port)
 from attention_platform.venv import environment, program
 from grader_tests.registry import ASSIGNMENTS, assignment
 from hub_helpers import REPO, free_hub_port, free_port
@@ -57,6 +58,20 @@ def test_a_busy_port_is_named_before_the_hub_prepares_anything(tmp_path, offset,
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"{named}: {port + offset}" in done.stderr
     assert not (tmp_path / "state").exists()  # no accounts, no course: nothing was prepared
+
+
+def test_two_servers_started_at_one_moment_never_get_one_port():
+    # the kernel names the same free port twice, as it did to two of 30 spawns at once; the second is
+    # given the next port it names, and a stopped server's port is free again
+    handed_out: set[int] = set()
+    named = iter([37439, 37439, 41000, 37439])
+    first = unclaimed_port(handed_out, draw=lambda: next(named))
+    second = unclaimed_port(handed_out, draw=lambda: next(named))
+    assert (first, second) == (37439, 41000)
+    handed_out.discard(first)
+    assert unclaimed_port(handed_out, draw=lambda: next(named)) == 37439
+    with pytest.raises(RuntimeError, match="no port free"):
+        unclaimed_port(handed_out, draw=lambda: 37439, tries=3)
 
 
 def test_every_server_has_a_cgroup_of_its_own():
