@@ -77,6 +77,25 @@ def clean_html(html: str) -> str:
     return _cleaner.clean(html)
 
 
+@functools.lru_cache(maxsize=REMEMBERED_CELLS)
+def _nbconvert_clean_remembered(html: str) -> str:
+    from nbconvert.filters.strings import clean_html as nbconvert_clean
+
+    return nbconvert_clean(html)
+
+
+def remembered_nbconvert_clean(element) -> str:
+    """nbconvert's own ``clean_html`` filter (its templates pass every highlighted code cell through it),
+    its result remembered per text: most of a class's code cells are the instructor's, the same on
+    every page."""
+    from nbconvert.filters.strings import clean_html as nbconvert_clean
+
+    html = element.decode() if isinstance(element, bytes) else str(element)
+    if len(html) <= REMEMBERED_CHARS:
+        return _nbconvert_clean_remembered(html)
+    return nbconvert_clean(html)
+
+
 class SanitizeOutputsAndRawCells(SanitizeHTML):
     """nbconvert's SanitizeHTML for outputs and raw cells; markdown is left for the
     exporter, which sanitises it after rendering."""
@@ -153,6 +172,12 @@ class SafeHTMLExporter(HTMLExporter):
         if name == "highlight_code" and type(jinja_filter) is Highlight2HTML:
             jinja_filter = RememberedHighlight(jinja_filter)
         return super().register_filter(name, jinja_filter)
+
+    def default_filters(self):
+        from nbconvert.filters.strings import clean_html as nbconvert_clean
+
+        for name, jinja_filter in super().default_filters():
+            yield name, remembered_nbconvert_clean if jinja_filter is nbconvert_clean else jinja_filter
 
     @pass_context
     def markdown2html(self, context, source):

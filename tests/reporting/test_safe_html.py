@@ -1,6 +1,7 @@
 """The sanitiser every student page goes through (attention_platform/reporting/safe_html.py): what
 it drops, and that the cells every submission shares (the instructor's markdown and code, the same
-in each of a class's feedback pages) are sanitised and highlighted once, not once a page."""
+in each of a class's feedback pages) are sanitised and highlighted once, not once a page (ours and
+nbconvert's own sanitiser alike)."""
 
 from __future__ import annotations
 
@@ -72,6 +73,33 @@ def test_code_shared_by_every_page_is_highlighted_once_and_reads_the_same(monkey
     for source in (f"x = 1  # {marker}", "%%bash\necho hi", ""):
         for metadata in (None, {"magics_language": "bash"}):
             assert safe_html.RememberedHighlight(plain)(source, None, metadata) == plain(source, None, metadata)
+
+
+def test_code_shared_by_every_page_goes_through_nbconverts_own_sanitiser_once_and_reads_the_same(monkeypatch):
+    # nbconvert's templates pass each highlighted code cell through its own clean_html (bleach.clean)
+    import bleach
+    from nbconvert.filters.strings import clean_html as nbconvert_clean
+
+    cleaned = []
+    real = bleach.clean
+
+    def counted(text, *args, **kwargs):
+        cleaned.append(text)
+        return real(text, *args, **kwargs)
+
+    monkeypatch.setattr(bleach, "clean", counted)
+    marker = uuid.uuid4().hex
+    nb = new_notebook(cells=[new_code_cell(f"weights = scores.softmax(-1)  # {marker} {i}") for i in range(12)],
+                      metadata={"language_info": {"name": "python", "pygments_lexer": "ipython3"}})
+    first = _page(nb)
+    assert sum(marker in text for text in cleaned) >= 12
+    cleaned.clear()
+    assert _page(nb) == first  # byte for byte
+    assert not any(marker in text for text in cleaned), "the same code went through bleach again"
+    for html in (f"<div class='highlight'><pre>x = 1  # {marker}</pre></div>", "<script>alert(1)</script><b>b</b>",
+                 "<img src=x onerror=alert(1)>", b"<a href='javascript:x'>a</a>", "x" * (safe_html.REMEMBERED_CHARS + 1)):
+        assert safe_html.remembered_nbconvert_clean(html) == nbconvert_clean(html)
+        assert safe_html.remembered_nbconvert_clean(html) == nbconvert_clean(html)  # remembered, the same
 
 
 def test_what_runs_code_is_dropped_also_when_remembered():
