@@ -18,9 +18,11 @@ inline and foreign script, so a sanitiser bypass still runs nothing.
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
 import re
+import threading
 from pathlib import Path
 
 import bleach
@@ -75,6 +77,28 @@ def clean_html(html: str) -> str:
     if len(html) <= REMEMBERED_CHARS:
         return _clean_remembered(html)
     return _cleaner.clean(html)
+
+
+class Remembered:
+    """The ``most`` values made last, by key (threads may share it)."""
+
+    def __init__(self, most: int):
+        self.most, self.values, self.lock = most, collections.OrderedDict(), threading.Lock()
+
+    def get_or_make(self, key, make):
+        with self.lock:
+            if key in self.values:
+                self.values.move_to_end(key)
+                return self.values[key]
+        value = make()
+        with self.lock:
+            self.values[key] = value
+            if len(self.values) > self.most:
+                self.values.popitem(last=False)
+        return value
+
+
+_REMEMBERED_MARKDOWN = Remembered(REMEMBERED_CELLS)
 
 
 @functools.lru_cache(maxsize=REMEMBERED_CELLS)
@@ -181,7 +205,18 @@ class SafeHTMLExporter(HTMLExporter):
 
     @pass_context
     def markdown2html(self, context, source):
-        return clean_html(super().markdown2html(context, source))
+        """nbconvert's markdown filter, sanitised; remembered per text and rendering settings for a cell
+        with no attachments (most of a page's markdown is the instructor's, the same on every page)."""
+        def made():
+            return clean_html(super(SafeHTMLExporter, self).markdown2html(context, source))
+
+        cell = context.get("cell", {})
+        if self.embed_images or cell.get("attachments") or len(source) > REMEMBERED_CHARS:
+            return made()  # what it reads besides its text (its attachments, image files) may change
+        path = context.get("resources", {}).get("metadata", {}).get("path", "")
+        key = (source, path, self.anchor_link_text, self.exclude_anchor_links,
+               json.dumps(self.lexer_options, sort_keys=True, default=repr))
+        return _REMEMBERED_MARKDOWN.get_or_make(key, made)
 
     def _init_preprocessors(self):
         super()._init_preprocessors()

@@ -50,6 +50,29 @@ def test_markdown_shared_by_every_page_is_sanitised_once_and_reads_the_same(monk
     assert cleaner.cleaned == cleaned_once, "the same rendered markdown was sanitised again"
 
 
+def test_markdown_shared_by_every_page_is_rendered_once_unless_it_has_attachments(monkeypatch):
+    from nbconvert.exporters.html import HTMLExporter
+
+    rendered = []
+    real = HTMLExporter.markdown2html
+
+    def counted(self, context, source):
+        rendered.append(source)
+        return real(self, context, source)
+
+    monkeypatch.setattr(HTMLExporter, "markdown2html", counted)
+    marker = uuid.uuid4().hex
+    shared = [f"## Step {i} {marker}\n\nDivide the scores by $\\sqrt{{D}}$." for i in range(6)]
+    picture = new_markdown_cell(f"![w](attachment:w.png) {marker}",
+                                attachments={"w.png": {"image/png": "iVBORw0KGgo="}})
+    nb = new_notebook(cells=[new_markdown_cell(text) for text in shared] + [picture])
+    first = _page(nb)
+    assert sum(marker in source for source in rendered) == 7
+    rendered.clear()
+    assert _page(nb) == first  # byte for byte
+    assert [source for source in rendered if marker in source] == [picture.source]  # attachments: made again
+
+
 def test_code_shared_by_every_page_is_highlighted_once_and_reads_the_same(monkeypatch):
     import nbconvert.filters.highlight as highlight
 
