@@ -27,6 +27,18 @@ class CountingCleaner:
         return self.real.clean(html)
 
 
+def recorded_calls(monkeypatch, owner, name: str) -> list[tuple]:
+    """The arguments of every call of ``owner.name`` from now on (which still does what it does)."""
+    real, calls = getattr(owner, name), []
+
+    def recording(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, recording)
+    return calls
+
+
 def _notebook(markdown: list[str]):
     return new_notebook(cells=[new_markdown_cell(text) for text in markdown])
 
@@ -53,37 +65,23 @@ def test_markdown_shared_by_every_page_is_sanitised_once_and_reads_the_same(monk
 def test_markdown_shared_by_every_page_is_rendered_once_unless_it_has_attachments(monkeypatch):
     from nbconvert.exporters.html import HTMLExporter
 
-    rendered = []
-    real = HTMLExporter.markdown2html
-
-    def counted(self, context, source):
-        rendered.append(source)
-        return real(self, context, source)
-
-    monkeypatch.setattr(HTMLExporter, "markdown2html", counted)
+    calls = recorded_calls(monkeypatch, HTMLExporter, "markdown2html")  # (exporter, context, source)
     marker = uuid.uuid4().hex
     shared = [f"## Step {i} {marker}\n\nDivide the scores by $\\sqrt{{D}}$." for i in range(6)]
     picture = new_markdown_cell(f"![w](attachment:w.png) {marker}",
                                 attachments={"w.png": {"image/png": "iVBORw0KGgo="}})
     nb = new_notebook(cells=[new_markdown_cell(text) for text in shared] + [picture])
     first = _page(nb)
-    assert sum(marker in source for source in rendered) == 7
-    rendered.clear()
+    assert sum(marker in source for _, _, source in calls) == 7
+    calls.clear()
     assert _page(nb) == first  # byte for byte
-    assert [source for source in rendered if marker in source] == [picture.source]  # attachments: made again
+    assert [source for _, _, source in calls if marker in source] == [picture.source]  # attachments: made again
 
 
 def test_code_shared_by_every_page_is_highlighted_once_and_reads_the_same(monkeypatch):
     import nbconvert.filters.highlight as highlight
 
-    highlighted = []
-    real = highlight._pygments_highlight
-
-    def counted(source, *args, **kwargs):
-        highlighted.append(source)
-        return real(source, *args, **kwargs)
-
-    monkeypatch.setattr(highlight, "_pygments_highlight", counted)
+    highlighted = recorded_calls(monkeypatch, highlight, "_pygments_highlight")  # (source, ...)
     marker = uuid.uuid4().hex
     nb = new_notebook(cells=[new_code_cell(f"scores = q @ k.T  # {marker} {i}") for i in range(12)],
                       metadata={"language_info": {"name": "python", "pygments_lexer": "ipython3"}})
@@ -103,22 +101,15 @@ def test_code_shared_by_every_page_goes_through_nbconverts_own_sanitiser_once_an
     import bleach
     from nbconvert.filters.strings import clean_html as nbconvert_clean
 
-    cleaned = []
-    real = bleach.clean
-
-    def counted(text, *args, **kwargs):
-        cleaned.append(text)
-        return real(text, *args, **kwargs)
-
-    monkeypatch.setattr(bleach, "clean", counted)
+    cleaned = recorded_calls(monkeypatch, bleach, "clean")  # (text, ...)
     marker = uuid.uuid4().hex
     nb = new_notebook(cells=[new_code_cell(f"weights = scores.softmax(-1)  # {marker} {i}") for i in range(12)],
                       metadata={"language_info": {"name": "python", "pygments_lexer": "ipython3"}})
     first = _page(nb)
-    assert sum(marker in text for text in cleaned) >= 12
+    assert sum(marker in call[0] for call in cleaned) >= 12
     cleaned.clear()
     assert _page(nb) == first  # byte for byte
-    assert not any(marker in text for text in cleaned), "the same code went through bleach again"
+    assert not any(marker in call[0] for call in cleaned), "the same code went through bleach again"
     for html in (f"<div class='highlight'><pre>x = 1  # {marker}</pre></div>", "<script>alert(1)</script><b>b</b>",
                  "<img src=x onerror=alert(1)>", b"<a href='javascript:x'>a</a>", "x" * (safe_html.REMEMBERED_CHARS + 1)):
         assert safe_html.remembered_nbconvert_clean(html) == nbconvert_clean(html)
