@@ -291,7 +291,9 @@ class RunningHub:
         page.fill("input[name=username]", user)
         page.fill("input[name=password]", self.passwords[user])
         page.locator("input[name=password]").press("Enter")
-        page.wait_for_url(re.compile(r".*/(hub/(home|spawn|spawn-pending).*|user/.*)"))
+        # not on spawn-pending: its script goes on to the user's server once it is up, and would take the
+        # page away from wherever the test sends it meanwhile
+        page.wait_for_url(re.compile(r".*/(hub/home([/?#].*)?|hub/spawn([?#].*)?|user/.*)$"))
         return page
 
     def log(self) -> str:
