@@ -207,22 +207,34 @@ def round_figures(samples: list[dict], rounds: int) -> list[dict]:
 
 def attempt_parts(log_file: Path, since: float) -> dict:
     """Where graded attempts' time went: the mean of each part over the grader's per-attempt log
-    lines (``<student>: attempt N's time: {...}``) written after ``since`` (a log file's size)."""
+    lines (``<student>: attempt N's time: {...}``) written after ``since`` (a log file's size), and
+    the mean of the sandbox's part by notebook (``... attempt N's sandbox time by notebook: {...}``)."""
     totals, count = {}, 0
+    by_notebook, notebook_count = {}, 0
     with open(log_file, "rb") as fh:
         fh.seek(since)
         for line in fh:
             text = line.decode(errors="replace")
-            if "'s time: {" not in text:
+            for marker in ("'s time: {", "'s sandbox time by notebook: {"):
+                if marker in text:
+                    break
+            else:
                 continue
             try:
-                parts = json.loads(text[text.index("'s time: {") + len("'s time: "):])
+                parts = json.loads(text[text.index(marker) + len(marker) - 1:])
             except ValueError:
                 continue
-            count += 1
+            if marker == "'s time: {":
+                count += 1
+                sums = totals
+            else:
+                notebook_count += 1
+                sums = by_notebook
             for part, seconds in parts.items():
-                totals[part] = totals.get(part, 0.0) + float(seconds)
-    return {"attempts": count, "mean": {part: total / count for part, total in totals.items()} if count else {}}
+                sums[part] = sums.get(part, 0.0) + float(seconds)
+    return {"attempts": count, "mean": {part: total / count for part, total in totals.items()} if count else {},
+            "sandbox_by_notebook": {name: total / notebook_count for name, total in by_notebook.items()}
+            if notebook_count else {}}
 
 
 def run(assignment: str, n: int = 5, rounds: int = 3, state: Path | None = None, port: int = 8500, log=print,
@@ -321,6 +333,9 @@ def print_report(r: dict, log=print) -> None:
         log(f"  a graded attempt's time, mean of {parts['attempts']} (the grader's log), {s(total)} in all:")
         for part, seconds in sorted(parts["mean"].items(), key=lambda item: -item[1]):
             log(f"    {part:<22} {s(seconds):>8}  {100 * seconds / total if total else 0:5.1f} %")
+            if part == "sandbox":
+                for name, spent in sorted(parts["sandbox_by_notebook"].items(), key=lambda item: -item[1]):
+                    log(f"      {name:<20} {s(spent):>8}")
     b = r["baseline"]
     log(f"  baseline, the TA's path on the same submissions at once: {s(b['seconds'])} "
         f"(" + ", ".join(f"{k} {v:.2f} s" for k, v in b["steps"].items()) + ")")

@@ -70,6 +70,8 @@ class Result:
     seconds: float = 0.0
     pages: dict = field(default_factory=dict)  # notebook -> feedback page file name in the student's folder
     parts: dict = field(default_factory=dict)  # where the time went: part -> seconds (PARTS)
+    # the "sandbox" part by notebook: notebook -> seconds its cells and probes took in their sandbox
+    sandbox_by_notebook: dict = field(default_factory=dict)
 
 
 # Where a graded attempt's time goes, as the grader logs it per attempt (bench-feedback-on-submit reads it):
@@ -350,8 +352,9 @@ class Engine:
                                         seed_for=pipeline.seeds_for(student, assignment),
                                         filename=f"{notebook_id}.ipynb",
                                         extra_files=submission_files(dest, notebook_id))
-                for part, seconds in (("sandbox", graded.seconds - graded.judging - graded.picturing),
-                                      ("judges", graded.judging), ("pictures", graded.picturing)):
+                in_sandbox = graded.seconds - graded.judging - graded.picturing
+                result.sandbox_by_notebook[notebook_id] = in_sandbox
+                for part, seconds in (("sandbox", in_sandbox), ("judges", graded.judging), ("pictures", graded.picturing)):
                     result.parts[part] = result.parts.get(part, 0.0) + seconds
                 if graded.stopped:
                     result.notes.append(f"{notebook_id}.ipynb: {graded.stopped}")

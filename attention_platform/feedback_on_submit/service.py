@@ -488,6 +488,8 @@ class Service:
         parts = {**result.parts, **parts}
         self.log.info("%s: attempt %d's time: %s", attempt.student, attempt.id,
                       json.dumps({part: round(parts.get(part, 0.0), 4) for part in PARTS}))
+        self.log.info("%s: attempt %d's sandbox time by notebook: %s", attempt.student, attempt.id,
+                      json.dumps({name: round(seconds, 4) for name, seconds in result.sandbox_by_notebook.items()}))
         return "graded"
 
     def _count(self, attempt: Attempt, result) -> None:

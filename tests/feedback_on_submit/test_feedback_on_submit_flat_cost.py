@@ -145,3 +145,7 @@ def test_the_tenth_attempt_reads_and_asks_as_much_as_the_second(tmp_path, monkey
     parts = attempt_parts(log, 0)
     assert parts["attempts"] == ATTEMPTS and set(parts["mean"]) == set(PARTS), parts
     assert all(parts["mean"][part] > 0 for part in ("sandbox", "gradebook", "feedback pages", "status and ledger")), parts
+    # ... with the sandbox's part split by notebook, so that a costly cell shows where it is
+    by_notebook = parts["sandbox_by_notebook"]
+    assert set(by_notebook) == set(assignment(ASSIGNMENT).notebooks) and all(by_notebook.values()), parts
+    assert sum(by_notebook.values()) == pytest.approx(parts["mean"]["sandbox"], abs=1e-3), parts
