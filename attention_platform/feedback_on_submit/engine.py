@@ -91,15 +91,52 @@ def _untouched(nb) -> bool:
 class GradebookRouter:
     """What ``nbgrader.api.Gradebook(db_url, ...)`` means in the feedback-on-submit grader: the
     calling thread's open gradebook for that URL (see :meth:`opened`), as the batch grader shares
-    one per batch; a real one for any other call."""
+    one per batch; a real one for any other call.
 
-    def __init__(self, real):
+    The gradebooks of the URLs in ``kept`` (the scratch course's and the course's, opened for every
+    attempt) stay open in each thread from one block to the next. Opening one costs nbgrader a new
+    database engine, a look at every table's columns, and a fresh compile of every statement it
+    then runs (an engine's compiled statements are its own). A kept gradebook's session is
+    closed after every block, so each block reads the database as it is; it is opened anew when
+    its file was replaced (another inode)."""
+
+    def __init__(self, real, kept: tuple[str, ...] = ()):
         self.real = real
+        self.kept = frozenset(kept)
         self.local = threading.local()
+        self._all_kept: list = []  # every thread's kept gradebooks, closed by close()
+        self._lock = threading.Lock()
 
     def __call__(self, db_url, course_id="default_course", *args, **kwargs):
         shared = getattr(self.local, "opened", {}).get(db_url)
         return shared if shared is not None else self.real(db_url, course_id, *args, **kwargs)
+
+    def _open(self, db_url: str, course_id: str):
+        """(gradebook, whether it stays open after the block)."""
+        if db_url not in self.kept:
+            return self.real(db_url, course_id), False
+        identity = _file_identity(db_url)
+        kept = self.local.__dict__.setdefault("kept", {})
+        found = kept.get((db_url, course_id))
+        if found is not None and found[1] == identity and identity is not None:
+            return found[0], True
+        if found is not None:
+            self._forget(found[0])
+            del kept[(db_url, course_id)]
+        gb = self.real(db_url, course_id)
+        identity = _file_identity(db_url)  # made by the gradebook if it was not there
+        if identity is None:
+            return gb, False
+        kept[(db_url, course_id)] = (gb, identity)
+        with self._lock:
+            self._all_kept.append(gb)
+        return gb, True
+
+    def _forget(self, gb) -> None:
+        with self._lock:
+            if gb in self._all_kept:
+                self._all_kept.remove(gb)
+        gb.close()
 
     @contextlib.contextmanager
     def opened(self, db_url: str, course_id: str, remembered: dict | None = None):
@@ -108,7 +145,7 @@ class GradebookRouter:
         ``remembered``, the instructor's cells found are kept there (``SharedGradebook.REMEMBERED``)."""
         from attention_platform.grading.batch import SharedGradebook
 
-        gb = self.real(db_url, course_id)
+        gb, keep = self._open(db_url, course_id)
         session = gb.db
         shared = SharedGradebook(gb, remembered=remembered)
         gb.db = shared.db
@@ -122,7 +159,29 @@ class GradebookRouter:
         finally:
             opened.pop(db_url, None)
             gb.db = session
+            if keep:
+                session.remove()  # what was not committed is rolled back; the next block reads afresh
+            else:
+                gb.close()
+
+    def close(self) -> None:
+        """Close every thread's kept gradebooks (their engines and pooled connections)."""
+        with self._lock:
+            kept, self._all_kept = self._all_kept, []
+        for gb in kept:
             gb.close()
+
+
+def _file_identity(db_url: str) -> tuple[int, int] | None:
+    """(device, inode) of a ``sqlite:///`` URL's file; None for any other URL or no file."""
+    prefix = "sqlite:///"
+    if not db_url.startswith(prefix):
+        return None
+    try:
+        found = os.stat(db_url[len(prefix):])
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 def _definition(gb, assignment: str) -> dict:
@@ -218,7 +277,7 @@ class Engine:
         with engine.begin() as db:  # the scratch gradebook's readers (feedback pages) never block its writer
             db.execute(text("PRAGMA journal_mode=WAL"))
         engine.dispose()
-        self.router = GradebookRouter(nbgrader.api.Gradebook)
+        self.router = GradebookRouter(nbgrader.api.Gradebook, kept=(self.scratch.db_url, self.main.db_url))
         self._patch = gradebook_patched(self.router)
         self._patch.__enter__()
         return self
@@ -256,6 +315,8 @@ class Engine:
         if self._patch is not None:
             self._patch.__exit__(None, None, None)
             self._patch = None
+        if self.router is not None:
+            self.router.close()
 
     # ------------------------------------------------------------------ the assignment's definition
     def ensure_definition(self, assignment: str) -> None:

@@ -1,0 +1,113 @@
+"""The feedback-on-submit grader's gradebooks (engine.GradebookRouter): the scratch course's and the
+course's stay open from one attempt to the next in a thread, yet every attempt reads the database as
+it is, and a replaced file is opened anew."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+from nbgrader.api import Gradebook
+
+from attention_platform.feedback_on_submit.engine import GradebookRouter
+
+COURSE = "course101"
+
+
+class CountingGradebook:
+    """nbgrader's Gradebook, counting the ones made and closed."""
+
+    def __init__(self):
+        self.made, self.closed = 0, 0
+
+    def __call__(self, db_url, course_id="default_course"):
+        self.made += 1
+        gb = Gradebook(db_url, course_id)
+        close = gb.close
+
+        def counted_close():
+            self.closed += 1
+            close()
+        gb.close = counted_close
+        return gb
+
+
+@pytest.fixture
+def kept_url(tmp_path):
+    return f"sqlite:///{tmp_path / 'scratch.db'}"
+
+
+def _students(router, url) -> list[str]:
+    with router.opened(url, COURSE) as (gb, session):
+        names = sorted(student.id for student in gb.students)
+        session.rollback()
+    return names
+
+
+def test_a_kept_gradebook_is_made_once_per_thread_and_closed_with_the_router(kept_url, tmp_path):
+    real = CountingGradebook()
+    router = GradebookRouter(real, kept=(kept_url,))
+    for _ in range(5):
+        _students(router, kept_url)
+    assert (real.made, real.closed) == (1, 0)
+    other = threading.Thread(target=_students, args=(router, kept_url))
+    other.start()
+    other.join()
+    assert real.made == 2  # a thread's own: sessions and connections are not shared across threads
+    router.close()
+    assert real.closed == 2
+
+
+def test_any_other_gradebook_is_made_and_closed_for_each_block(kept_url, tmp_path):
+    real = CountingGradebook()
+    router = GradebookRouter(real, kept=(kept_url,))
+    elsewhere = f"sqlite:///{tmp_path / 'set-aside.db'}"
+    for _ in range(3):
+        _students(router, elsewhere)
+    assert (real.made, real.closed) == (3, 3)
+
+
+def test_each_block_reads_what_another_process_committed_since(kept_url):
+    router = GradebookRouter(CountingGradebook(), kept=(kept_url,))
+    assert _students(router, kept_url) == []
+    with Gradebook(kept_url, COURSE) as outside:  # a TA's nbgrader command, say
+        outside.add_student("ann")
+    assert _students(router, kept_url) == ["ann"]
+
+
+def test_what_a_failed_block_wrote_is_not_seen_by_the_next(kept_url):
+    router = GradebookRouter(CountingGradebook(), kept=(kept_url,))
+    with pytest.raises(RuntimeError):
+        with router.opened(kept_url, COURSE) as (gb, session):
+            gb.add_student("bob")  # its own commit only flushes: the block's owner commits
+            raise RuntimeError("the attempt failed")
+    assert _students(router, kept_url) == []
+
+
+def test_a_replaced_file_is_opened_anew(kept_url, tmp_path):
+    real = CountingGradebook()
+    router = GradebookRouter(real, kept=(kept_url,))
+    assert _students(router, kept_url) == []
+    restored = tmp_path / "restored.db"
+    with Gradebook(f"sqlite:///{restored}", COURSE) as backup:
+        backup.add_student("cleo")
+    os.replace(restored, tmp_path / "scratch.db")  # an instructor restores a backup
+    assert _students(router, kept_url) == ["cleo"]
+    assert (real.made, real.closed) == (2, 1)
+
+
+def test_a_removed_file_is_made_again_and_not_kept_open_on_the_old_one(kept_url, tmp_path):
+    real = CountingGradebook()
+    router = GradebookRouter(real, kept=(kept_url,))
+    with router.opened(kept_url, COURSE) as (gb, session):
+        gb.add_student("dan")
+        session.commit()
+    os.unlink(tmp_path / "scratch.db")
+    assert _students(router, kept_url) == []
+    assert (tmp_path / "scratch.db").exists() and (real.made, real.closed) == (2, 1)
+    with router.opened(kept_url, COURSE) as (gb, session):
+        gb.add_student("eve")
+        session.commit()
+    with Gradebook(kept_url, COURSE) as reread:
+        assert [s.id for s in reread.students] == ["eve"]
