@@ -213,8 +213,9 @@ class SafeHTMLExporter(HTMLExporter):
         cell = context.get("cell", {})
         if self.embed_images or cell.get("attachments") or len(source) > REMEMBERED_CHARS:
             return made()  # what it reads besides its text (its attachments, image files) may change
-        path = context.get("resources", {}).get("metadata", {}).get("path", "")
-        key = (source, path, self.anchor_link_text, self.exclude_anchor_links,
+        # The page's folder is not in the key: nbconvert reads it only to embed images, so every
+        # attempt's pages, each made in its own folder, share the instructor's markdown.
+        key = (source, self.anchor_link_text, self.exclude_anchor_links,
                json.dumps(self.lexer_options, sort_keys=True, default=repr))
         return _REMEMBERED_MARKDOWN.get_or_make(key, made)
 

@@ -78,6 +78,34 @@ def test_markdown_shared_by_every_page_is_rendered_once_unless_it_has_attachment
     assert [source for _, _, source in calls if marker in source] == [picture.source]  # attachments: made again
 
 
+def _page_in(folder, nb, **settings) -> str:
+    html, _ = safe_html.SafeHTMLExporter(**settings).from_notebook_node(
+        nbformat.from_dict(copy.deepcopy(nb)), resources={"metadata": {"path": str(folder)}})
+    return html
+
+
+def test_markdown_is_rendered_once_whatever_folder_its_page_is_made_in(monkeypatch, tmp_path):
+    from nbconvert.exporters.html import HTMLExporter
+
+    calls = recorded_calls(monkeypatch, HTMLExporter, "markdown2html")
+    marker = uuid.uuid4().hex
+    nb = _notebook([f"The weights, drawn: ![weights](weights.png) {marker}"])
+    # each attempt's pages are made in its own folder: the folder names no file the page reads
+    pages = [_page_in(tmp_path / attempt, nb) for attempt in ("1", "2", "3")]
+    assert pages[0] == pages[1] == pages[2]
+    assert sum(marker in source for _, _, source in calls) == 1
+
+
+def test_with_images_embedded_each_folders_own_picture_is_read(tmp_path):
+    marker = uuid.uuid4().hex
+    nb = _notebook([f"![weights](weights.png) {marker}"])
+    for attempt, pixel in (("1", b"\x89PNG first"), ("2", b"\x89PNG second")):
+        (tmp_path / attempt).mkdir()
+        (tmp_path / attempt / "weights.png").write_bytes(pixel)
+    first, second = (_page_in(tmp_path / attempt, nb, embed_images=True) for attempt in ("1", "2"))
+    assert "data:image/png;base64," in first and first != second
+
+
 def test_code_shared_by_every_page_is_highlighted_once_and_reads_the_same(monkeypatch):
     import nbconvert.filters.highlight as highlight
 
