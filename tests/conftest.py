@@ -66,7 +66,8 @@ grader_tests/tests/.
 - e2e/ (not a package: the whole walk in a browser, marker browser): test_browser_e2e; it runs before
   the hub API tests (hub/), which check the protections on the same hub and then stop it
 - here, the command line and the repository as a whole: test_cli, test_product_text, test_lockfile,
-  test_test_map, test_third_party_patches, test_deferred_iri_syntax, test_start_up_gc, test_docs, test_package_layers
+  test_test_map, test_third_party_patches, test_deferred_iri_syntax, test_start_up_gc, test_docs, test_package_layers,
+  test_sqlite_files
 """
 
 

@@ -74,6 +74,9 @@ class Result:
     sandbox_by_notebook: dict = field(default_factory=dict)
 
 
+# The note an attempt gets instead of its feedback pages when they cannot be made.
+PAGE_MISSING = "the feedback page could not be made; your results above are complete"
+
 # Where a graded attempt's time goes, as the grader logs it per attempt (bench-feedback-on-submit reads it):
 # the engine's parts, then the service's (intake and status, feedback pages, archive and what counts).
 PARTS = ("sandbox", "judges", "pictures", "gradebook", "status and ledger", "feedback pages", "archive and install")
@@ -102,6 +105,7 @@ class GradebookRouter:
 
     def __init__(self, real, kept: tuple[str, ...] = ()):
         self.real = real
+        self.gradebook_class = _gradebook_class(real)
         self.kept = frozenset(kept)
         self.local = threading.local()
         self._all_kept: list = []  # every thread's kept gradebooks, closed by close()
@@ -145,24 +149,31 @@ class GradebookRouter:
         ``remembered``, the instructor's cells found are kept there (``SharedGradebook.REMEMBERED``)."""
         from attention_platform.grading.batch import SharedGradebook
 
-        gb, keep = self._open(db_url, course_id)
-        session = gb.db
-        shared = SharedGradebook(gb, remembered=remembered)
-        gb.db = shared.db
-        opened = self.local.__dict__.setdefault("opened", {})
-        opened[db_url] = shared
-        try:
-            yield gb, session
-        except BaseException:
-            session.rollback()
-            raise
-        finally:
-            opened.pop(db_url, None)
-            gb.db = session
-            if keep:
-                session.remove()  # what was not committed is rolled back; the next block reads afresh
+        from attention_platform import sqlite_files
+
+        path = sqlite_files.path_of(db_url) if db_url not in self.kept else None
+        with sqlite_files.opening(path) if path else contextlib.nullcontext():
+            if path:  # a set-aside gradebook: on the engine every such file shares (sqlite_files)
+                gb, keep = sqlite_files.gradebook(self.gradebook_class, path, course_id), True
             else:
-                gb.close()
+                gb, keep = self._open(db_url, course_id)
+            session = gb.db
+            shared = SharedGradebook(gb, remembered=remembered)
+            gb.db = shared.db
+            opened = self.local.__dict__.setdefault("opened", {})
+            opened[db_url] = shared
+            try:
+                yield gb, session
+            except BaseException:
+                session.rollback()
+                raise
+            finally:
+                opened.pop(db_url, None)
+                gb.db = session
+                if keep:
+                    session.remove()  # what was not committed is rolled back; the next block reads afresh
+                else:
+                    gb.close()
 
     def close(self) -> None:
         """Close every thread's kept gradebooks (their engines and pooled connections)."""
@@ -170,6 +181,17 @@ class GradebookRouter:
             kept, self._all_kept = self._all_kept, []
         for gb in kept:
             gb.close()
+
+
+def _gradebook_class(real) -> type:
+    """nbgrader's Gradebook class behind ``real``: itself, another router's, or nbgrader's own."""
+    if isinstance(real, type):
+        return real
+    if isinstance(getattr(real, "gradebook_class", None), type):
+        return real.gradebook_class
+    import nbgrader.api
+
+    return nbgrader.api.Gradebook
 
 
 def _file_identity(db_url: str) -> tuple[int, int] | None:
@@ -512,7 +534,7 @@ class Engine:
             try:
                 app.start()
             except Exception as exc:  # noqa: BLE001 - the result stands; the page is missing
-                result.notes.append("the feedback page could not be made; your results above are complete")
+                result.notes.append(PAGE_MISSING)
                 self.log.error("feedback pages of attempt %s failed: %s", attempt.id, exc)
                 return
         if self.exchange_feedback is None or not attempt.intake.secret:

@@ -17,6 +17,8 @@ from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 from pathlib import Path
 
+from .engine import PAGE_MISSING
+
 NICENESS = 10  # below grading and intake, which run at the grader's own priority
 
 _engine = None  # the worker process's Engine
@@ -59,13 +61,19 @@ class PageMaker:
         return pool
 
     def make(self, attempt, result) -> None:
+        """The attempt's pages into ``result``; if they cannot be made, a note instead, so that the
+        attempt is archived and counted all the same."""
         try:
             pages, notes = self.pool.submit(_make, attempt, result).result()
         except BrokenProcessPool:
             self.log.error("the feedback pages' process died while making attempt %s's pages; it starts again",
                            attempt.id)
             self.pool = self._pool()
-            result.notes.append("the feedback page could not be made; your results above are complete")
+            result.notes.append(PAGE_MISSING)
+            return
+        except Exception:  # noqa: BLE001 - raised in the worker, which lives on: this attempt's pages only
+            self.log.exception("the feedback pages of attempt %s could not be made", attempt.id)
+            result.notes.append(PAGE_MISSING)
             return
         result.pages.update(pages)
         result.notes[:] = notes

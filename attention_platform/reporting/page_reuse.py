@@ -119,8 +119,9 @@ def making(exporter) -> str:
 
 @functools.lru_cache(maxsize=8)
 def _database(db_url: str):
-    """One SQLAlchemy engine per gradebook for the process (nbgrader's ``Gradebook`` makes and checks
-    one each time it is opened, which costs more than the page)."""
+    """One SQLAlchemy engine per gradebook that is no SQLite file for the process (nbgrader's
+    ``Gradebook`` makes and checks one each time it is opened, which costs more than the page); every
+    SQLite file is read through the one engine of :mod:`attention_platform.sqlite_files`."""
     from sqlalchemy import create_engine
 
     return create_engine(db_url)
@@ -138,12 +139,16 @@ def graded(db_url: str, assignment: str, student: str) -> list:
     from nbgrader.api import Assignment, BaseCell, Comment, Grade, Notebook, SubmittedAssignment, SubmittedNotebook
     from sqlalchemy.orm import Session
 
+    from attention_platform import sqlite_files
+
     def of_the_submission(query):
         return (query.join(SubmittedNotebook.assignment).join(SubmittedAssignment.assignment)
                 .join(SubmittedNotebook.notebook)
                 .filter(Assignment.name == assignment, SubmittedAssignment.student_id == student))
 
-    with Session(_database(db_url)) as session:
+    path = sqlite_files.path_of(db_url)
+    with sqlite_files.opening(path) if path else contextlib.nullcontext(), \
+            Session(sqlite_files.ENGINE.get() if path else _database(db_url)) as session:
         times = of_the_submission(session.query(SubmittedAssignment.timestamp, Assignment.duedate)
                                   .select_from(SubmittedNotebook)).first()
         if times is not None and times[0] is not None and times[1] is not None and times[0] > times[1]:

@@ -452,6 +452,31 @@ def test_a_pages_process_that_dies_costs_one_page_and_a_new_process_makes_the_ne
 
 
 @pytest.mark.slow
+def test_pages_that_fail_in_the_worker_cost_that_attempt_its_page_only(tmp_path):
+    """Making an attempt's pages raises in the worker (a bug, a file it cannot read): the attempt gets
+    a note instead of its page, so that it is still archived and counted, and the same worker makes
+    the next attempt's page."""
+    import logging
+    from types import SimpleNamespace
+
+    from attention_platform.course.directory import copy_course
+    from attention_platform.feedback_on_submit.pages import PageMaker, _ready
+
+    course = copy_course(tmp_path / "course")
+    maker = PageMaker(SimpleNamespace(course=course, work=tmp_path / "work", exchange_feedback=None),
+                      logging.getLogger("test-pages"))
+    try:
+        worker = maker.pool
+        result = SimpleNamespace(pages={}, notes=[])
+        maker.make(SimpleNamespace(id="attempt-1"), result)  # no student, no assignment: the engine raises
+        assert result.pages == {}
+        assert result.notes == ["the feedback page could not be made; your results above are complete"]
+        assert maker.pool is worker and maker.pool.submit(_ready).result(timeout=120) is True
+    finally:
+        maker.close()
+
+
+@pytest.mark.slow
 def test_nbgrader_submit_in_a_terminal_is_refused_as_the_assignments_tab_is(tmp_path):
     """The Assignments tab asks for the refusal before it submits; a student typing ``nbgrader submit``
     in a terminal reaches the exchange directly, and the exchange's submit gives the same answer:

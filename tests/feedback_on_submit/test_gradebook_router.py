@@ -59,13 +59,38 @@ def test_a_kept_gradebook_is_made_once_per_thread_and_closed_with_the_router(kep
     assert real.closed == 2
 
 
-def test_any_other_gradebook_is_made_and_closed_for_each_block(kept_url, tmp_path):
+def test_a_new_gradebook_elsewhere_is_nbgraders_own_and_closed_after_its_block(kept_url, tmp_path):
     real = CountingGradebook()
     router = GradebookRouter(real, kept=(kept_url,))
-    elsewhere = f"sqlite:///{tmp_path / 'set-aside.db'}"
-    for _ in range(3):
-        _students(router, elsewhere)
-    assert (real.made, real.closed) == (3, 3)
+    elsewhere = f"sqlite:///{tmp_path / 'new.db'}"
+    _students(router, elsewhere)
+    assert (real.made, real.closed) == (1, 1) and (tmp_path / "new.db").exists()  # nbgrader made its tables
+
+
+def test_set_aside_gradebooks_share_one_engine_and_each_block_reads_its_own_file(kept_url, tmp_path):
+    from sqlalchemy import event
+
+    from attention_platform import sqlite_files
+
+    real = CountingGradebook()
+    router = GradebookRouter(real, kept=(kept_url,))
+    files = []
+    for student in ("ann", "bob", "cleo"):  # three attempts' gradebooks, set aside
+        path = tmp_path / f"aside-{student}.db"
+        with Gradebook(f"sqlite:///{path}", COURSE) as gb:
+            gb.add_student(student)
+        files.append(f"sqlite:///{path}")
+    compiled = []
+    engine = sqlite_files.ENGINE.get()
+    listen = lambda conn, cursor, statement, params, context, many: compiled.append(str(context.cache_hit))  # noqa: E731
+    event.listen(engine, "before_cursor_execute", listen)
+    try:
+        assert [_students(router, url) for url in files] == [["ann"], ["bob"], ["cleo"]]
+    finally:
+        event.remove(engine, "before_cursor_execute", listen)
+    assert real.made == 0  # nbgrader's own Gradebook would make an engine, and look at every table, per file
+    per_file = len(compiled) // 3
+    assert per_file and all(hit == "CacheStats.CACHE_HIT" for hit in compiled[per_file:]), compiled
 
 
 def test_each_block_reads_what_another_process_committed_since(kept_url):
