@@ -551,7 +551,8 @@ class Engine:
 
     # ------------------------------------------------------------------ archive and install
     def archive(self, attempt: Attempt) -> Path:
-        """Move the attempt's graded files out of the scratch course into ``archive/<student>/<assignment>/<id>``."""
+        """Move the attempt's graded files (from where it was set aside, else from the scratch course)
+        into ``archive/<student>/<assignment>/<id>``."""
         folder = archived_attempt(self.work, attempt.student, attempt.assignment, attempt.id)
         if folder.exists():
             shutil.rmtree(folder)
