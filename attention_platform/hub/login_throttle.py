@@ -111,23 +111,27 @@ def loopback_peer_is_ours(peer: str, peer_port: int) -> bool:
     return _socket_uid(address, peer_port) == os.geteuid()
 
 
-def _socket_uid(address, port: int) -> int | None:
-    """The owner of the local TCP socket bound to ``address``:``port`` (/proc/net/tcp, tcp6)."""
+def _socket_uid(address, port: int, tables: tuple[str, ...] = ("/proc/net/tcp", "/proc/net/tcp6")) -> int | None:
+    """The owner of the live local TCP socket bound to ``address``:``port`` (``tables``: /proc/net/tcp,
+    tcp6). A socket no process holds (inode 0: a closed connection waiting out TIME_WAIT, listed as
+    root's) is no one's; two live sockets of different owners on the port are no one's either."""
     ipv4 = address.ipv4_mapped if address.version == 6 and address.ipv4_mapped else None
-    wanted = [("/proc/net/tcp", _proc_hex(ipv4 or address, port))] if address.version == 4 or ipv4 else []
-    wanted.append(("/proc/net/tcp6", _proc_hex(address if address.version == 6 else
-                                               ipaddress.ip_address(f"::ffff:{address}"), port)))
+    v4_table, v6_table = tables
+    wanted = [(v4_table, _proc_hex(ipv4 or address, port))] if address.version == 4 or ipv4 else []
+    wanted.append((v6_table, _proc_hex(address if address.version == 6 else
+                                       ipaddress.ip_address(f"::ffff:{address}"), port)))
+    owners = set()
     for table, local in wanted:
         try:
             with open(table) as lines:
                 next(lines)
                 for line in lines:
                     fields = line.split()
-                    if fields[1].upper() == local:
-                        return int(fields[7])
-        except OSError:
+                    if len(fields) > 9 and fields[1].upper() == local and fields[9] != "0":
+                        owners.add(int(fields[7]))
+        except (OSError, StopIteration):
             continue
-    return None
+    return owners.pop() if len(owners) == 1 else None
 
 
 def _proc_hex(address, port: int) -> str:

@@ -6,6 +6,7 @@ real NativeAuthenticator sign-up, real Unix accounts and the real login form.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import pwd
 import stat
@@ -345,6 +346,32 @@ def test_an_address_failing_over_many_names_waits_except_for_a_name_that_logged_
 ])
 def test_the_client_address(case, peer, forwarded, trusted, from_proxy, expected):
     assert client_address(peer, forwarded, trusted, peer_is_proxy=lambda: from_proxy) == expected, case
+
+
+# /proc/net/tcp rows (sl, local, remote, state, queues, timer, retransmits, uid, timeout, inode, ...)
+_TCP_HEADER = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+_PORT_7000 = "0100007F:1B58"  # 127.0.0.1:7000 as the kernel writes it
+
+
+def _tcp_row(local: str, state: str, uid: int, inode: int) -> str:
+    return f"   0: {local} 0100007F:1F90 {state} 00000000:00000000 00:00000000 00000000 {uid:>5} 0 {inode} 1\n"
+
+
+@pytest.mark.parametrize("case, rows, owner", [
+    ("one live socket", [_tcp_row(_PORT_7000, "01", 1000, 4242)], 1000),
+    # a connection closed earlier on that port waits out TIME_WAIT, owned by no process (uid 0, inode 0):
+    # the live socket of another user behind it is the one that is connected now
+    ("an old connection in TIME_WAIT first", [_tcp_row(_PORT_7000, "06", 0, 0), _tcp_row(_PORT_7000, "01", 1000, 4242)], 1000),
+    ("only TIME_WAIT", [_tcp_row(_PORT_7000, "06", 0, 0)], None),
+    ("two live sockets of two users (SO_REUSEADDR)", [_tcp_row(_PORT_7000, "01", 0, 11), _tcp_row(_PORT_7000, "01", 1000, 12)], None),
+    ("another port", [_tcp_row("0100007F:1B59", "01", 0, 4242)], None),
+])
+def test_the_owner_of_a_loopback_peer_is_the_live_socket_on_its_port(tmp_path, case, rows, owner):
+    from attention_platform.hub.login_throttle import _socket_uid
+
+    table = tmp_path / "tcp"
+    table.write_text(_TCP_HEADER + "".join(rows))
+    assert _socket_uid(ipaddress.ip_address("127.0.0.1"), 7000, tables=(str(table), str(tmp_path / "none"))) == owner
 
 
 def test_a_loopback_connection_counts_as_the_proxys_only_if_it_is_this_users():
