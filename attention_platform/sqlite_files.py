@@ -3,8 +3,7 @@
 A SQLAlchemy engine compiles each statement once and keeps it, but only for itself: an engine made
 per file compiles every statement again for every file (nbgrader's ``Gradebook`` also looks at every
 table's columns when it makes one). Feedback on submit reads one gradebook file per graded attempt
-(its own copy, set aside), so the feedback pages made a new engine, and compiled every query again,
-for every attempt.
+(its own copy, set aside), so an engine per file would compile every query again for every attempt.
 
 :func:`opening` names the file for the calling thread until its block ends; :data:`ENGINE`'s
 connections are made on demand (no pool: none outlives its block or serves another file) and open
