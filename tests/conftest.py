@@ -57,8 +57,9 @@ grader_tests/tests/.
   test_feedback_on_submit_every_assignment, test_best_keeps_written_work, test_feedback_on_submit_flat_cost,
   test_feedback_on_submit_deadlines, test_formgrader_pages_browser, test_feedback_on_submit_variant,
   test_feedback_on_submit_set_aside, test_status_wait, test_gradebook_router
-- reporting/ (report, exports, feedback page, safe HTML, similarity report, reused pages): test_report, test_exports, test_feedback_page,
-  test_hostile_submission, test_feedback_every_assignment, test_safe_html, test_similarity, test_page_reuse
+- reporting/ (report, exports, feedback page, safe HTML, similarity report, reused pages, reads made once): test_report,
+  test_exports, test_feedback_page, test_hostile_submission, test_feedback_every_assignment, test_safe_html, test_similarity,
+  test_page_reuse, test_read_once
 - lms/ (the LMS's services: service tokens, grades, the roster, the outbox): test_lms_services,
   test_lti_platform_grades (and the lms-sync command)
 - deploy/ (not a package: the Docker and Kubernetes deployments): test_compose_static, test_docker_guard,

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attention_platform.course.assignment_checks import by_notebook_order, checks_by_grade_id
+from attention_platform.reporting import read_once
 
 from .intake import Intake
 from attention_platform.attempts.policy import Policy
@@ -523,7 +524,10 @@ class Engine:
         out = Path(coursedir.format_path(coursedir.feedback_directory, attempt.student, attempt.assignment))
         if out.exists():
             shutil.rmtree(out)
-        with self.router.opened(db_url, self.course_id):
+        # A set-aside gradebook is the attempt's own, written by nobody while its pages are made: what
+        # every page reads of the whole submission is read once. The scratch gradebook is not held.
+        held = read_once.holding(db_url) if attempt.aside is not None else contextlib.nullcontext()
+        with self.router.opened(db_url, self.course_id), held:
             # a copy: nbgrader's converters write their defaults into the config they are given
             config = copy.deepcopy(self.config)
             config.FeedbackSummary.variants_course = str(self.course)  # the scratch course has no key nor switch

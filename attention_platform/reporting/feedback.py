@@ -31,6 +31,7 @@ from traitlets import Unicode
 from attention_platform.course import variants
 from attention_platform.course.assignment_checks import by_notebook_order, checks_by_grade_id
 from attention_platform.grading.preprocessors import is_check_cell
+from attention_platform.reporting import read_once
 from attention_platform.reporting.rubrics import rubrics_beside_answers
 
 PASSED, FAILED, NOT_ANSWERED, WAITING, GRADED = "passed", "failed", "not answered", "waiting for a TA", "graded"
@@ -175,6 +176,14 @@ class FeedbackSummary(NbGraderPreprocessor):
         return {"kind": "written", "title": title, "state": GRADED, "got": got or 0, "misconception": "", "message": ""}
 
     def _totals(self, gb, info, folder: str) -> dict:
+        """The page's summary of the whole submission and of this notebook (the submission's part is
+        read once for all of its pages where the gradebook is held: :mod:`.read_once`)."""
+        whole = read_once.once(info["db_url"], ("totals", info["assignment"], info["student"], folder),
+                               lambda: self._submission_totals(gb, info, folder))
+        notebooks = [{**notebook, "current": notebook["name"] == info["notebook"]} for notebook in whole["notebooks"]]
+        return {**whole, "notebooks": notebooks, "notebook_score": score_of(info.get("score"), info.get("max_score"))}
+
+    def _submission_totals(self, gb, info, folder: str) -> dict:
         submission = gb.find_submission(info["assignment"], info["student"])
         order = by_notebook_order(info["assignment"])
         notebooks, waiting = [], 0.0
@@ -184,13 +193,12 @@ class FeedbackSummary(NbGraderPreprocessor):
             waiting += pending
             # nbgrader scores a notebook missing from the submission 0: the page says "not submitted"
             submitted = not folder or os.path.exists(os.path.join(folder, notebook.name + ".ipynb"))
-            notebooks.append({"name": notebook.name, "href": f"{notebook.name}.html", "current": notebook.name == info["notebook"],
+            notebooks.append({"name": notebook.name, "href": f"{notebook.name}.html",
                               "submitted": submitted, "out_of": points(notebook.max_score),
                               "score": score_of(notebook.score, notebook.max_score), "waiting": points(pending) if pending else ""})
         return {"assignment": info["assignment"], "total": score_of(submission.score, submission.max_score),
                 "late": self._late(gb, info, submission),
-                "waiting": points(waiting) if waiting else "", "notebooks": notebooks,
-                "notebook_score": score_of(info.get("score"), info.get("max_score"))}
+                "waiting": points(waiting) if waiting else "", "notebooks": notebooks}
 
 
     def _late(self, gb, info, submission) -> str:

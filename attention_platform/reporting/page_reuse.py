@@ -135,7 +135,14 @@ class LateSubmission(LookupError):
 def graded(db_url: str, assignment: str, student: str) -> list:
     """What the gradebook holds of a submission that its feedback pages show: every grade and
     comment of each of its notebooks, and each notebook's late penalty. Raises LookupError for no
-    submission, and for one after the due date (:class:`LateSubmission`), whose pages are made afresh."""
+    submission, and for one after the due date (:class:`LateSubmission`), whose pages are made afresh.
+    Read once for all of a submission's pages where the gradebook is held (:mod:`.read_once`)."""
+    from attention_platform.reporting import read_once
+
+    return read_once.once(db_url, ("graded", assignment, student), lambda: _read_graded(db_url, assignment, student))
+
+
+def _read_graded(db_url: str, assignment: str, student: str) -> list:
     from nbgrader.api import Assignment, BaseCell, Comment, Grade, Notebook, SubmittedAssignment, SubmittedNotebook
     from sqlalchemy.orm import Session
 
