@@ -30,7 +30,7 @@ from jinja2 import BytecodeCache, pass_context
 from bleach.css_sanitizer import CSSSanitizer
 from nbconvert.exporters import HTMLExporter
 from nbconvert.preprocessors.sanitize import SanitizeHTML
-from traitlets import Integer, Unicode
+from traitlets import Bool, Integer, Unicode
 
 TAGS = frozenset({
     "a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "div", "dl", "dt", "em",
@@ -263,6 +263,12 @@ class FeedbackHTMLExporter(SafeHTMLExporter):
     ).tag(config=True)
     reused_pages_kept = Integer(
         3000, help="Pages the reused_pages_folder keeps (those used last), about 60 KB each.",
+    ).tag(config=True)
+    # The notebook is checked against its format once, after the last preprocessor. nbconvert's default
+    # checks the whole notebook again after each preprocessor, for every page; the answer is the same.
+    optimistic_validation = Bool(
+        True, help="Check the notebook against its format only after the last preprocessor (nbconvert's "
+                   "Exporter.optimistic_validation); False checks it after each one, naming the one that broke it.",
     ).tag(config=True)
 
     def _rendered(self, nb, resources, **kw):

@@ -179,6 +179,50 @@ def test_an_exporter_made_after_the_first_compiles_no_template(monkeypatch):
     assert compiled == [], f"templates compiled again: {compiled}"
 
 
+class _Renamer:
+    """A preprocessor that gives every cell a new id, or (``breaking``) a cell type no format allows."""
+
+    def __init__(self, breaking: bool = False):
+        self.breaking = breaking
+
+    def __call__(self, nb, resources):
+        for index, cell in enumerate(nb.cells):
+            cell["id"] = f"cell-{index}"
+            if self.breaking:
+                cell["cell_type"] = "not-a-cell-type"
+        return nb, resources
+
+
+@pytest.mark.parametrize("case, preprocessors, expected", [
+    ("three preprocessors", [_Renamer(), _Renamer(), _Renamer()], "one check"),
+    ("the last one breaks the notebook", [_Renamer(), _Renamer(), _Renamer(breaking=True)], "refused"),
+    ("the first one breaks it", [_Renamer(breaking=True), _Renamer(), _Renamer()], "refused"),
+])
+def test_a_page_checks_the_notebook_format_once_after_its_preprocessors(monkeypatch, case, preprocessors, expected):
+    """nbconvert checks the notebook after each preprocessor; the feedback page once, after the last."""
+    from nbconvert.exporters import exporter as nbconvert_exporter
+
+    nb = nbformat.from_dict(copy.deepcopy(_notebook([f"# Part {uuid.uuid4().hex}"])))
+    checks = []
+    real = nbconvert_exporter.nbformat.validate
+
+    def counted(nb, *args, **kwargs):
+        checks.append(1)
+        return real(nb, *args, **kwargs)
+
+    monkeypatch.setattr(nbconvert_exporter.nbformat, "validate", counted)
+    exporter = safe_html.FeedbackHTMLExporter(template_name="attention_feedback",
+                                              extra_template_basedirs=[safe_html.FEEDBACK_TEMPLATES])
+    for preprocessor in preprocessors:
+        exporter.register_preprocessor(preprocessor, enabled=True)
+    if expected == "refused":
+        with pytest.raises(nbformat.ValidationError):
+            exporter.from_notebook_node(nb, resources={"nbgrader": {"notebook": "self_attention"}})
+    else:
+        exporter.from_notebook_node(nb, resources={"nbgrader": {"notebook": "self_attention"}})
+    assert len(checks) == 1, case
+
+
 def _image(alt: str | None):
     metadata = {"image/png": {"alt": alt}} if alt is not None else {}
     return new_code_cell("plot()", outputs=[nbformat.v4.new_output(
