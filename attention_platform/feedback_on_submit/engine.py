@@ -146,7 +146,8 @@ class GradebookRouter:
     @contextlib.contextmanager
     def opened(self, db_url: str, course_id: str, remembered: dict | None = None):
         """This thread's gradebook for ``db_url`` until the block ends: yields the gradebook (whose
-        own commits only flush) and its session (commit/rollback the real transaction); with
+        own commits do nothing: the session writes what is pending before any read of it, and the owner
+        commits) and its session (commit/rollback the real transaction); with
         ``remembered``, the instructor's cells found are kept there (``SharedGradebook.REMEMBERED``)."""
         from attention_platform.grading.batch import SharedGradebook
 
@@ -159,7 +160,7 @@ class GradebookRouter:
             else:
                 gb, keep = self._open(db_url, course_id)
             session = gb.db
-            shared = SharedGradebook(gb, remembered=remembered)
+            shared = SharedGradebook(gb, flush_on_commit=False, remembered=remembered)
             gb.db = shared.db
             opened = self.local.__dict__.setdefault("opened", {})
             opened[db_url] = shared

@@ -71,7 +71,7 @@ class StudentOutcome:
 
 class _Session:
     """The gradebook's session as nbgrader's preprocessors see it in a shared gradebook: their
-    per-cell ``commit()`` only flushes, or (``flush=False``, the batch) does nothing at all, and
+    per-cell ``commit()`` only flushes, or (``flush=False``: the batch, feedback on submit) does nothing at all, and
     their ``rollback()`` after a failed write is left to the owner of the transaction (the error
     reaches it). The owner commits, so a student's grades are written together or not at all.
     Without the flush per cell (about a tenth of the grader's CPU per submission went to

@@ -136,3 +136,31 @@ def test_a_removed_file_is_made_again_and_not_kept_open_on_the_old_one(kept_url,
         session.commit()
     with Gradebook(kept_url, COURSE) as reread:
         assert [s.id for s in reread.students] == ["eve"]
+
+
+def test_nbgraders_commits_in_a_block_write_nothing_yet_every_read_sees_them(kept_url):
+    """nbgrader's preprocessors change a row and commit, cell after cell; in a block those commits wait
+    for the owner's (one flush where a read needs it, not one per cell), and a read in the block still
+    sees every change."""
+    from sqlalchemy import event
+
+    router = GradebookRouter(Gradebook, kept=(kept_url,))
+    with router.opened(kept_url, COURSE) as (gb, session):
+        for name in ("ann", "bob", "cleo"):
+            gb.update_or_create_student(name)
+        session.commit()
+    with router.opened(kept_url, COURSE) as (gb, session):
+        flushes = []
+        event.listen(session(), "after_flush", lambda *_: flushes.append(1))
+        students = sorted(gb.students, key=lambda student: student.id)
+        for student in students:  # as SaveAutoGrades sets a score, then commits
+            student.first_name = student.id.capitalize()
+            gb.db.commit()
+        written_by_commits = len(flushes)
+        assert sorted(student.first_name for student in gb.students) == ["Ann", "Bob", "Cleo"]  # the read flushed
+        session.commit()
+    assert written_by_commits == 0 and len(flushes) == 1
+    with router.opened(kept_url, COURSE) as (gb, session):
+        assert sorted(student.first_name for student in gb.students) == ["Ann", "Bob", "Cleo"]
+        session.rollback()
+    router.close()
