@@ -198,14 +198,14 @@ def _gradebook_class(real) -> type:
 
 def _file_identity(db_url: str) -> tuple[int, int] | None:
     """(device, inode) of a ``sqlite:///`` URL's file; None for any other URL or no file."""
-    prefix = "sqlite:///"
-    if not db_url.startswith(prefix):
-        return None
+    from attention_platform import sqlite_files
+
+    path = sqlite_files.path_of(db_url)
     try:
-        found = os.stat(db_url[len(prefix):])
+        found = os.stat(path) if path else None
     except OSError:
         return None
-    return found.st_dev, found.st_ino
+    return (found.st_dev, found.st_ino) if found else None
 
 
 def _definition(gb, assignment: str) -> dict:
