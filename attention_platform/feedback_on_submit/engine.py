@@ -160,7 +160,7 @@ class GradebookRouter:
             else:
                 gb, keep = self._open(db_url, course_id)
             session = gb.db
-            shared = SharedGradebook(gb, flush_on_commit=False, remembered=remembered)
+            shared = SharedGradebook(gb, remembered=remembered)
             gb.db = shared.db
             opened = self.local.__dict__.setdefault("opened", {})
             opened[db_url] = shared
@@ -201,11 +201,13 @@ def _file_identity(db_url: str) -> tuple[int, int] | None:
     from attention_platform import sqlite_files
 
     path = sqlite_files.path_of(db_url)
+    if path is None:
+        return None
     try:
-        found = os.stat(path) if path else None
+        found = os.stat(path)
     except OSError:
         return None
-    return (found.st_dev, found.st_ino) if found else None
+    return found.st_dev, found.st_ino
 
 
 def _definition(gb, assignment: str) -> dict:

@@ -71,19 +71,17 @@ class StudentOutcome:
 
 class _Session:
     """The gradebook's session as nbgrader's preprocessors see it in a shared gradebook: their
-    per-cell ``commit()`` only flushes, or (``flush=False``: the batch, feedback on submit) does nothing at all, and
-    their ``rollback()`` after a failed write is left to the owner of the transaction (the error
-    reaches it). The owner commits, so a student's grades are written together or not at all.
-    Without the flush per cell (about a tenth of the grader's CPU per submission went to
-    SaveAutoGrades' flushes) a student's writes go out together; whatever reads the database first flushes what is
-    pending (the session's autoflush), so every read still sees every write before it."""
+    per-cell ``commit()`` does nothing, and their ``rollback()`` after a failed write is left to the
+    owner of the transaction (the error reaches it). The owner commits, so a student's grades are
+    written together or not at all. Nothing is written per cell (SaveAutoGrades commits after every
+    one): whatever reads the database first writes what is pending (the session's autoflush), so
+    every read still sees every write before it."""
 
-    def __init__(self, session, *, flush: bool = True):
-        self._session, self._flush = session, flush
+    def __init__(self, session):
+        self._session = session
 
     def commit(self):
-        if self._flush:
-            self._session.flush()
+        pass
 
     def rollback(self):
         pass
@@ -109,9 +107,9 @@ class SharedGradebook:
                   "find_graded_cell": lambda row: CellDefinition(row),
                   "find_notebook": lambda row: NotebookDefinition(row)}
 
-    def __init__(self, gradebook, *, flush_on_commit: bool = True, remembered: dict | None = None):
+    def __init__(self, gradebook, *, remembered: dict | None = None):
         self._gb = gradebook
-        self.db = _Session(gradebook.db, flush=flush_on_commit)
+        self.db = _Session(gradebook.db)
         self._cache: dict = {}
         self._remembered = remembered
 
@@ -264,7 +262,7 @@ def gradebook_patched(replacement):
 def _shared_gradebook(gradebook):
     """Point every ``Gradebook`` name nbgrader's preprocessors use at one open gradebook,
     and build nbgrader's metadata validator once."""
-    with gradebook_patched(SharedGradebook(gradebook, flush_on_commit=False)) as shared:
+    with gradebook_patched(SharedGradebook(gradebook)) as shared:
         yield shared
 
 
