@@ -37,6 +37,7 @@ from attention_platform.attempts import deadline_file
 from attention_platform.attempts import status as status_file
 from attention_platform.attempts.policy import now
 from attention_platform.attempts.refusal import feedback_folder, refused_submit
+from attention_platform.lab import folder_changes
 
 PAGE = re.compile(r"[0-9a-f]{32}\.html\Z")
 ASSIGNMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
@@ -79,9 +80,11 @@ def by_assignment(folder: str, kind) -> dict:
 
 
 WAIT_MOST = 30.0  # s: the longest a status request is held, well inside any proxy's idle time-out
-LOOK_EVERY = 0.2  # s between two looks at the folder's entries while a request is held
-READ_EVERY = 2.0  # s between two full reads while held: a file replaced within one tick of the file
-#                  system's clock, with the same size and a reused inode, shows no new entry
+LOOK_EVERY = 0.2  # s between two looks at the folder's entries while a request is held without a watch
+READ_EVERY = 2.0  # s between two full reads while held without a watch: a file replaced within one tick
+#                  of the file system's clock, with the same size and a reused inode, shows no new entry
+WATCHED_READ_EVERY = 10.0  # s between two full reads while held with a watch: in case an event was lost
+GONE_EVERY = 1.0  # s between two looks at whether the tab went away, while held with a watch
 
 
 def answer(folder: str, course_id: str) -> dict:
@@ -114,21 +117,30 @@ async def changed_answer(folder: str, course_id: str, since: str | None, wait: f
                          clock=time.monotonic) -> dict:
     """The :func:`answer`, once its version is not ``since`` or ``wait`` seconds (at most ``WAIT_MOST``)
     have passed, whichever comes first; ``gone()`` true ends the wait early (the tab went away).
-    While waiting, the folder's entries are looked at every ``LOOK_EVERY`` seconds and read in full
-    when they change, and every ``READ_EVERY`` seconds anyway."""
-    seen = entries(folder)
-    current = answer(folder, course_id)
-    end = clock() + min(max(wait, 0.0), WAIT_MOST)
-    last_read = clock()
-    while since is not None and current["version"] == since and not gone():
-        left = end - clock()
-        if left <= 0:
-            break
-        await asyncio.sleep(min(LOOK_EVERY, left))
-        now_seen = entries(folder)
-        if now_seen != seen or clock() - last_read >= READ_EVERY:
-            seen, last_read = now_seen, clock()
-            current = answer(folder, course_id)
+    While waiting, the folder is read when the grader writes a status or a deadline into it
+    (:mod:`.folder_changes`) and every ``WATCHED_READ_EVERY`` seconds anyway; where it cannot be
+    watched, its entries are looked at every ``LOOK_EVERY`` seconds and read in full when they
+    change, and every ``READ_EVERY`` seconds anyway."""
+    async with folder_changes.watch(folder) as changes:  # before the first read: no write goes unseen
+        seen = entries(folder) if changes is None else ()
+        current = answer(folder, course_id)
+        end = clock() + min(max(wait, 0.0), WAIT_MOST)
+        last_read = clock()
+        while since is not None and current["version"] == since and not gone():
+            left = end - clock()
+            if left <= 0:
+                break
+            if changes is not None:
+                news = await changes.news(min(WATCHED_READ_EVERY - (clock() - last_read), left, GONE_EVERY))
+                if news or clock() - last_read >= WATCHED_READ_EVERY:
+                    last_read = clock()
+                    current = answer(folder, course_id)
+                continue
+            await asyncio.sleep(min(LOOK_EVERY, left))
+            now_seen = entries(folder)
+            if now_seen != seen or clock() - last_read >= READ_EVERY:
+                seen, last_read = now_seen, clock()
+                current = answer(folder, course_id)
     return current
 
 

@@ -1,6 +1,8 @@
 """The student's server holds a status request until the grader writes something new
 (``attention_platform.lab.feedback_on_submit.changed_answer``): the Assignments tab learns of a
-result when it is written, with one request per change."""
+result when it is written, with one request per change. Each behaviour is shown twice: with the
+folder watched (inotify, ``attention_platform.lab.folder_changes``) and looked at on a timer (where it
+cannot be watched)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import pytest
 
 from attention_platform.attempts import status as status_file
 from attention_platform.lab import feedback_on_submit as lab_status
+from attention_platform.lab import folder_changes
 
 ASSIGNMENT = "self_attention"
 
@@ -31,10 +34,39 @@ def held(folder, since, wait, **kwargs) -> tuple[dict, float]:
     return current, time.monotonic() - started
 
 
+@pytest.fixture(params=["watched", "on a timer"])
+def watching(request, monkeypatch):
+    if request.param == "on a timer":
+        monkeypatch.setattr(folder_changes, "_open", lambda folder: None)
+    yield request.param
+    assert folder_changes.watched_folders() == 0  # every watch closed with its last request
+
+
 @pytest.fixture
-def folder(tmp_path):
+def folder(tmp_path, watching):
+    """A student's feedback folder with one status, watched or looked at on a timer."""
     write_status(tmp_path, [{"state": "queued"}])
     return tmp_path
+
+
+@pytest.fixture
+def watched_folder(tmp_path):
+    write_status(tmp_path, [{"state": "queued"}])
+    yield tmp_path
+    assert folder_changes.watched_folders() == 0
+
+
+def counted(monkeypatch, name: str) -> list:
+    """Calls of ``lab_status.<name>`` from now on, one item each."""
+    calls, real = [], getattr(lab_status, name)
+    monkeypatch.setattr(lab_status, name, lambda *args: calls.append(args) or real(*args))
+    return calls
+
+
+def rename_in(folder, name: str, data: bytes = b"{}") -> None:
+    """Write ``name`` into ``folder`` as the grader does: a hidden file, then a rename."""
+    (folder / f".{name}.tmp").write_bytes(data)
+    os.rename(folder / f".{name}.tmp", folder / name)
 
 
 def test_equal_answers_have_equal_versions_and_a_new_status_a_new_one(folder):
@@ -106,9 +138,126 @@ def test_a_wait_is_never_longer_than_the_most_a_request_is_held(folder, monkeypa
     assert seconds < 10
 
 
-def test_a_missing_folder_is_an_empty_answer_and_waits_like_any_other(tmp_path):
+def test_a_missing_folder_is_an_empty_answer_and_waits_like_any_other(tmp_path, watching):
     missing = tmp_path / "not-yet"
     current = lab_status.answer(str(missing), "course")
     assert current["assignments"] == {} and current["deadlines"] == {}
     answer, seconds = held(missing, current["version"], 0.3)
     assert answer["version"] == current["version"] and seconds >= 0.3
+
+
+def test_while_nothing_changes_a_watched_folder_is_neither_looked_at_nor_read_again(watched_folder, monkeypatch):
+    folder = watched_folder
+    looks, reads = counted(monkeypatch, "entries"), counted(monkeypatch, "answer")
+    current = lab_status.answer(str(folder), "course")["version"]
+    answer, seconds = held(folder, current, 1.2)
+    assert answer["version"] == current and seconds >= 1.2
+    assert (len(looks), len(reads)) == (0, 2)  # the read above and the request's first
+
+
+def test_a_feedback_page_written_into_the_folder_does_not_wake_a_watched_request(watched_folder, monkeypatch):
+    folder = watched_folder
+    reads = counted(monkeypatch, "answer")
+    current = lab_status.answer(str(folder), "course")["version"]
+    pages = threading.Timer(0.2, rename_in, (folder, "0" * 32 + ".html", b"<p>page</p>"))
+    result = threading.Timer(0.6, write_status, (folder, [{"state": "graded", "score": 1}]))
+    pages.start(), result.start()
+    try:
+        answer, _ = held(folder, current, 25)
+    finally:
+        pages.join(), result.join()
+    assert answer["assignments"][ASSIGNMENT]["attempts"] == [{"state": "graded", "score": 1}]
+    assert len(reads) == 3  # the read above, the request's first, and the one the status woke
+
+
+def test_requests_held_at_once_share_one_watch_and_each_learns_of_the_result(folder, watching):
+    current = lab_status.answer(str(folder), "course")["version"]
+    during: list[int] = []
+
+    async def both():
+        async def write_later():
+            await asyncio.sleep(0.3)
+            during.append(folder_changes.watched_folders())
+            write_status(folder, [{"state": "graded", "score": 2}])
+
+        return await asyncio.gather(*(lab_status.changed_answer(str(folder), "course", current, 25) for _ in range(3)),
+                                    write_later())
+
+    *answers, _ = asyncio.run(both())
+    assert during == [1 if watching == "watched" else 0]
+    assert all(a["assignments"][ASSIGNMENT]["attempts"] == [{"state": "graded", "score": 2}] for a in answers)
+
+
+def test_a_watched_folder_that_is_removed_while_a_request_waits_answers_with_what_is_left(folder, watching):
+    current = lab_status.answer(str(folder), "course")["version"]
+
+    def remove():
+        for entry in folder.iterdir():
+            entry.unlink()
+        folder.rmdir()
+
+    remover = threading.Timer(0.3, remove)
+    remover.start()
+    try:
+        answer, seconds = held(folder, current, 25)
+    finally:
+        remover.join()
+    assert answer["assignments"] == {} and answer["version"] != current
+    assert seconds < 20
+
+
+@pytest.mark.parametrize("case, watched", [
+    ("a local folder", True),
+    ("a folder on NFS", False),
+    ("a missing folder", False),
+    ("a file, not a folder", False),
+    ("more folders than a server watches at once", False),
+])
+def test_where_a_folder_cannot_be_watched_the_request_falls_back_to_the_timer(tmp_path, monkeypatch, case, watched):
+    target = tmp_path / "feedback"
+    if case != "a missing folder":
+        target.mkdir()
+    if case == "a file, not a folder":
+        target.rmdir()
+        target.write_text("not a folder")
+    if case == "a folder on NFS":
+        monkeypatch.setattr(folder_changes, "file_system_type", lambda path: 0x6969)
+    if case == "more folders than a server watches at once":
+        monkeypatch.setattr(folder_changes, "MOST_FOLDERS", 0)
+
+    async def look():
+        async with folder_changes.watch(str(target)) as changes:
+            return changes
+
+    assert (asyncio.run(look()) is not None) == watched
+
+
+@pytest.mark.parametrize("case, events, expected", [
+    ("a status renamed in", [(folder_changes.IN_MOVED_TO, "feedback-on-submit-a.json")], (True, False)),
+    ("a deadline removed", [(folder_changes.IN_DELETE, "deadline-a.json")], (True, False)),
+    ("a feedback page renamed in", [(folder_changes.IN_MOVED_TO, "ab" * 16 + ".html")], (False, False)),
+    ("a status's hidden draft written", [(folder_changes.IN_CLOSE_WRITE, ".feedback-on-submit-a.json.1f")],
+     (False, False)),
+    ("a page, then a status", [(folder_changes.IN_MOVED_TO, "x.html"),
+                               (folder_changes.IN_MOVED_TO, "feedback-on-submit-a.json")], (True, False)),
+    ("the folder removed", [(folder_changes.IN_DELETE_SELF, ""), (folder_changes.IN_IGNORED, "")], (True, True)),
+    ("events lost", [(folder_changes.IN_Q_OVERFLOW, "")], (True, False)),
+    ("nothing", [], (False, False)),
+])
+def test_what_a_read_of_inotify_events_means(case, events, expected):
+    data = b"".join(event(mask, name) for mask, name in events)
+    assert folder_changes.what_happened(data) == expected
+
+
+@pytest.mark.parametrize("case, data", [
+    ("half a header", b"\x01\x00\x00\x00\x80"),
+    ("a name longer than what was read", folder_changes.EVENT_HEADER.pack(1, folder_changes.IN_MOVED_TO, 0, 4096) + b"x"),
+])
+def test_a_malformed_read_of_inotify_events_is_news_and_allocates_nothing_it_did_not_read(case, data):
+    assert folder_changes.what_happened(data) == (True, False)
+
+
+def event(mask: int, name: str) -> bytes:
+    encoded = name.encode()
+    padded = encoded + b"\0" * (16 - len(encoded) % 16) if encoded else b""
+    return folder_changes.EVENT_HEADER.pack(1, mask, 0, len(padded)) + padded
