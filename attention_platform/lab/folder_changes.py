@@ -27,7 +27,7 @@ from attention_platform.attempts import status as status_file
 # <sys/inotify.h>
 IN_CLOSE_WRITE, IN_MOVED_FROM, IN_MOVED_TO, IN_CREATE, IN_DELETE = 0x8, 0x40, 0x80, 0x100, 0x200
 IN_DELETE_SELF, IN_MOVE_SELF, IN_UNMOUNT, IN_Q_OVERFLOW, IN_IGNORED = 0x400, 0x800, 0x2000, 0x4000, 0x8000
-IN_ONLYDIR, IN_DONT_FOLLOW, IN_EXCL_UNLINK = 0x01000000, 0x02000000, 0x04000000
+IN_ONLYDIR, IN_EXCL_UNLINK = 0x01000000, 0x04000000
 IN_NONBLOCK, IN_CLOEXEC = os.O_NONBLOCK, os.O_CLOEXEC
 
 ENTRY_EVENTS = IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE
@@ -148,7 +148,9 @@ def _open(folder: str) -> int | None:
     fd = _LIBC.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
     if fd < 0:  # EMFILE: the user's max_user_instances reached
         return None
-    mask = ENTRY_EVENTS | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK
+    # Through links: natively the student's view of the exchange reaches their feedback folder through
+    # root's link (exchange_layout); this server runs as the student and only ever reads what it watches.
+    mask = ENTRY_EVENTS | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_EXCL_UNLINK
     if _LIBC.inotify_add_watch(fd, os.fsencode(folder), mask) < 0:  # ENOENT, ENOTDIR, ENOSPC, EACCES
         os.close(fd)
         return None

@@ -208,6 +208,7 @@ def test_a_watched_folder_that_is_removed_while_a_request_waits_answers_with_wha
 
 @pytest.mark.parametrize("case, watched", [
     ("a local folder", True),
+    ("a local folder reached through the view's link", True),
     ("a folder on NFS", False),
     ("a missing folder", False),
     ("a file, not a folder", False),
@@ -220,6 +221,9 @@ def test_where_a_folder_cannot_be_watched_the_request_falls_back_to_the_timer(tm
     if case == "a file, not a folder":
         target.rmdir()
         target.write_text("not a folder")
+    if case == "a local folder reached through the view's link":
+        (tmp_path / "view").symlink_to(target)
+        target = tmp_path / "view"
     if case == "a folder on NFS":
         monkeypatch.setattr(folder_changes, "file_system_type", lambda path: 0x6969)
     if case == "more folders than a server watches at once":
