@@ -38,6 +38,7 @@ from jupyter_server.utils import url_path_join
 from tornado import web
 
 from attention_platform import third_party_patches
+from attention_platform.lab import remembered_config
 from attention_platform.settings import course_id, settings
 
 STUDENT, TA, INSTRUCTOR = "student", "ta", "instructor"
@@ -199,6 +200,7 @@ def _tidy_manager(web_app) -> None:
         return result
 
     third_party_patches.wrap_assignment_list(manager, submit, listing)
+    remembered_config.remember(manager)  # a class's Submits in one minute each load it seven times
 
 
 # --------------------------------------------------------------------------- loading
