@@ -28,12 +28,18 @@ def process_seconds(pid: int) -> float:
     return (utime + stime + cutime + cstime) / CLOCK_TICKS
 
 
-def descendants(pid: int) -> set[int]:
-    """``pid`` and every living process below it."""
+def _children() -> dict[int, list[int]]:
+    """Every living process's children, by parent, from one look at /proc."""
     children: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
         if name.isdigit() and (fields := _stat_fields(int(name))) is not None:
             children.setdefault(int(fields[1]), []).append(int(name))
+    return children
+
+
+def descendants(pid: int, children: dict[int, list[int]] | None = None) -> set[int]:
+    """``pid`` and every living process below it (``children``: a look at /proc already made)."""
+    children = _children() if children is None else children
     found, todo = set(), [pid]
     while todo:
         current = todo.pop()
@@ -41,6 +47,30 @@ def descendants(pid: int) -> set[int]:
             found.add(current)
             todo.extend(children.get(current, ()))
     return found
+
+
+def command_line(pid: int) -> str:
+    """``pid``'s command line, its arguments joined by spaces (the first 4 kB); '' once it is gone."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read(4096).replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def own_seconds(pid: int) -> float:
+    """CPU-seconds of ``pid`` itself (user and system), not of the children it reaped; 0.0 once it is gone."""
+    fields = _stat_fields(pid)
+    return 0.0 if fields is None else (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def marked_seconds(pid: int, marker: str) -> float:
+    """CPU-seconds of every living process below ``pid`` whose command line holds ``marker``, each with
+    every process below it (:func:`tree_seconds` of each, from one look at /proc)."""
+    children = _children()
+    marked = [member for member in descendants(pid, children) if member != pid and marker in command_line(member)]
+    trees = set().union(*(descendants(member, children) for member in marked)) if marked else set()
+    return sum(process_seconds(member) for member in trees)
 
 
 def tree_seconds(pid: int) -> float:

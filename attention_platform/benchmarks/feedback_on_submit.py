@@ -290,12 +290,15 @@ def run(assignment: str, n: int = 5, rounds: int = 3, state: Path | None = None,
 
 
 def _cpu_so_far(hub) -> dict:
-    """CPU-seconds so far: the machine's, the feedback-on-submit grader's and the sandbox broker's (with
-    its zygotes and every sandbox of theirs)."""
+    """CPU-seconds so far: the machine's, the feedback-on-submit grader's, the sandbox broker's (with
+    its zygotes and every sandbox of theirs), the students' servers' (what the hub started as
+    ``jupyterhub-singleuser``, with their kernels) and the hub's own with its proxy's."""
     from attention_platform.benchmarks import cpu
 
     return {"machine": cpu.machine_seconds(), "grader": cpu.tree_seconds(hub.instant.pid),
-            "sandboxes": cpu.tree_seconds(hub.broker.pid) if hub.broker else 0.0}
+            "sandboxes": cpu.tree_seconds(hub.broker.pid) if hub.broker else 0.0,
+            "servers": cpu.marked_seconds(hub.process.pid, "jupyterhub-singleuser"),
+            "hub": cpu.own_seconds(hub.process.pid) + cpu.marked_seconds(hub.process.pid, "configurable-http-proxy")}
 
 
 def print_report(r: dict, log=print) -> None:
@@ -313,11 +316,13 @@ def print_report(r: dict, log=print) -> None:
     for x in r["per_round"]:
         log(f"  {x['round']:>5}   {x['graded']:>3}/{x['submits']:<3} {s(x['drain']):>8}  {s(x['p50']):>8}  "
             f"{s(x['p95']):>8}  {s(x['max']):>8}")
-    log("  round   CPU-s spent: machine   grader   broker and sandboxes   machine per graded   drain at least")
+    log("  round   CPU-s spent: machine   grader   broker and sandboxes   students' servers   hub and proxy   "
+        "machine per graded   drain at least")
     for x in r["per_round"]:
         if "cpu" in x and x["graded"]:
             cpu = x["cpu"]
             log(f"  {x['round']:>5}   {cpu['machine']:>20.2f}   {cpu['grader']:>6.2f}   {cpu['sandboxes']:>20.2f}   "
+                f"{cpu.get('servers', 0.0):>17.2f}   {cpu.get('hub', 0.0):>13.2f}   "
                 f"{cpu['machine'] / x['graded']:>18.3f}   {cpu['machine'] / r['cpus']:>12.2f} s")
     drains = [x["drain"] for x in r["per_round"] if x["drain"]]
     if len(drains) > 1:

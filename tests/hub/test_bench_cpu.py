@@ -53,3 +53,40 @@ def test_a_process_that_ends_between_two_readings_is_counted_once():
     finally:
         parent.kill()
         parent.wait()
+
+
+# A parent with two children that burn CPU and stay: one whose command line holds MARKER and that
+# starts a grandchild burning too, and one without it.
+MARKER = "students-server-like"
+MARKED_FAMILY = f"""
+import subprocess, sys, time
+grandchild = {BURN.format(seconds=0.3) + "time.sleep(60)"!r}
+marked = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time\\n"
+                           "subprocess.Popen([sys.executable, '-c', " + repr(grandchild) + "])\\n"
+                           + {BURN.format(seconds=0.5)!r} + "time.sleep(60)", {MARKER!r}])
+other = subprocess.Popen([sys.executable, "-c", {BURN.format(seconds=0.4)!r} + "time.sleep(60)"])
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_marked_processes_are_counted_with_what_they_started_and_no_other():
+    parent = subprocess.Popen([sys.executable, "-c", MARKED_FAMILY], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout.readline().strip() == "ready"
+        deadline, last = time.monotonic() + 30, -1.0
+        while ((now := cpu.tree_seconds(parent.pid)) < 1.2 or now != last) and time.monotonic() < deadline:
+            # until all three burnt theirs (0.5 + 0.3 + 0.4) and sleep
+            last = now
+            time.sleep(0.5)
+        marked = cpu.marked_seconds(parent.pid, MARKER)
+        assert 0.8 <= marked < 0.8 + 1.0  # the marked child and its grandchild, not the other child's 0.4
+        assert cpu.tree_seconds(parent.pid) - marked >= 0.4
+        assert cpu.own_seconds(parent.pid) < 0.4  # the parent's own, none of its children's
+        assert cpu.marked_seconds(parent.pid, "no process has this in its command line") == 0.0
+        assert any(MARKER in cpu.command_line(member) for member in cpu.descendants(parent.pid))
+    finally:
+        for member in cpu.descendants(parent.pid):
+            subprocess.run(["kill", "-9", str(member)], check=False)
+        parent.wait()
+    assert cpu.command_line(parent.pid) == "" and cpu.own_seconds(parent.pid) == 0.0
