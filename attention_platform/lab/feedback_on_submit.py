@@ -120,7 +120,8 @@ async def changed_answer(folder: str, course_id: str, since: str | None, wait: f
     While waiting, the folder is read when the grader writes a status or a deadline into it
     (:mod:`.folder_changes`) and every ``WATCHED_READ_EVERY`` seconds anyway; where it cannot be
     watched, its entries are looked at every ``LOOK_EVERY`` seconds and read in full when they
-    change, and every ``READ_EVERY`` seconds anyway."""
+    change, and every ``READ_EVERY`` seconds anyway (as for the rest of a wait whose watched folder was
+    removed or moved away)."""
     async with folder_changes.watch(folder) as changes:  # before the first read: no write goes unseen
         seen = entries(folder) if changes is None else ()
         current = answer(folder, course_id)
@@ -130,7 +131,7 @@ async def changed_answer(folder: str, course_id: str, since: str | None, wait: f
             left = end - clock()
             if left <= 0:
                 break
-            if changes is not None:
+            if changes is not None and not changes.gone:  # gone: this request goes on on the timer
                 news = await changes.news(min(WATCHED_READ_EVERY - (clock() - last_read), left, GONE_EVERY))
                 if news or clock() - last_read >= WATCHED_READ_EVERY:
                     last_read = clock()

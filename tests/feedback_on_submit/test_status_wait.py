@@ -7,6 +7,7 @@ cannot be watched)."""
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import threading
 import time
@@ -265,3 +266,28 @@ def event(mask: int, name: str) -> bytes:
     encoded = name.encode()
     padded = encoded + b"\0" * (16 - len(encoded) % 16) if encoded else b""
     return folder_changes.EVENT_HEADER.pack(1, mask, 0, len(padded)) + padded
+
+
+def test_a_folder_replaced_by_an_identical_one_while_watched_is_looked_at_on_the_timer_not_in_a_loop(
+        watched_folder, monkeypatch):
+    folder = watched_folder
+    reads = counted(monkeypatch, "answer")
+    current = lab_status.answer(str(folder), "course")["version"]
+
+    twin = folder.with_name("twin")
+    twin.mkdir()
+    write_status(twin, [{"state": "queued"}])
+
+    def replace():  # swapped in one step for a folder with the same status: the watched one is moved away
+        libc = ctypes.CDLL(None, use_errno=True)
+        at_cwd, exchange = -100, 2  # AT_FDCWD, RENAME_EXCHANGE
+        assert libc.renameat2(at_cwd, bytes(twin), at_cwd, bytes(folder), exchange) == 0, ctypes.get_errno()
+
+    replacer = threading.Timer(0.2, replace)
+    replacer.start()
+    try:
+        answer, seconds = held(folder, current, 1.5)
+    finally:
+        replacer.join()
+    assert answer["version"] == current and seconds >= 1.5
+    assert len(reads) < 10  # a few reads on the timer, not one after another for the rest of the wait
