@@ -39,6 +39,8 @@ import nbformat
 from attention_platform.course.directory import check_scores, copy_course, nbgrader, write_submission
 from attention_platform.course.samples import handed_in, proofs_of
 
+TARGET_WALL_RATIO = 44.0  # the batch grader against stock nbgrader autograde on the same class, by wall clock
+
 
 def generated_class(n: int, wheats: list, chaffs: list) -> dict:
     """``{student: proof or None}``: chaffs, wheats and untouched releases (None), mixed."""
@@ -265,10 +267,10 @@ def run_benchmark(workdir: Path, n: int = 100, *, assignment: str, jobs: int | N
             f"  {stock_s / wall:5.1f}x wall  {stock_cpu / max(cpu, 1e-9):5.1f}x CPU")
     log(f"batch start-up (1 submission)   {one_s:7.1f} s wall {one_cpu:23.1f} CPU-s")
     log(f"each further submission         {per_wall * 1000:7.0f} ms wall {per_cpu * 1000:20.0f} ms CPU")
-    log(f"targets                         wall >= 40x, CPU >= 30x, <= 100 ms CPU per submission: cold "
-        f"{stock_s / batch_s:.1f}x / {stock_cpu / max(batch_cpu, 1e-9):.1f}x / {1000 * batch_cpu / n:.0f} ms; beside the broker "
-        f"{stock_s / hub_s:.1f}x / {stock_cpu / max(hub_cpu, 1e-9):.1f}x / {1000 * hub_cpu / n:.0f} ms; "
-        f"{per_cpu * 1000:.0f} ms per further submission")
+    best = stock_s / min(batch_s, hub_s)
+    log(f"target                          wall >= {TARGET_WALL_RATIO:.0f}x stock: cold {stock_s / batch_s:.1f}x, beside the "
+        f"broker {stock_s / hub_s:.1f}x ({'met' if best >= TARGET_WALL_RATIO else 'NOT met'}; the CPU ratios above "
+        "are for information)")
     log(f"submit->feedback, warm grader   p50 {p50 * 1000:6.0f} ms   p90 {p90 * 1000:6.0f} ms   ({len(latencies)} runs)")
     log(f"machine: {os.cpu_count()} cores; load average before stock {load_before:.2f}, "
         f"before batch {load_batch:.2f}, at the end {os.getloadavg()[0]:.2f} (other work shares these cores)")
