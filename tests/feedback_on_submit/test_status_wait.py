@@ -29,9 +29,18 @@ def write_status(folder, attempts: list[dict]) -> None:
         os.close(fd)
 
 
-def held(folder, since, wait, **kwargs) -> tuple[dict, float]:
+def held(folder, since, wait, meanwhile=(), **kwargs) -> tuple[dict, float]:
+    """The answer to a request held on ``folder`` and how long it took; ``meanwhile``: (seconds, action)
+    pairs, each action run in a thread of its own that many seconds after the request was made."""
+    timers = [threading.Timer(after, action) for after, action in meanwhile]
     started = time.monotonic()
-    current = asyncio.run(lab_status.changed_answer(str(folder), "course", since, wait, **kwargs))
+    for timer in timers:
+        timer.start()
+    try:
+        current = asyncio.run(lab_status.changed_answer(str(folder), "course", since, wait, **kwargs))
+    finally:
+        for timer in timers:
+            timer.join()
     return current, time.monotonic() - started
 
 
@@ -97,12 +106,8 @@ def test_an_unchanged_status_is_answered_when_the_wait_is_over(folder):
 
 def test_a_result_written_while_the_request_waits_is_answered_at_once(folder):
     current = lab_status.answer(str(folder), "course")["version"]
-    writer = threading.Timer(0.3, write_status, (folder, [{"state": "graded", "score": 3}]))
-    writer.start()
-    try:
-        answer, seconds = held(folder, current, 25)
-    finally:
-        writer.join()
+    answer, seconds = held(folder, current, 25,
+                           meanwhile=[(0.3, lambda: write_status(folder, [{"state": "graded", "score": 3}]))])
     assert answer["assignments"][ASSIGNMENT]["attempts"] == [{"state": "graded", "score": 3}]
     assert answer["version"] != current
     assert seconds < 20
@@ -114,12 +119,7 @@ def test_a_replacement_the_folders_entries_do_not_show_is_read_in_full_soon_afte
     monkeypatch.setattr(lab_status, "entries", lambda _folder: ("unchanged",))
     monkeypatch.setattr(lab_status, "READ_EVERY", 0.5)
     current = lab_status.answer(str(folder), "course")["version"]
-    writer = threading.Timer(0.3, write_status, (folder, [{"state": "grading"}]))
-    writer.start()
-    try:
-        answer, _ = held(folder, current, 25)
-    finally:
-        writer.join()
+    answer, _ = held(folder, current, 25, meanwhile=[(0.3, lambda: write_status(folder, [{"state": "grading"}]))])
     assert answer["assignments"][ASSIGNMENT]["attempts"] == [{"state": "grading"}]
 
 
@@ -160,13 +160,9 @@ def test_a_feedback_page_written_into_the_folder_does_not_wake_a_watched_request
     folder = watched_folder
     reads = counted(monkeypatch, "answer")
     current = lab_status.answer(str(folder), "course")["version"]
-    pages = threading.Timer(0.2, rename_in, (folder, "0" * 32 + ".html", b"<p>page</p>"))
-    result = threading.Timer(0.6, write_status, (folder, [{"state": "graded", "score": 1}]))
-    pages.start(), result.start()
-    try:
-        answer, _ = held(folder, current, 25)
-    finally:
-        pages.join(), result.join()
+    answer, _ = held(folder, current, 25, meanwhile=[
+        (0.2, lambda: rename_in(folder, "0" * 32 + ".html", b"<p>page</p>")),
+        (0.6, lambda: write_status(folder, [{"state": "graded", "score": 1}]))])
     assert answer["assignments"][ASSIGNMENT]["attempts"] == [{"state": "graded", "score": 1}]
     assert len(reads) == 3  # the read above, the request's first, and the one the status woke
 
@@ -197,12 +193,7 @@ def test_a_watched_folder_that_is_removed_while_a_request_waits_answers_with_wha
             entry.unlink()
         folder.rmdir()
 
-    remover = threading.Timer(0.3, remove)
-    remover.start()
-    try:
-        answer, seconds = held(folder, current, 25)
-    finally:
-        remover.join()
+    answer, seconds = held(folder, current, 25, meanwhile=[(0.3, remove)])
     assert answer["assignments"] == {} and answer["version"] != current
     assert seconds < 20
 
@@ -283,11 +274,6 @@ def test_a_folder_replaced_by_an_identical_one_while_watched_is_looked_at_on_the
         at_cwd, exchange = -100, 2  # AT_FDCWD, RENAME_EXCHANGE
         assert libc.renameat2(at_cwd, bytes(twin), at_cwd, bytes(folder), exchange) == 0, ctypes.get_errno()
 
-    replacer = threading.Timer(0.2, replace)
-    replacer.start()
-    try:
-        answer, seconds = held(folder, current, 1.5)
-    finally:
-        replacer.join()
+    answer, seconds = held(folder, current, 1.5, meanwhile=[(0.2, replace)])
     assert answer["version"] == current and seconds >= 1.5
     assert len(reads) < 10  # a few reads on the timer, not one after another for the rest of the wait
