@@ -11,7 +11,7 @@ server shares it (one inotify instance), and it is closed when the last of them 
 where inotify cannot be had -- not Linux, the user's limit of inotify instances or watches reached,
 the folder missing or not a folder, more than ``MOST_FOLDERS`` folders watched at once -- and on
 a network file system, where a write by another machine raises no event here: the caller then looks
-at the folder on a timer, as before.
+at the folder on a timer (:func:`attention_platform.lab.feedback_on_submit.changed_answer`).
 """
 
 from __future__ import annotations

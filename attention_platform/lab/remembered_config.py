@@ -85,22 +85,13 @@ def remember(manager) -> None:
     def get_assignment_dir_config():
         # nbgrader's two steps, each load remembered: the config where the server runs names the
         # assignments' folder, whose own config is then loaded from there
-        with _working_in(manager.root_dir):
+        with contextlib.chdir(manager.root_dir):
             config = remembered_load_config()
         assignment_dir = ExchangeFactory(config=config).List(config=config).assignment_dir
-        with _working_in(assignment_dir):
+        with contextlib.chdir(assignment_dir):
             yield loads.load("assignment folder", jupyter_config_path(), assignment_folder_config)
 
     manager.load_config = remembered_load_config
     manager.get_assignment_dir_config = get_assignment_dir_config
     manager._attention_remembered = True
 
-
-@contextlib.contextmanager
-def _working_in(folder: str):
-    before = os.getcwd()
-    os.chdir(folder)
-    try:
-        yield
-    finally:
-        os.chdir(before)
