@@ -2,10 +2,11 @@
 
 A patch here replaces or wraps, while a process runs, a name in a module, a class or an object of
 another package: jsonschema's import of its IRI parser, tornado's HTTP server class and an
-application's routing, nbgrader's submit, its assignment list, its gradebook and metadata
-validator, JupyterLab's registry query and Jupyter Server's start. Subclasses that a package's own
-configuration selects (nbgrader's exchange classes and preprocessors, JupyterHub's spawners and
-authenticators, a handler class in a route) are not patches: they live with their concern.
+application's routing, nbgrader's submit, its assignment list, its listing's checksums, its
+gradebook and metadata validator, JupyterLab's registry query and Jupyter Server's start.
+Subclasses that a package's own configuration selects (nbgrader's exchange classes and
+preprocessors, JupyterHub's spawners and authenticators, a handler class in a route) are not
+patches: they live with their concern.
 
 Each patch is one function, called where the process needs it and at the moment it always was
 (a patch applied earlier or later can change behaviour). Applying one twice does nothing more.
@@ -67,6 +68,10 @@ EXPECTED = (
      "529d41f8c407d6cb97884323fa67ea052beeaf912507f93eb7a1ccdd2c6ceddd"),
     ("wrap_assignment_list", "nbgrader", "nbgrader.server_extensions.assignment_list.handlers:load_jupyter_server_extension",
      "a9499e913f79633851c844903a91613d62867cb7a50c2a13d1689c6d18f29cff"),
+    ("checksum_listed_feedback_with", "nbgrader", "nbgrader.exchange.default.list:_checksum",
+     "0c58abe18bd8752869d2e9fbd2e78664d81360d60487ae33f7924498dbb66dfd"),
+    ("checksum_listed_feedback_with", "nbgrader", "nbgrader.exchange.default.list:ExchangeList.parse_assignments",
+     "b9200166c1f5ddf1dcbf857fc6c02fd274952ab1eae11fc6daf81698b000d693"),
     ("grade_into", "nbgrader", "nbgrader.nbgraderformat.common:BaseMetadataValidator.validate_cell",
      "e5f97f45a9aba510674c72eb1d7246f297175e2f1bd1193a03494f6071af3265"),
     ("grade_into", "nbgrader", "nbgrader.preprocessors.checkcellmetadata",
@@ -273,6 +278,25 @@ def wrap_assignment_list(manager, submit, listing) -> None:
 
     manager.submit_assignment, manager.list_assignments = wrapped_submit, wrapped_listing
     manager._attention_wrapped = True
+
+
+def checksum_listed_feedback_with(checksum) -> None:
+    """nbgrader's listing of submissions (``nbgrader.exchange.default.list``, which the student's
+    ``ExchangeList`` inherits) hashes feedback pages through ``checksum(path)`` (the hex MD5 of the
+    file's bytes) instead of its module's ``_checksum``, which reads each page whole on every
+    listing. nbgrader has no setting for it. Applied once in the student's server; a second call
+    does nothing."""
+    import nbgrader.exchange.default.list as listing
+
+    if getattr(listing._checksum, "__wrapped__", None) is not None:
+        return
+    original = listing._checksum
+
+    def _checksum(path):
+        return checksum(path)
+
+    _checksum.__wrapped__ = original
+    listing._checksum = _checksum
 
 
 class _Replaced:

@@ -48,7 +48,7 @@ grader_tests/tests/.
   test_faults_exchange, test_faults_hub, test_formgrader_gate, test_instructor_source, test_course_lab,
   test_lti_roster, test_lti_services_hub, test_validate_service, test_intra_hub_http, test_hub_request_limits, test_student_request_limits,
   test_lms_page, test_service_supervisor, test_student_lab_browser, test_every_assignment_hub, test_formgrader_browser,
-  test_accessibility_browser, test_bench_cpu, test_remembered_config
+  test_accessibility_browser, test_bench_cpu, test_remembered_config, test_remembered_checksums
 - deadlines/ (late policies, extensions, standing, the student's deadline file; collect by each
   student's own deadline; the gradebook's late penalty; its Lab and formgrader sides): test_deadlines_units,
   test_deadlines_collect, test_deadlines_grading, test_deadlines_pages_units

@@ -38,7 +38,7 @@ from jupyter_server.utils import url_path_join
 from tornado import web
 
 from attention_platform import third_party_patches
-from attention_platform.lab import remembered_config
+from attention_platform.lab import remembered_checksums, remembered_config
 from attention_platform.settings import course_id, settings
 
 STUDENT, TA, INSTRUCTOR = "student", "ta", "instructor"
@@ -201,6 +201,8 @@ def _tidy_manager(web_app) -> None:
 
     third_party_patches.wrap_assignment_list(manager, submit, listing)
     remembered_config.remember(manager)  # a class's Submits in one minute each load it seven times
+    # and each Submit's listing would read every feedback page of every attempt so far
+    third_party_patches.checksum_listed_feedback_with(remembered_checksums.checksums)
 
 
 # --------------------------------------------------------------------------- loading
