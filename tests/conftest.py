@@ -56,7 +56,7 @@ grader_tests/tests/.
   test_feedback_on_submit_units, test_feedback_on_submit_hub, test_grader_crash_hub,
   test_feedback_on_submit_every_assignment, test_best_keeps_written_work, test_feedback_on_submit_flat_cost,
   test_feedback_on_submit_deadlines, test_formgrader_pages_browser, test_feedback_on_submit_variant,
-  test_feedback_on_submit_set_aside, test_status_wait, test_gradebook_router
+  test_feedback_on_submit_set_aside, test_status_wait, test_gradebook_router, test_same_grades_as_the_ta
 - reporting/ (report, exports, feedback page, safe HTML, similarity report, reused pages, reads made once): test_report,
   test_exports, test_feedback_page, test_hostile_submission, test_feedback_every_assignment, test_safe_html, test_similarity,
   test_page_reuse, test_read_once

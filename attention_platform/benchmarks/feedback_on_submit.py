@@ -124,6 +124,7 @@ class BenchStudent:
                     ready = min(seen, max(0.0, graded - started_wall))
                 self.samples.append({"round": round_no, "state": shown["state"], "seconds": ready, "seen": seen,
                                      "submit_request": submitted, "score": shown.get("score"),
+                                     "checks": [[c["notebook"], c["title"], c["passed"]] for c in shown.get("checks", [])],
                                      "pressed": started_wall, "result_at": started_wall + ready,
                                      "duplicated": len(attempts) - before - 1,
                                      "detail": shown.get("message", "")[:300]})
@@ -189,6 +190,27 @@ def baseline(hub, assignment: str, log) -> dict:
             continue
         log(f"TA's {step}: {steps[step]:.2f} s")
     return {"steps": steps, "seconds": sum(steps.values()), "failed": failed}
+
+
+def as_the_ta_graded(course: Path, assignment: str, students: list[BenchStudent]) -> dict:
+    """Each student's result of their last round, as feedback on submit showed it, against the
+    course's gradebook after the TA's autograde of the same (collected) submissions: the students whose
+    points or checks passed differ, and how many were compared (those with a graded last round)."""
+    from attention_platform.course.assignment_checks import as_students_see
+    from attention_platform.course.directory import check_scores
+
+    by_ta = check_scores(course, assignment=assignment, notebook=None)
+    compared, differ = 0, []
+    for student in students:
+        graded = [x for x in student.samples if x["state"] == "graded"]
+        if not graded or graded[-1]["round"] != max(x["round"] for x in student.samples):
+            continue
+        shown = graded[-1]
+        compared += 1
+        points, passed = as_students_see(assignment, by_ta.get(student.name, {}))
+        if points != shown["score"] or passed != {(nb, title): ok for nb, title, ok in shown["checks"]}:
+            differ.append(student.name)
+    return {"compared": compared, "differ": differ}
 
 
 def round_figures(samples: list[dict], rounds: int) -> list[dict]:
@@ -262,6 +284,7 @@ def run(assignment: str, n: int = 5, rounds: int = 3, state: Path | None = None,
         spent: list[dict] = []
         asyncio.run(_drive(hub.url, students, rounds, log, spread, meter=lambda: _cpu_so_far(hub), spent=spent))
         ta = baseline(hub, assignment, log)
+        same_grades = as_the_ta_graded(hub.course_dir, assignment, students) if "autograde" not in ta["failed"] else None
         parts = attempt_parts(state / "jupyterhub.log", log_start)
     finally:
         hub_native.stop(hub, timeout=60)
@@ -282,7 +305,7 @@ def run(assignment: str, n: int = 5, rounds: int = 3, state: Path | None = None,
         "seen_p95": percentile([x["seen"] for x in samples if x["state"] == "graded"], 95),
         "target_p50": TARGET_P50, "target_p95": TARGET_P95,
         "submit_request_p50": percentile([x["submit_request"] for x in samples if "submit_request" in x], 50),
-        "baseline": ta, "samples": samples,
+        "baseline": ta, "same_grades": same_grades, "samples": samples,
     }
     (state / "bench-results.json").write_text(json.dumps(report, indent=1, default=str))
     print_report(report, log)
@@ -346,6 +369,11 @@ def print_report(r: dict, log=print) -> None:
         f"(" + ", ".join(f"{k} {v:.2f} s" for k, v in b["steps"].items()) + ")")
     for step, why in b.get("failed", {}).items():
         log(f"  the TA's {step} FAILED: {' '.join(why)[:300]}")
+    same = r.get("same_grades")
+    if same is not None:
+        log(f"  grades as the TA's autograde gave them (points and every check passed), the last round: "
+            f"{same['compared'] - len(same['differ'])} of {same['compared']} students"
+            + (f"; DIFFERENT for {', '.join(same['differ'][:10])}" if same["differ"] else ""))
     if r["p50"] and not b.get("failed"):
         log(f"  -> feedback on submit's p50 is {b['seconds'] / r['p50']:.1f}x sooner than the TA's path run at once")
     for x in r["not_graded"]:

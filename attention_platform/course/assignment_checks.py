@@ -38,3 +38,20 @@ def checks_by_grade_id(assignment: str) -> dict:
     found = _registered(assignment)
     return {GRADE_ID_PREFIX + check.id: check for check in found.checks} if found is not None else {}
 
+
+
+def as_students_see(assignment: str, scores: dict) -> tuple[float, dict[tuple[str, str], bool]]:
+    """One student's gradebook scores of the assignment (``{"<notebook>/<grade id>": score}``, as
+    ``course.directory.check_scores`` reads every notebook's) as feedback on submit shows them: the
+    hidden checks' points together, and whether each check (by notebook and title) got all of its
+    points. Written answers, which the course staff grade, are left out."""
+    checks = checks_by_grade_id(assignment)
+    total, passed = 0.0, {}
+    for key, score in scores.items():
+        notebook, _, grade_id = key.partition("/")
+        check = checks.get(grade_id)
+        if check is None:
+            continue
+        total += score or 0
+        passed[(notebook, check.title)] = score == check.points
+    return total, passed

@@ -39,6 +39,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from attention_platform.course.assignment_checks import as_students_see
 from attention_platform.course.directory import check_scores
 from grader_tests.self_attention.answers import release_notebook
 from grader_tests.self_attention.answers import ASSIGNMENT, BUGGY, CORRECT, class_cell, with_methods
@@ -190,15 +191,7 @@ def test_what_the_students_saw_equals_the_batch_grader_the_gradebook_and_the_tas
     by_batch = check_scores(copy, notebook=None, assignment=ASSIGNMENT)
 
     def as_shown(scores: dict) -> tuple[float, dict]:
-        from grader_tests.registry import check_for_grade_id
-
-        checks = {}
-        for key, score in scores.items():
-            notebook, grade_id = key.split("/")
-            check = check_for_grade_id(grade_id)
-            if check is not None:
-                checks[(notebook, check.title)] = score == check.points
-        return sum(scores[k] or 0 for k in scores if check_for_grade_id(k.split("/")[1])), checks
+        return as_students_see(ASSIGNMENT, scores)
 
     for user, attempt in shown.items():
         score, checks = as_shown(by_batch[user])
