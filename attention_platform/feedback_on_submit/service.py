@@ -21,9 +21,7 @@ One coordinating thread and ``c.FeedbackOnSubmit.workers`` grading threads:
   result a student waits for never waits behind, or shares the cores with, someone's feedback pages),
   the rest: (``full``) the feedback pages (made by a niced process of their own, :mod:`.pages`), the
   archive, and for ``last``/``best`` the attempt that counts installed into the course, one student's
-  attempts in the order they were graded. A student held for their set-aside attempts whose next
-  attempt is in the queue waits for those pages anyway: theirs are made first, one attempt at a time,
-  even while others are graded (niced, the pages take what grading leaves of the cores);
+  attempts in the order they were graded;
 * nothing is lost: a submission made while this process was down is graded when it is back
   (timed by the kernel), and so is one handed in before it first watched the assignment (the scan
   that starts watching an assignment lists every student's folder again), an attempt whose grading was cut short is graded again (once: an attempt
@@ -414,26 +412,25 @@ class Service:
                 future = self.pool.submit(self.work, attempt)
                 self.running[future] = attempt
                 self.grading.add(future)
-            elif self.finishing and (index := self._next_to_finish()) is not None and self._may_finish(index):
-                attempt, result, _ = self.finishing[index]
-                del self.finishing[index]
+            elif self.finishing and self._may_finish() and (next_one := self._next_to_finish()) is not None:
+                attempt, result, _ = next_one
                 self.running[self.pool.submit(self.finish, attempt, result)] = attempt
             else:
                 return
 
-    def _waiting_for_pages(self) -> set[str]:
-        """The held students with an attempt in the queue: it waits for one of theirs to be finished."""
-        return {student for student in self.held if self.queue.waiting(student)}
-
-    def _next_to_finish(self) -> int | None:
+    def _next_to_finish(self):
+        """The oldest graded attempt waiting to be finished whose student has none being finished: one
+        student's attempts are finished in the order they were graded (the last graded one counts last)."""
         finishing_now = {(a.assignment, a.student) for f, a in self.running.items() if f not in self.grading}
-        return next_to_finish([(entry[0].assignment, entry[0].student) for entry in self.finishing],
-                              finishing_now, self._waiting_for_pages())
+        for index, entry in enumerate(self.finishing):
+            if (entry[0].assignment, entry[0].student) not in finishing_now:
+                del self.finishing[index]
+                return entry
+        return None
 
-    def _may_finish(self, index: int) -> bool:
+    def _may_finish(self) -> bool:
         return may_finish(grading=len(self.grading), finishing=len(self.running) - len(self.grading),
-                          oldest_waited=time.monotonic() - self.finishing[0][2],
-                          waited_for=self.finishing[index][0].student in self._waiting_for_pages())
+                          oldest_waited=time.monotonic() - self.finishing[0][2])
 
     def work(self, attempt: Attempt):
         """In a worker thread: grade and tell the student at once. Returns ``("graded", result)``
@@ -768,24 +765,13 @@ def spent(parts: dict, part: str):
         parts[part] = parts.get(part, 0.0) + time.monotonic() - started
 
 
-def may_finish(*, grading: int, finishing: int, oldest_waited: float, waited_for: bool = False) -> bool:
+def may_finish(*, grading: int, finishing: int, oldest_waited: float) -> bool:
     """Whether a free worker may start the rest of a graded attempt (pages, archive, what counts)
     while ``grading`` attempts are graded and ``finishing`` others are finished, the oldest graded
-    attempt having waited ``oldest_waited`` seconds; ``waited_for``: the attempt's student is held and
-    their next attempt waits in the queue for one of theirs to be finished. See :meth:`Service.dispatch`."""
+    attempt having waited ``oldest_waited`` seconds: see :meth:`Service.dispatch`."""
     if grading == 0:
         return True
-    return finishing == 0 and (oldest_waited >= FINISH_WAIT_SECONDS or waited_for)
-
-
-def next_to_finish(waiting: list[tuple[str, str]], finishing_now: set[tuple[str, str]], held: set[str]) -> int | None:
-    """Of the graded attempts ``waiting`` to be finished (``(assignment, student)``, in the order they were
-    graded), the index of the one to finish next: never one whose student has one being finished now
-    (``finishing_now``), so that one student's attempts are finished in the order they were graded (the last
-    graded one counts last); the oldest of a ``held`` student first (held, with their next attempt waiting
-    for it); else the oldest. None if there is none."""
-    free = [index for index, key in enumerate(waiting) if key not in finishing_now]
-    return next((index for index in free if waiting[index][1] in held), free[0] if free else None)
+    return finishing == 0 and oldest_waited >= FINISH_WAIT_SECONDS
 
 
 def main(course: Path, exchange: Path) -> int:

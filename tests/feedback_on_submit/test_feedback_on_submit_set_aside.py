@@ -8,8 +8,7 @@ one student, ann, whose first attempt's pages are held back until her second att
 * each attempt's page reads its own grades (a correct answer, then the bug "no √D"), although the
   scratch gradebook holds the second attempt's grades when the first one's page is made;
 * her attempts are finished in the order they were graded: under ``last`` the second one counts;
-* a student with ``SET_ASIDE_PER_STUDENT`` attempts set aside waits in the queue until one is finished,
-  and their pages are made beside another student's grading;
+* a student with ``SET_ASIDE_PER_STUDENT`` attempts set aside waits in the queue until one is finished;
 * a grader stopped while an attempt is set aside grades it again when it starts, and leaves nothing
   set aside behind.
 """
@@ -41,21 +40,21 @@ FAILED = "✗ failed"  # a check's mark on the page
 WAIT = 600  # s: a bound for a grader on a shared 2-core machine (never asserted as a speed)
 
 
-def hand_in(service, course, k: int, answer: str, student: str = "ann") -> None:
-    """What a student's submit leaves in their inbound folder, with ``answer`` in the core notebook's class cell."""
+def hand_in(service, course, k: int, answer: str) -> None:
+    """What ann's submit leaves in her inbound folder, with ``answer`` in the core notebook's class cell."""
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
-    inbound = service.exchange / "inbound" / student
+    inbound = service.exchange / "inbound" / "ann"
     made = inbound / f".making-{k}"
     shutil.copytree(course / "release" / ASSIGNMENT, made)
     core = made / NOTEBOOK
     nbformat.write(with_answer(nbformat.read(core, as_version=4), answer), core)
     (made / "timestamp.txt").write_text(stamp)
-    (made / "submission_secret.txt").write_text(f"secret-of-{student}-{k}")  # nbgrader makes one per submit
-    os.rename(made, inbound / f"{student}+{ASSIGNMENT}+{stamp}+{k}")
+    (made / "submission_secret.txt").write_text(f"secret-of-ann-{k}")  # nbgrader makes one per submit
+    os.rename(made, inbound / f"ann+{ASSIGNMENT}+{stamp}+{k}")
 
 
-def shown(service, student: str = "ann") -> list[dict]:
-    path = service.exchange / "feedback" / student / f"feedback-on-submit-{ASSIGNMENT}.json"
+def shown(service) -> list[dict]:
+    path = service.exchange / "feedback" / "ann" / f"feedback-on-submit-{ASSIGNMENT}.json"
     return json.loads(path.read_text())["attempts"] if path.exists() else []
 
 
@@ -170,31 +169,6 @@ def test_a_student_with_as_many_attempts_set_aside_as_allowed_waits_until_one_is
                and not service.running and not service.finishing, "every attempt finished", loop)
     assert [a["state"] for a in shown(service)] == ["graded"] * 3 and shown(service)[2]["counted"]
     assert not service.set_aside and not service.held
-
-
-def test_a_held_students_pages_are_made_while_another_student_is_graded(grader, monkeypatch):
-    """ann, held with an attempt set aside, submits again: her next attempt waits for those pages, so
-    they are made beside ben's grading (niced), not after it."""
-    from attention_platform.feedback_on_submit import service as service_module
-
-    monkeypatch.setattr(service_module, "SET_ASIDE_PER_STUDENT", 1)
-    slow = CORRECT[0].code + "\nimport time as _time\n_time.sleep(20)  # a long experiment in the class cell\n"
-
-    def with_ben(service):
-        for folder in ("inbound", "feedback"):
-            (service.exchange / folder / "ben").mkdir(parents=True, exist_ok=True)
-
-    service, loop, _ = grader(with_ben)
-    hand_in(service, grader.course, 1, slow, student="ben")
-    wait_until(lambda: [a["state"] for a in shown(service, "ben")] == ["grading"], "ben's attempt in grading", loop)
-    hand_in(service, grader.course, 1, CORRECT[0].code)
-    wait_until(lambda: [a["state"] for a in shown(service)] == ["graded"], "ann's first attempt graded", loop)
-    hand_in(service, grader.course, 2, NO_SCALE.code)
-    wait_until(lambda: shown(service)[0].get("pages"), "ann's first pages made", loop)
-    assert [a["state"] for a in shown(service, "ben")] == ["grading"], "ann's pages waited for ben's grading"
-    wait_until(lambda: [a["state"] for a in shown(service)] == ["graded", "graded"], "ann's second attempt graded",
-               loop)
-    wait_until(lambda: [a["state"] for a in shown(service, "ben")] == ["graded"], "ben's attempt graded", loop)
 
 
 def test_a_grader_stopped_while_an_attempt_is_set_aside_grades_it_again(grader):

@@ -21,7 +21,7 @@ from attention_platform.attempts import status as status_file
 from attention_platform.feedback_on_submit.fairqueue import FairQueue
 from attention_platform.feedback_on_submit.intake import IntakeError, collector, take
 from attention_platform.attempts.policy import FeedbackOnSubmit, Policy, PolicyError, iso, parse
-from attention_platform.feedback_on_submit.service import FINISH_WAIT_SECONDS, may_finish, next_to_finish
+from attention_platform.feedback_on_submit.service import FINISH_WAIT_SECONDS, may_finish
 from attention_platform.attempts.refusal import refused_submit, submit_refusal
 from attention_platform.lab.feedback_on_submit import attempt_page
 from grader_helpers import refused_saying
@@ -411,35 +411,16 @@ def test_the_attempts_export_lists_every_attempt_with_its_times_and_the_one_that
     assert rows[0]["graded_at"] == "2030-05-06 12:00:02.000000" and rows[1]["message"] == "Not graded: too soon."
 
 
-@pytest.mark.parametrize("grading, finishing, waited, waited_for, expected", [
-    (0, 0, 0.0, False, True),  # nothing graded now: pages and archive go ahead
-    (0, 2, 0.0, False, True),
-    (1, 0, 0.0, False, False),  # a student waits for a result: their grading keeps the cores
-    (2, 0, FINISH_WAIT_SECONDS - 1, False, False),
-    (2, 0, FINISH_WAIT_SECONDS, False, True),  # a steady stream cannot hold pages back for ever ...
-    (2, 1, FINISH_WAIT_SECONDS * 10, False, False),  # ... one at a time
-    (2, 0, 0.0, True, True),  # a held student's next attempt waits for these pages: made beside the grading ...
-    (2, 1, 0.0, True, False),  # ... one at a time
+@pytest.mark.parametrize("grading, finishing, waited, expected", [
+    (0, 0, 0.0, True),  # nothing graded now: pages and archive go ahead
+    (0, 2, 0.0, True),
+    (1, 0, 0.0, False),  # a student waits for a result: their grading keeps the cores
+    (2, 0, FINISH_WAIT_SECONDS - 1, False),
+    (2, 0, FINISH_WAIT_SECONDS, True),  # a steady stream cannot hold pages back for ever ...
+    (2, 1, FINISH_WAIT_SECONDS * 10, False),  # ... one at a time
 ])
-def test_feedback_pages_wait_while_a_result_is_being_graded(grading, finishing, waited, waited_for, expected):
-    assert may_finish(grading=grading, finishing=finishing, oldest_waited=waited, waited_for=waited_for) is expected
-
-
-A, B = ("a", "ann"), ("a", "ben")
-
-
-@pytest.mark.parametrize("waiting, finishing_now, held, expected", [
-    ([], set(), set(), None),
-    ([A, B, A], set(), set(), 0),  # the oldest
-    ([A, B, A], {A}, set(), 1),  # never a student's second while their first is being finished
-    ([A, A], {A}, set(), None),
-    ([A, B, A], set(), {"ben"}, 1),  # a held student's first: their next attempt waits for it
-    ([B, A, B], set(), {"ben"}, 0),  # ... their oldest
-    ([A, B], {B}, {"ben"}, 0),  # ... not while one of theirs is being finished
-    ([("b", "ben"), A, B], set(), {"ann"}, 1),  # held by student, whatever the assignment
-])
-def test_the_attempt_finished_next(waiting, finishing_now, held, expected):
-    assert next_to_finish(waiting, finishing_now, held) == expected
+def test_feedback_pages_wait_while_a_result_is_being_graded(grading, finishing, waited, expected):
+    assert may_finish(grading=grading, finishing=finishing, oldest_waited=waited) is expected
 
 
 @pytest.mark.slow
