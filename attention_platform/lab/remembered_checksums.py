@@ -13,14 +13,16 @@ Submit, when the whole class presses it in the same minute.
 renamed over the old) or a copy rewritten in place has a new identity and is hashed again. The
 file is opened first and its identity read from the open descriptor, so the remembered digest is
 always of the file it is filed under; a file written to while it is read is hashed again the next
-time. At most ``most`` digests are kept, the least recently used
-going first.
+time. What is not a regular file is an error at once. At most ``most`` digests are kept, the least
+recently used going first.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import stat
 import threading
 from collections import OrderedDict
 
@@ -46,9 +48,13 @@ class RememberedChecksums:
         return self.checksum(path)
 
     def checksum(self, path) -> str:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        # without waiting on a pipe swapped in after nbgrader saw a file there (a student's own copy)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
-            key = identity(os.fstat(fd))
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise OSError(errno.EINVAL, "not a regular file", str(path))
+            key = identity(info)
             with self._lock:
                 if key in self._digests:
                     self._digests.move_to_end(key)

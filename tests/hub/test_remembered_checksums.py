@@ -284,3 +284,29 @@ def test_the_patch_applied_twice_wraps_once(remembered):
     third_party_patches.checksum_listed_feedback_with(RememberedChecksums())
     assert listing._checksum is patched
     assert listing._checksum.__wrapped__.__module__ == "nbgrader.exchange.default.list"
+
+
+def test_what_is_not_a_regular_file_is_an_error_at_once_not_a_wait(tmp_path):
+    """A student's own fetched copy swapped for a pipe after nbgrader looked at it: reading it would
+    wait for a writer for ever, holding the student's server; it is refused at once."""
+    pipe = tmp_path / "page.html"
+    os.mkfifo(pipe)
+    outcome = {}
+
+    def hash_it():
+        try:
+            RememberedChecksums()(str(pipe))
+        except OSError as exc:
+            outcome["error"] = exc
+
+    import threading
+
+    reader = threading.Thread(target=hash_it, daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    if reader.is_alive():  # let the stuck open go, then fail
+        with open(pipe, "wb"):
+            pass
+        reader.join(timeout=10)
+        pytest.fail("hashing a pipe waited for a writer")
+    assert "not a regular file" in str(outcome["error"])
