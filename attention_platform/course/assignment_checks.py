@@ -39,7 +39,6 @@ def checks_by_grade_id(assignment: str) -> dict:
     return {GRADE_ID_PREFIX + check.id: check for check in found.checks} if found is not None else {}
 
 
-
 def as_students_see(assignment: str, scores: dict) -> tuple[float, dict[tuple[str, str], bool]]:
     """One student's gradebook scores of the assignment (``{"<notebook>/<grade id>": score}``, as
     ``course.directory.check_scores`` reads every notebook's) as feedback on submit shows them: the
