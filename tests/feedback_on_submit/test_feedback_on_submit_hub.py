@@ -190,23 +190,20 @@ def test_what_the_students_saw_equals_the_batch_grader_the_gradebook_and_the_tas
     assert batch.returncode == 0, batch.stdout[-2000:] + batch.stderr[-2000:]
     by_batch = check_scores(copy, notebook=None, assignment=ASSIGNMENT)
 
-    def as_shown(scores: dict) -> tuple[float, dict]:
-        return as_students_see(ASSIGNMENT, scores)
-
     for user, attempt in shown.items():
-        score, checks = as_shown(by_batch[user])
+        score, checks = as_students_see(ASSIGNMENT, by_batch[user])
         assert checks == passed_checks(attempt), user
         assert score == attempt["score"], user
     # 2. the course's gradebook holds the attempt that counts, as shown
     in_course = check_scores(course, notebook=None, assignment=ASSIGNMENT)
     for user, attempt in shown.items():
-        assert as_shown(in_course[user]) == (attempt["score"], passed_checks(attempt)), user
+        assert as_students_see(ASSIGNMENT, in_course[user]) == (attempt["score"], passed_checks(attempt)), user
     # 3. the TA's own autograde of that submission, from the formgrader, gives the same
     ta = hub.session("ta")
     for user, attempt in shown.items():
         reply = ta.formgrader("POST", f"submission/{ASSIGNMENT}/{user}/autograde")
         assert reply.status_code == 200 and reply.json()["success"], reply.text[-2000:]
-        assert as_shown(check_scores(course, notebook=None, assignment=ASSIGNMENT)[user]) == (
+        assert as_students_see(ASSIGNMENT, check_scores(course, notebook=None, assignment=ASSIGNMENT)[user]) == (
             attempt["score"], passed_checks(attempt)), user
 
 
